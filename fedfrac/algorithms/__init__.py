@@ -1,0 +1,53 @@
+"""One module per algorithm; ``make`` builds a FedAlgorithm from a name and options.
+
+``REGISTRY`` maps a public name to ``(module, preset)``: the module under
+``fedfrac.algorithms`` defines ``HPARAMS`` (name -> HParam) and
+``build(ctx, hp) -> FedAlgorithm``; ``preset`` overrides defaults, so named
+reductions (e.g. RI-FedAvg = FO-RI-FedAvg with α = 1) share one module.
+"""
+from __future__ import annotations
+
+import importlib
+
+from fedfrac.algorithms.base import (BuildContext, ClientView, FedAlgorithm, HParam,
+                                     LocalTraining, local_train, resolve_hparams)
+
+REGISTRY = {
+    "fedavg": ("fedavg", {}),
+}
+
+# Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
+# a "client" entry overrides the shared client optimizer settings.
+QUICKSTART = {
+    "fedavg": {},
+}
+
+
+def quickstart_methods():
+  """label -> options for the quickstart comparison (every registered algorithm)."""
+  return {name: dict(QUICKSTART.get(name, {})) for name in REGISTRY}
+
+
+def names():
+  return tuple(REGISTRY)
+
+
+def _entry(name):
+  if name not in REGISTRY:
+    raise ValueError(f"algorithm name={name!r}: allowed values are {', '.join(REGISTRY)}")
+  mod_name, preset = REGISTRY[name]
+  return importlib.import_module(f"fedfrac.algorithms.{mod_name}"), dict(preset)
+
+
+def hparams(name, given=None, prefix=""):
+  """Resolved, validated hyper-parameters of algorithm ``name``."""
+  mod, preset = _entry(name)
+  preset.update(dict(given or {}))
+  return resolve_hparams(name, mod.HPARAMS, preset, prefix)
+
+
+def make(name, ctx: BuildContext, **given) -> FedAlgorithm:
+  """Build algorithm ``name`` with options ``given`` (preset and defaults fill the rest)."""
+  mod, _ = _entry(name)
+  algorithm = mod.build(ctx, hparams(name, given))
+  return algorithm._replace(name=name)

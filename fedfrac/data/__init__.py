@@ -1,0 +1,6 @@
+"""Data: sources, partitioners and the flat FederatedData layout."""
+from fedfrac.data.federated import DataInfo, FederatedData, build, federate, index_table
+from fedfrac.data.partition import (SCHEMES, class_counts, dirichlet, iid, label_skew,
+                                    natural, partition, shards, split_iid,
+                                    split_test_like_train)
+from fedfrac.data.sources import Dataset, sklearn_digits, synthetic, tfds_source

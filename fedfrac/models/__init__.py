@@ -1,0 +1,27 @@
+"""Models: flax.linen modules whose params split into ``extractor`` and ``head``."""
+from __future__ import annotations
+
+from fedfrac.models.base import Model, SplitModel, param_bytes, param_count
+from fedfrac.models.cnn import CNNCifarExtractor, CNNMnistExtractor, max_pool_2x2
+from fedfrac.models.mlp import FirmaExtractor, Identity, LinearHead, MLPExtractor
+
+MODELS = ("mlp", "firma_mlp", "logistic", "cnn_mnist", "cnn_cifar")
+
+
+def build(model_cfg, input_shape, num_outputs, input_scale=1.0) -> Model:
+  """Config -> :class:`Model` with input shape taken from the dataset."""
+  name = model_cfg.name
+  if name == "mlp":
+    extractor = MLPExtractor(hidden=tuple(model_cfg.hidden))
+  elif name == "firma_mlp":
+    extractor = FirmaExtractor()
+  elif name == "logistic":
+    extractor = Identity()
+  elif name == "cnn_mnist":
+    extractor = CNNMnistExtractor(padding=model_cfg.padding, dropout=model_cfg.dropout)
+  elif name == "cnn_cifar":
+    extractor = CNNCifarExtractor(padding=model_cfg.padding)
+  else:
+    raise ValueError(f"model.name={name!r}: allowed values are {', '.join(MODELS)}")
+  module = SplitModel(extractor=extractor, head=LinearHead(num_outputs))
+  return Model(module, tuple(input_shape), int(num_outputs), float(input_scale), name)

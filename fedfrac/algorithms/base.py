@@ -1,0 +1,361 @@
+"""The algorithm contract (DESIGN §2.1) and the pieces every algorithm shares.
+
+An algorithm is a value, :class:`FedAlgorithm`, of pure functions:
+
+  init(key, params0, num_clients, data_info) -> (server_state, client_states)
+  broadcast(server_state) -> payload                       # downlink, per client
+  client_update(payload, client_state, client_view, key, round)
+      -> (message, client_state, client_metrics)           # message = uplink
+  aggregate(server_state, client_states, messages, weights, mask, key)
+      -> (server_state, client_states) or (server_state, client_states, metrics)
+  eval_params(server_state, client_state) -> params used to evaluate that client
+
+``client_states`` is one pytree whose leaves have a leading axis K (all clients);
+the engine gathers the sampled rows, vmaps ``client_update`` and scatters them
+back before calling ``aggregate`` with the stacked ``messages [S, ...]``,
+``weights [S]`` (n_k, zero for masked slots) and ``mask [S]``.
+
+Continuous hyper-parameters may arrive as traced JAX values (so whole runs can be
+vmapped over a grid): builders must use them only in ``jnp`` arithmetic, never in
+Python control flow.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from fedfrac.data.federated import DataInfo
+from fedfrac.models.base import Model
+
+
+def star_communication(payload_bytes, message_bytes, participants):
+  """Server-client accounting: each participant downloads the payload and uploads
+  its message. Returns ``(bytes_up, bytes_down)`` for the round."""
+  return message_bytes * participants, payload_bytes * participants
+
+
+class FedAlgorithm(NamedTuple):
+  """A federated algorithm as six pure functions (see module docstring).
+
+  ``personalized=True`` means ``eval_params`` depends on the client state, so the
+  engine evaluates every client's own model instead of one global model.
+  ``comm(payload_bytes, message_bytes, participants) -> (up, down)`` turns the
+  message and payload shapes into a round's traffic (decentralised algorithms
+  override it, e.g. a ring sends each message to two neighbours per pass).
+  """
+  name: str
+  init: Callable
+  broadcast: Callable
+  client_update: Callable
+  aggregate: Callable
+  eval_params: Callable
+  personalized: bool = False
+  comm: Callable = star_communication
+
+
+class ClientView(NamedTuple):
+  """What one client sees of the data inside ``client_update``.
+
+  Attributes:
+    x: ``[N, ...]`` the flat train inputs of all clients (shared, never copied).
+    y: ``[N]`` the flat train targets.
+    index: ``[n_max]`` int32 rows owned by this client (padded).
+    size: ``[]`` int32 number of valid rows n_k.
+    num_steps: ``[]`` int32 local steps this client runs this round.
+    client_id: ``[]`` int32.
+  """
+  x: jax.Array
+  y: jax.Array
+  index: jax.Array
+  size: jax.Array
+  num_steps: jax.Array
+  client_id: jax.Array
+
+
+# --------------------------------------------------------------------------------
+# Tasks: losses and evaluation statistics.
+
+
+def masked_mean(values, mask):
+  """Σ v·m / max(Σ m, 1) over the batch axis."""
+  mask = mask.astype(values.dtype)
+  return jnp.sum(values * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def cross_entropy(logits, labels):
+  """Per-example softmax cross-entropy with integer labels: ``[B, C], [B] -> [B]``."""
+  return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+
+class Task(NamedTuple):
+  """Per-example loss and evaluation statistics for a model's outputs.
+
+  ``example_loss(outputs [B, C], y [B]) -> [B]``;
+  ``example_stats(outputs, y) -> dict of [B] arrays`` summed by the evaluator.
+  """
+  name: str
+  example_loss: Callable
+  example_stats: Callable
+
+
+def classification_task() -> Task:
+  def stats(logits, y):
+    return {"loss": cross_entropy(logits, y),
+            "correct": (jnp.argmax(logits, -1) == y).astype(jnp.float32)}
+  return Task("classification", cross_entropy, stats)
+
+
+def regression_task(loss="mse", huber_delta=1.0) -> Task:
+  def example_loss(pred, y):
+    err = pred.reshape(y.shape) - y
+    if loss == "huber":
+      return optax.huber_loss(err, delta=huber_delta)
+    return err ** 2
+
+  def stats(pred, y):
+    err = pred.reshape(y.shape) - y
+    return {"loss": example_loss(pred, y), "sq_err": err ** 2, "abs_err": jnp.abs(err)}
+  return Task("regression", example_loss, stats)
+
+
+# --------------------------------------------------------------------------------
+# Local training.
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalTraining:
+  """Static description of client-side training shared by all algorithms.
+
+  Attributes:
+    optimizer: optax transformation with unit learning rate; the round's
+      learning rate multiplies its output (``lr_schedule(round)``).
+    lr_schedule: round index -> learning rate (jnp scalar).
+    batch_size: B.
+    local_epochs: E (epoch mode: client k runs E·ceil(n_k/B) steps) or None.
+    local_steps: H (step mode: every client runs exactly H steps) or None.
+    max_steps: static scan length (the largest step count of any client).
+    unroll: ``lax.scan`` unroll factor for the local-step loop.
+  """
+  optimizer: optax.GradientTransformation
+  lr_schedule: Callable
+  batch_size: int
+  local_epochs: Optional[int]
+  local_steps: Optional[int]
+  max_steps: int
+  unroll: int = 1
+
+  def steps_for(self, client_size):
+    """Local steps per client ``[K]`` (host-side NumPy)."""
+    import numpy as np
+    client_size = np.asarray(client_size)
+    if self.local_steps is not None:
+      return np.full(client_size.shape, self.local_steps, np.int32)
+    return (self.local_epochs * np.ceil(client_size / self.batch_size)).astype(np.int32)
+
+
+def epoch_permutations(key, size, n_max, num_epochs, batch_size):
+  """Per-epoch shuffles of a client's valid positions: ``[E, n_max + B]`` int32.
+
+  Row e lists positions 0..size-1 in a random order first (then the padded
+  positions); it is padded by B so a batch slice never runs off the end.
+  """
+  def one(k):
+    scores = jax.random.uniform(k, (n_max,))
+    scores = jnp.where(jnp.arange(n_max) < size, scores, 2.0)
+    return jnp.argsort(scores).astype(jnp.int32)
+  perms = jax.vmap(one)(jax.random.split(key, num_epochs))
+  return jnp.pad(perms, ((0, 0), (0, batch_size)))
+
+
+def batch_positions(view: ClientView, key, step, training: LocalTraining, perms):
+  """Positions (into ``view.index``) and sample mask of the batch at ``step``.
+
+  Epoch mode walks the epoch shuffles in order; the last batch of an epoch may be
+  partial (masked). Step mode draws B distinct positions uniformly each step.
+  Returns ``(positions [B] int32, sample_mask [B] bool)``.
+  """
+  b = training.batch_size
+  if training.local_steps is None:
+    steps_per_epoch = jnp.maximum((view.size + b - 1) // b, 1)
+    epoch = jnp.minimum(step // steps_per_epoch, training.local_epochs - 1)
+    start = (step % steps_per_epoch) * b
+    pos = jax.lax.dynamic_slice(perms[epoch], (start,), (b,))
+    valid = start + jnp.arange(b) < view.size
+  else:
+    n_max = view.index.shape[0]
+    scores = jax.random.uniform(jax.random.fold_in(key, step), (n_max,))
+    scores = jnp.where(jnp.arange(n_max) < view.size, scores, 2.0)
+    if n_max >= b:
+      pos = jnp.argsort(scores)[:b].astype(jnp.int32)
+    else:
+      pos = jnp.pad(jnp.argsort(scores).astype(jnp.int32), (0, b - n_max))
+    valid = jnp.arange(b) < view.size
+  return pos, valid
+
+
+def select_tree(pred, on_true, on_false):
+  """Leaf-wise ``where(pred, a, b)``; bit-identical ``b`` when pred is False."""
+  return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
+                training: LocalTraining, optimizer=None, step_hook=None):
+  """Run a client's local steps as one masked ``lax.scan``.
+
+  The scan runs ``training.max_steps`` iterations; step h is active iff
+  ``h < view.num_steps``; an inactive step leaves params and optimizer state
+  bit-identical. Samples past ``view.size`` in a partial batch are masked out of
+  the loss.
+
+  Args:
+    params: model params pytree.
+    opt_state: state of ``optimizer`` (default ``training.optimizer``).
+    view: the client's :class:`ClientView`.
+    key: client key for this round.
+    lr: learning rate multiplying the optimizer's (unit-rate) updates.
+    loss_fn: ``(params, x [B,...], y [B], sample_mask [B], key) -> (loss, aux)``.
+    step_hook: optional ``(grads, params, step) -> grads`` applied before the
+      optimizer (e.g. SCAFFOLD's control-variate correction).
+  Returns:
+    ``(params, opt_state, metrics)`` with metrics ``loss`` (mean over active
+    steps of the batch loss), ``steps`` (active steps), ``grad_norm`` (mean
+    global gradient norm over active steps).
+  """
+  optimizer = optimizer or training.optimizer
+  n_max = view.index.shape[0]
+  batch_key, step_key = jax.random.split(key)
+  if training.local_steps is None:
+    perms = epoch_permutations(batch_key, view.size, n_max, training.local_epochs,
+                               training.batch_size)
+  else:
+    perms = None
+  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+  def body(carry, step):
+    params, opt_state, loss_sum, gnorm_sum = carry
+    active = step < view.num_steps
+    pos, sample_mask = batch_positions(view, batch_key, step, training, perms)
+    rows = view.index[pos]
+    x, y = view.x[rows], view.y[rows]
+    (loss, _), grads = grad_fn(params, x, y, sample_mask, jax.random.fold_in(step_key, step))
+    if step_hook is not None:
+      grads = step_hook(grads, params, step)
+    updates, new_opt_state = optimizer.update(grads, opt_state, params)
+    new_params = jax.tree.map(lambda p, u: p + lr * u, params, updates)
+    params = select_tree(active, new_params, params)
+    opt_state = select_tree(active, new_opt_state, opt_state)
+    act = active.astype(jnp.float32)
+    return (params, opt_state, loss_sum + act * loss,
+            gnorm_sum + act * optax.global_norm(grads)), None
+
+  init = (params, opt_state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+  (params, opt_state, loss_sum, gnorm_sum), _ = jax.lax.scan(
+      body, init, jnp.arange(training.max_steps), unroll=training.unroll)
+  steps = jnp.minimum(view.num_steps, training.max_steps).astype(jnp.float32)
+  denom = jnp.maximum(steps, 1.0)
+  return params, opt_state, {"loss": loss_sum / denom, "steps": steps,
+                             "grad_norm": gnorm_sum / denom}
+
+
+def supervised_loss(model: Model, task: Task):
+  """``loss_fn(params, x, y, mask, key) -> (loss, outputs)`` for ``local_train``."""
+  def loss_fn(params, x, y, mask, key):
+    out = model.apply(params, x, train=True, key=key)
+    return masked_mean(task.example_loss(out, y), mask), out
+  return loss_fn
+
+
+# --------------------------------------------------------------------------------
+# Building algorithms from configs.
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildContext:
+  """Everything an algorithm builder may close over (static, host-side)."""
+  model: Model
+  task: Task
+  training: LocalTraining
+  data_info: DataInfo
+  rounds: int
+  client_cfg: Any = None
+
+
+class HParam(NamedTuple):
+  """A hyper-parameter: default, check (value -> bool) and what is allowed."""
+  default: Any
+  check: Optional[Callable] = None
+  allowed: str = ""
+
+
+def positive(v):
+  return _is_number(v) and v > 0
+
+
+def non_negative(v):
+  return _is_number(v) and v >= 0
+
+
+def unit_interval(v):
+  return _is_number(v) and 0 <= v <= 1
+
+
+def one_of(*values):
+  return lambda v: v in values
+
+
+def _is_number(v):
+  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def resolve_hparams(algorithm_name, spec: dict, given: dict, prefix="") -> dict:
+  """Defaults + given values, each checked; unknown keys are errors."""
+  unknown = sorted(set(given) - set(spec))
+  if unknown:
+    raise ValueError(
+        f"{prefix}{unknown[0]}: unknown option for algorithm {algorithm_name!r}; "
+        f"allowed options are {', '.join(sorted(spec)) or '(none)'}")
+  out = {}
+  for key, hp in spec.items():
+    value = given.get(key, hp.default)
+    if hp.check is not None and not _is_traced(value) and not hp.check(value):
+      raise ValueError(f"{prefix}{key}={value!r}: {hp.allowed or 'invalid value'}")
+    out[key] = value
+  return out
+
+
+def _is_traced(v):
+  return isinstance(v, jax.core.Tracer)
+
+
+# --------------------------------------------------------------------------------
+# Small pytree helpers used by several algorithms.
+
+
+def tree_sub(a, b):
+  return jax.tree.map(jnp.subtract, a, b)
+
+
+def tree_add(a, b):
+  return jax.tree.map(jnp.add, a, b)
+
+
+def tree_scale(a, s):
+  return jax.tree.map(lambda x: s * x, a)
+
+
+def tree_zeros_like(a):
+  return jax.tree.map(jnp.zeros_like, a)
+
+
+def tree_norm(a):
+  return optax.global_norm(a)
+
+
+def stack_for_clients(tree, num_clients):
+  """Broadcast a pytree to ``[K, ...]`` leaves (initial per-client state)."""
+  return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_clients,) + x.shape).copy(), tree)

@@ -1,0 +1,153 @@
+"""FederatedData: flat arrays plus per-client index tables (DESIGN §2.2).
+
+Client data is stored once (``x_train [N, ...]``, ``y_train [N]``); client k owns
+rows ``client_index[k, :client_size[k]]``. The table is padded to ``n_max`` with
+the client's own first index so every entry is a valid row; padded entries are
+masked by the engine. The same layout holds per-client test splits as indices into
+the global test set.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+import importlib
+partition_lib = importlib.import_module("fedfrac.data.partition")
+from fedfrac.data import sources
+
+
+class DataInfo(NamedTuple):
+  """Static, host-side facts an algorithm may use at ``init``."""
+  num_clients: int
+  num_classes: int
+  input_shape: tuple
+  client_size: np.ndarray      # [K] train samples per client
+  class_counts: np.ndarray     # [K, C] train class histogram (zeros for regression)
+  task: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FederatedData:
+  """A federated dataset.
+
+  Attributes:
+    x_train: ``[N, ...]``; y_train: ``[N]``.
+    client_index: ``[K, n_max]`` int32 rows of the train arrays per client.
+    client_size: ``[K]`` int32 number of valid entries per row.
+    x_test, y_test: global test set ``[M, ...]``, ``[M]``.
+    client_test_index: ``[K, m_max]`` int32 indices into the test set.
+    client_test_size: ``[K]`` int32 (may be 0 for a client with no test data).
+    class_counts: ``[K, C]`` train class histogram.
+  """
+  name: str
+  task: str
+  num_classes: int
+  input_scale: float
+  x_train: np.ndarray
+  y_train: np.ndarray
+  client_index: np.ndarray
+  client_size: np.ndarray
+  x_test: np.ndarray
+  y_test: np.ndarray
+  client_test_index: np.ndarray
+  client_test_size: np.ndarray
+  class_counts: np.ndarray
+
+  @property
+  def num_clients(self) -> int:
+    return int(self.client_size.shape[0])
+
+  @property
+  def input_shape(self) -> tuple:
+    return tuple(self.x_train.shape[1:])
+
+  def info(self) -> DataInfo:
+    return DataInfo(self.num_clients, self.num_classes, self.input_shape,
+                    self.client_size.copy(), self.class_counts.copy(), self.task)
+
+  def client_arrays(self, k):
+    """Host copy of client k's train data (for reference loops and notebooks)."""
+    idx = self.client_index[k, :self.client_size[k]]
+    return self.x_train[idx], self.y_train[idx]
+
+
+def index_table(parts: Sequence[np.ndarray]):
+  """Pad index lists into ``([K, n_max] int32, [K] int32)``.
+
+  Padding repeats the row's first index (or 0 for an empty row).
+  """
+  sizes = np.asarray([len(p) for p in parts], np.int32)
+  n_max = max(1, int(sizes.max()) if len(parts) else 1)
+  table = np.zeros((len(parts), n_max), np.int32)
+  for k, p in enumerate(parts):
+    if len(p):
+      table[k, :len(p)] = p
+      table[k, len(p):] = p[0]
+  return table, sizes
+
+
+def federate(dataset: sources.Dataset, train_parts, test_parts) -> FederatedData:
+  """Assemble :class:`FederatedData` from a dataset and per-client index lists."""
+  client_index, client_size = index_table(train_parts)
+  test_index, test_size = index_table(test_parts)
+  if dataset.task == "classification":
+    counts = partition_lib.class_counts(dataset.y_train, train_parts, dataset.num_classes)
+  else:
+    counts = np.zeros((len(train_parts), 0), np.int64)
+  return FederatedData(
+      name=dataset.name, task=dataset.task, num_classes=dataset.num_classes,
+      input_scale=dataset.input_scale, x_train=dataset.x_train,
+      y_train=dataset.y_train, client_index=client_index, client_size=client_size,
+      x_test=dataset.x_test, y_test=dataset.y_test, client_test_index=test_index,
+      client_test_size=test_size, class_counts=counts)
+
+
+PARTITION_OPTIONS = {
+    "iid": (),
+    "dirichlet": ("alpha",),
+    "shards": ("shards_per_client",),
+    "label_skew": ("classes_per_client", "min_client_size", "on_small"),
+    "natural": (),
+}
+
+
+def build(data_cfg, seed) -> FederatedData:
+  """Config -> :class:`FederatedData`: load the source, partition, split the test set.
+
+  ``data_cfg.partition`` picks the scheme; ``data_cfg.test_split`` picks how the
+  global test set is divided into per-client test splits: ``"like_train"``
+  (each client's own class mix, the FIRMA protocol), ``"iid"`` or ``"natural"``
+  (the source's own per-client test data, e.g. FedProx synthetic).
+  """
+  data_seed = seed if data_cfg.get("seed", -1) < 0 else data_cfg.seed
+  dataset = sources.load(data_cfg, data_seed)
+  scheme = data_cfg.partition
+  kwargs = {k: data_cfg[k] for k in PARTITION_OPTIONS[scheme]}
+  kwargs["min_size"] = data_cfg.min_size
+  num_clients = data_cfg.num_clients
+  if scheme == "natural":
+    if dataset.train_groups is None:
+      raise ValueError(
+          f"data.partition='natural': source {data_cfg.source!r} has no natural "
+          f"client ids; use iid, dirichlet, shards or label_skew")
+    kwargs["group_ids"] = dataset.train_groups
+  train_parts = partition_lib.partition(dataset.y_train if dataset.task == "classification"
+                                        else np.zeros(len(dataset.y_train), np.int32),
+                                        num_clients, scheme, data_seed, **kwargs)
+  test_mode = data_cfg.test_split
+  if test_mode == "natural":
+    if dataset.test_groups is None:
+      raise ValueError(
+          f"data.test_split='natural': source {data_cfg.source!r} has no per-client "
+          f"test data; use 'like_train' or 'iid'")
+    test_parts = [np.flatnonzero(dataset.test_groups == g)
+                  for g in np.unique(dataset.train_groups)]
+  elif test_mode == "iid" or dataset.task != "classification":
+    test_parts = partition_lib.split_iid(len(dataset.y_test), len(train_parts),
+                                         data_seed + 1)
+  else:
+    counts = partition_lib.class_counts(dataset.y_train, train_parts, dataset.num_classes)
+    test_parts = partition_lib.split_test_like_train(dataset.y_test, counts, data_seed + 1)
+  return federate(dataset, train_parts, test_parts)

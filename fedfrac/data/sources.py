@@ -1,0 +1,206 @@
+"""Dataset sources: host-side NumPy arrays with a global train/test split.
+
+Every source returns a :class:`Dataset`. Nothing here downloads at import; the
+``tfds`` source downloads only when asked to (``download=True``) on a machine with
+internet, and its tests run under ``tfds.testing.mock_data``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+  """A centralised dataset before federation.
+
+  Attributes:
+    name: source name.
+    x_train: ``[N, ...]`` inputs (float32, or uint8 with ``input_scale``).
+    y_train: ``[N]`` int32 class labels (float32 targets for regression).
+    x_test, y_test: the global test set, same layout.
+    num_classes: number of classes (0 for regression).
+    task: ``"classification"`` or ``"regression"``.
+    input_scale: models multiply inputs by this (``1/255`` for uint8 images).
+    train_groups, test_groups: optional ``[N]`` / ``[M]`` natural client ids
+      (FedProx synthetic users, vehicles); used by the ``natural`` partition.
+  """
+  name: str
+  x_train: np.ndarray
+  y_train: np.ndarray
+  x_test: np.ndarray
+  y_test: np.ndarray
+  num_classes: int
+  task: str = "classification"
+  input_scale: float = 1.0
+  train_groups: Optional[np.ndarray] = None
+  test_groups: Optional[np.ndarray] = None
+
+  @property
+  def input_shape(self):
+    return tuple(self.x_train.shape[1:])
+
+
+def _stratified_split(labels, test_fraction, seed):
+  """Per-class random split; returns (train_idx, test_idx), both sorted."""
+  rng = np.random.default_rng(seed)
+  train, test = [], []
+  for c in np.unique(labels):
+    idx = rng.permutation(np.flatnonzero(labels == c))
+    n_test = int(round(test_fraction * idx.size))
+    test.append(idx[:n_test])
+    train.append(idx[n_test:])
+  return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
+
+
+def sklearn_digits(test_fraction=0.2, split_seed=0):
+  """scikit-learn's bundled 8x8 digits (1,797 real images; offline).
+
+  Pixel values 0..16 are scaled to [0, 1]; inputs are ``[N, 8, 8, 1]`` float32.
+  The global test set is a stratified ``test_fraction`` split drawn with
+  ``split_seed``.
+  """
+  if not 0.0 < test_fraction < 1.0:
+    raise ValueError(f"data.test_fraction={test_fraction!r}: must be in (0, 1)")
+  from sklearn.datasets import load_digits
+  d = load_digits()
+  x = (d.images.astype(np.float32) / 16.0)[..., None]
+  y = d.target.astype(np.int32)
+  tr, te = _stratified_split(y, test_fraction, split_seed)
+  return Dataset("sklearn_digits", x[tr], y[tr], x[te], y[te], num_classes=10)
+
+
+def synthetic(alpha=1.0, beta=1.0, num_clients=30, dim=60, num_classes=10,
+              iid=False, test_fraction=0.2, max_client_size=2000, seed=0):
+  """FedProx / LEAF Synthetic(alpha, beta) (Li et al. 2020, §5.1).
+
+  Client k draws u_k ~ N(0, alpha), B_k ~ N(0, beta); its model
+  W_k ~ N(u_k, 1) ``[dim, C]``, b_k ~ N(u_k, 1); inputs x ~ N(v_k, Σ) with
+  v_k ~ N(B_k, 1) and Σ = diag(j^-1.2); labels y = argmax(softmax(x W_k + b_k)).
+  ``iid=True`` shares one model and one input mean (Synthetic-IID). Client sizes
+  follow the reference lognormal(4, 2) + 50, capped at ``max_client_size``.
+  Each client keeps ``test_fraction`` of its samples as its own test split; the
+  global test set is their union. ``train_groups``/``test_groups`` carry the
+  client ids for the ``natural`` partition.
+  """
+  for key, val in (("alpha", alpha), ("beta", beta)):
+    if not np.isfinite(val) or val < 0:
+      raise ValueError(f"data.synthetic.{key}={val!r}: must be >= 0")
+  if num_clients < 1 or dim < 1 or num_classes < 2:
+    raise ValueError(
+        f"data.synthetic: num_clients={num_clients}, dim={dim}, "
+        f"num_classes={num_classes}: need num_clients >= 1, dim >= 1, classes >= 2")
+  rng = np.random.default_rng(seed)
+  sizes = np.minimum(rng.lognormal(4, 2, num_clients).astype(np.int64) + 50,
+                     max_client_size)
+  cov_diag = np.arange(1, dim + 1, dtype=np.float64) ** -1.2
+  w_shared = rng.normal(0, 1, (dim, num_classes))
+  b_shared = rng.normal(0, 1, num_classes)
+  mean_w = rng.normal(0, alpha, num_clients)
+  mean_x = rng.normal(rng.normal(0, beta, num_clients)[:, None], 1, (num_clients, dim))
+  xs_tr, ys_tr, g_tr, xs_te, ys_te, g_te = [], [], [], [], [], []
+  for k in range(num_clients):
+    if iid:
+      w, b, mu = w_shared, b_shared, np.zeros(dim)
+    else:
+      w = rng.normal(mean_w[k], 1, (dim, num_classes))
+      b = rng.normal(mean_w[k], 1, num_classes)
+      mu = mean_x[k]
+    x = rng.normal(mu, np.sqrt(cov_diag), (sizes[k], dim)).astype(np.float32)
+    y = np.argmax(x @ w + b, axis=1).astype(np.int32)
+    n_test = max(1, int(round(test_fraction * sizes[k])))
+    perm = rng.permutation(sizes[k])
+    te, tr = perm[:n_test], perm[n_test:]
+    xs_tr.append(x[tr]); ys_tr.append(y[tr]); g_tr.append(np.full(tr.size, k))
+    xs_te.append(x[te]); ys_te.append(y[te]); g_te.append(np.full(te.size, k))
+  return Dataset(
+      f"synthetic({alpha},{beta})", np.concatenate(xs_tr), np.concatenate(ys_tr),
+      np.concatenate(xs_te), np.concatenate(ys_te), num_classes=num_classes,
+      train_groups=np.concatenate(g_tr).astype(np.int32),
+      test_groups=np.concatenate(g_te).astype(np.int32))
+
+
+# name -> (label key, number of classes)
+TFDS_DATASETS = {
+    "mnist": ("label", 10),
+    "fashion_mnist": ("label", 10),
+    "cifar10": ("label", 10),
+    "cifar100": ("label", 100),
+    "emnist": ("label", 62),
+    "emnist/balanced": ("label", 47),
+    "emnist/byclass": ("label", 62),
+    "emnist/letters": ("label", 37),
+    "emnist/digits": ("label", 10),
+    "emnist/mnist": ("label", 10),
+}
+
+
+def _read_source(source, image_key, label_key, max_examples=None):
+  n = len(source) if max_examples is None else min(len(source), max_examples)
+  images, labels = [], []
+  for i in range(n):
+    ex = source[i]
+    images.append(np.asarray(ex[image_key]))
+    labels.append(int(ex[label_key]))
+  return np.stack(images), np.asarray(labels, np.int32)
+
+
+def tfds_source(name, data_dir=None, download=False, train_split="train",
+                test_split="test", max_train=None, max_test=None):
+  """Image classification data through ``tfds.data_source`` (random access).
+
+  Inputs stay uint8 ``[N, H, W, C]`` on the host and device; models scale them by
+  ``input_scale = 1/255``. ``download=True`` downloads and prepares the dataset
+  (needs internet and, for preparation, the ``tfds`` extra:
+  ``pip install 'fedfrac[tfds]'``). Without it a missing dataset raises one
+  clear error saying how to obtain it.
+  """
+  if name not in TFDS_DATASETS:
+    raise ValueError(
+        f"data.tfds.name={name!r}: allowed values are {', '.join(TFDS_DATASETS)}")
+  import tensorflow_datasets as tfds
+  label_key, num_classes = TFDS_DATASETS[name]
+  try:
+    train = tfds.data_source(name, split=train_split, data_dir=data_dir,
+                             download=download)
+    test = tfds.data_source(name, split=test_split, data_dir=data_dir,
+                            download=download)
+  except Exception as e:  # tfds raises several types for a missing dataset
+    where = data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")
+    raise FileNotFoundError(
+        f"tfds dataset {name!r} is not available in {where} ({type(e).__name__}: "
+        f"{e}). Prepare it on a machine with internet with "
+        f"--config.data.tfds.download=True (install the extra: "
+        f"pip install 'fedfrac[tfds]'), or point --config.data.tfds.data_dir at "
+        f"a prepared copy.") from e
+  x_tr, y_tr = _read_source(train, "image", label_key, max_train)
+  x_te, y_te = _read_source(test, "image", label_key, max_test)
+  if x_tr.ndim == 3:
+    x_tr, x_te = x_tr[..., None], x_te[..., None]
+  return Dataset(f"tfds:{name}", x_tr.astype(np.uint8), y_tr, x_te.astype(np.uint8),
+                 y_te, num_classes=num_classes, input_scale=1.0 / 255.0)
+
+
+SOURCES = ("sklearn_digits", "synthetic", "tfds")
+
+
+def load(data_cfg, seed):
+  """Build the :class:`Dataset` named by ``data_cfg.source``."""
+  source = data_cfg.source
+  if source == "sklearn_digits":
+    return sklearn_digits(test_fraction=data_cfg.test_fraction,
+                          split_seed=data_cfg.get("split_seed", 0))
+  if source == "synthetic":
+    s = data_cfg.synthetic
+    return synthetic(alpha=s.alpha, beta=s.beta, num_clients=data_cfg.num_clients,
+                     dim=s.dim, num_classes=s.num_classes, iid=s.iid,
+                     test_fraction=data_cfg.test_fraction,
+                     max_client_size=s.max_client_size, seed=seed)
+  if source == "tfds":
+    t = data_cfg.tfds
+    return tfds_source(t.name, data_dir=t.data_dir or None, download=t.download,
+                       max_train=t.max_train or None, max_test=t.max_test or None)
+  raise ValueError(f"data.source={source!r}: allowed values are {', '.join(SOURCES)}")

@@ -1,0 +1,340 @@
+"""The simulator: vmap over the sampled cohort, lax.scan over rounds (DESIGN §2.2).
+
+One round: availability update (churn) → sample S_t → gather client states →
+``client_update`` over the cohort (vmap or lax.map, same numbers) → scatter →
+``aggregate``. Rounds run in ``lax.scan`` chunks inside one ``jit``; between
+chunks the caller (``fedfrac.experiment``) evaluates, logs and checkpoints.
+
+Randomness: one root key per run; round t uses ``fold_in(root, t)`` and client k
+``fold_in(fold_in(root_t, CLIENT), k)``, so results do not depend on cohort
+order, chunk size or device count.
+
+Nothing here knows about files, flags or logging.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedfrac.algorithms.base import ClientView, FedAlgorithm, LocalTraining, Task
+from fedfrac.data.federated import FederatedData
+from fedfrac.metrics import gini_jnp
+from fedfrac.models.base import Model
+
+# fold_in tags for the per-round key.
+_SAMPLE, _CLIENT, _AGGREGATE, _AVAILABILITY = 0, 1, 2, 3
+_INIT_TAG = 0x7FFFFFFF
+
+PARALLELISM = ("vmap", "map", "auto")
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+  """Engine settings.
+
+  Attributes:
+    rounds: total rounds R.
+    participation: client fraction C; |S_t| = max(ceil(C·K), 1).
+    client_parallelism: ``vmap`` (all sampled clients at once), ``map``
+      (``lax.map``, one client after another inside the same jit) or ``auto``.
+    eval_batch_size: test examples per evaluation batch.
+    availability: ``None`` (always available) or ``(p_leave, p_join)``: each
+      client's availability is a two-state Markov chain; S_t is sampled from the
+      available clients (padded slots are masked).
+    cohort_permutation_seed: ``None`` keeps the cohort sorted by client id; an int
+      applies a fixed random permutation to the cohort order (results must not
+      change — used to test order invariance).
+  """
+  rounds: int
+  participation: float = 1.0
+  client_parallelism: str = "auto"
+  eval_batch_size: int = 1024
+  availability: Optional[tuple] = None
+  cohort_permutation_seed: Optional[int] = None
+
+
+class SimState(NamedTuple):
+  """The scan carry: everything a checkpoint needs."""
+  server: Any
+  clients: Any
+  available: jax.Array   # [K] bool
+  key: jax.Array         # root key of the run
+  round: jax.Array       # int32, next round to run
+
+
+def cohort_size(participation, num_clients) -> int:
+  """|S_t| = max(ceil(C·K), 1)."""
+  return max(int(math.ceil(participation * num_clients - 1e-9)), 1)
+
+
+def tree_bytes(tree) -> int:
+  return int(sum(np.prod(x.shape, dtype=np.int64) * np.dtype(x.dtype).itemsize
+                 for x in jax.tree.leaves(tree)))
+
+
+def _gather(tree, ids):
+  return jax.tree.map(lambda x: x[ids], tree)
+
+
+def _scatter(tree, ids, new, mask):
+  def put(full, rows):
+    keep = mask.reshape(mask.shape + (1,) * (rows.ndim - 1))
+    return full.at[ids].set(jnp.where(keep, rows, full[ids]))
+  return jax.tree.map(put, tree, new)
+
+
+class Simulation:
+  """A compiled federated simulation of one algorithm on one dataset.
+
+  Usage::
+
+    sim = Simulation(algorithm, data, model, task, training, EngineConfig(...))
+    state = sim.init(seed)
+    state, round_metrics = sim.run_chunk(state, num_rounds)
+    eval_metrics = sim.evaluate(state)
+  """
+
+  def __init__(self, algorithm: FedAlgorithm, data: FederatedData, model: Model,
+               task: Task, training: LocalTraining, config: EngineConfig):
+    self.algorithm = algorithm
+    self.data = data
+    self.model = model
+    self.task = task
+    self.training = training
+    self.config = config
+    self.num_clients = data.num_clients
+    self.cohort = cohort_size(config.participation, self.num_clients)
+    self.num_steps = training.steps_for(data.client_size)
+    self.arrays = {
+        "x": jnp.asarray(data.x_train), "y": jnp.asarray(data.y_train),
+        "client_index": jnp.asarray(data.client_index),
+        "client_size": jnp.asarray(data.client_size),
+        "num_steps": jnp.asarray(self.num_steps),
+        "x_test": jnp.asarray(data.x_test), "y_test": jnp.asarray(data.y_test),
+        "client_test_index": jnp.asarray(data.client_test_index),
+        "client_test_size": jnp.asarray(data.client_test_size),
+    }
+    if config.cohort_permutation_seed is not None:
+      self._cohort_perm = jnp.asarray(
+          np.random.default_rng(config.cohort_permutation_seed).permutation(self.cohort))
+    else:
+      self._cohort_perm = None
+    parallelism = config.client_parallelism
+    if parallelism not in PARALLELISM:
+      raise ValueError(f"engine.client_parallelism={parallelism!r}: allowed values "
+                       f"are {', '.join(PARALLELISM)}")
+    self.parallelism = "vmap" if parallelism == "auto" else parallelism
+    self._run_chunk_jit = jax.jit(self._run_chunk, static_argnums=(2,))
+    self._compiled = {}
+    self._evaluate_jit = jax.jit(self._evaluate)
+    self._comm = None
+
+  # ------------------------------------------------------------------ state
+  def init(self, seed) -> SimState:
+    """Initial state for ``seed``; params0 comes from ``fold_in(root, INIT)``."""
+    key = jax.random.PRNGKey(seed)
+    params0 = self.model.init(jax.random.fold_in(key, _INIT_TAG))
+    server, clients = self.algorithm.init(jax.random.fold_in(key, _INIT_TAG - 1), params0,
+                                          self.num_clients, self.data.info())
+    available = jnp.ones((self.num_clients,), bool)
+    return SimState(server, clients, available, key, jnp.zeros((), jnp.int32))
+
+  # ------------------------------------------------------------------ rounds
+  def _sample(self, key, available):
+    """Cohort ids ``[S]`` (sorted) and participation mask ``[S]``."""
+    k, s = self.num_clients, self.cohort
+    if s == k:
+      ids = jnp.arange(k, dtype=jnp.int32)
+    else:
+      scores = jax.random.uniform(key, (k,)) + jnp.where(available, 0.0, 2.0)
+      ids = jnp.sort(jnp.argsort(scores)[:s]).astype(jnp.int32)
+    if self._cohort_perm is not None:
+      ids = ids[self._cohort_perm]
+    return ids, available[ids]
+
+  def _next_availability(self, available, key, t):
+    if self.config.availability is None:
+      return available
+    p_leave, p_join = self.config.availability
+    u = jax.random.uniform(key, available.shape)
+    stay = jnp.where(available, u >= p_leave, u < p_join)
+    # Round 0 starts from the all-available state.
+    return jnp.where(t == 0, available, stay)
+
+  def _client_fn(self, payload, arrays, t):
+    algorithm = self.algorithm
+
+    def one(client_state, index, size, num_steps, client_id, key):
+      view = ClientView(arrays["x"], arrays["y"], index, size, num_steps, client_id)
+      return algorithm.client_update(payload, client_state, view, key, t)
+    return one
+
+  def _run_clients(self, payload, arrays, t, client_states, ids, keys):
+    one = self._client_fn(payload, arrays, t)
+    args = (client_states, arrays["client_index"][ids], arrays["client_size"][ids],
+            arrays["num_steps"][ids], ids, keys)
+    if self.parallelism == "vmap":
+      return jax.vmap(one)(*args)
+    return jax.lax.map(lambda a: one(*a), args)
+
+  def _round(self, arrays, state: SimState):
+    t = state.round
+    key_t = jax.random.fold_in(state.key, t)
+    available = self._next_availability(state.available,
+                                        jax.random.fold_in(key_t, _AVAILABILITY), t)
+    ids, mask = self._sample(jax.random.fold_in(key_t, _SAMPLE), available)
+    client_key = jax.random.fold_in(key_t, _CLIENT)
+    keys = jax.vmap(lambda i: jax.random.fold_in(client_key, i))(ids)
+    payload = self.algorithm.broadcast(state.server)
+    cohort_states = _gather(state.clients, ids)
+    messages, new_states, client_metrics = self._run_clients(
+        payload, arrays, t, cohort_states, ids, keys)
+    clients = _scatter(state.clients, ids, new_states, mask)
+    weights = arrays["client_size"][ids].astype(jnp.float32) * mask
+    out = self.algorithm.aggregate(state.server, clients, messages, weights, mask,
+                                   jax.random.fold_in(key_t, _AGGREGATE))
+    server, clients = out[0], out[1]
+    server_metrics = out[2] if len(out) > 2 else {}
+    metrics = self._round_metrics(client_metrics, server_metrics, weights, mask, ids)
+    return SimState(server, clients, available, state.key, t + 1), metrics
+
+  @staticmethod
+  def _round_metrics(client_metrics, server_metrics, weights, mask, ids):
+    m = mask.astype(jnp.float32)
+    count = jnp.maximum(m.sum(), 1.0)
+    p = weights / jnp.maximum(weights.sum(), 1e-12)
+    out = {"cohort": m.sum(), "clients/ids": ids, "clients/mask": mask}
+    for name, value in client_metrics.items():
+      value = jnp.asarray(value, jnp.float32)
+      out[f"clients/{name}"] = value
+      if value.ndim == 1:
+        out[f"train_{name}"] = jnp.sum(p * value)
+    if "loss" in client_metrics:
+      loss = jnp.asarray(client_metrics["loss"], jnp.float32)
+      mean = jnp.sum(m * loss) / count
+      out["train_loss_var"] = jnp.sum(m * (loss - mean) ** 2) / count
+    if "steps" in client_metrics:
+      out["client_steps"] = jnp.sum(m * client_metrics["steps"])
+    for name, value in server_metrics.items():
+      out[f"server/{name}"] = jnp.asarray(value)
+    return out
+
+  def _run_chunk(self, arrays, state, num_rounds):
+    return jax.lax.scan(lambda s, _: self._round(arrays, s), state, None, length=num_rounds)
+
+  def compile(self, num_rounds: int, state: Optional[SimState] = None) -> float:
+    """Compile the chunk of ``num_rounds`` rounds ahead of time; returns seconds
+    spent (0 if already compiled)."""
+    num_rounds = int(num_rounds)
+    if num_rounds in self._compiled:
+      return 0.0
+    if state is None:
+      state = jax.eval_shape(self.init, 0)
+    t0 = time.perf_counter()
+    self._compiled[num_rounds] = self._run_chunk_jit.lower(
+        self.arrays, state, num_rounds).compile()
+    return time.perf_counter() - t0
+
+  def run_chunk(self, state: SimState, num_rounds: int):
+    """Run ``num_rounds`` rounds in one compiled scan.
+
+    Returns ``(state, metrics)``; each metric has a leading ``[num_rounds]`` axis
+    (per-client entries ``clients/*`` are ``[num_rounds, S]``).
+    """
+    num_rounds = int(num_rounds)
+    if num_rounds not in self._compiled:
+      self.compile(num_rounds, state)
+    return self._compiled[num_rounds](self.arrays, state)
+
+  # ------------------------------------------------------------- evaluation
+  def _example_stats(self, params, x, y):
+    """Per-example stats dict over a test array, in batches of eval_batch_size."""
+    n = x.shape[0]
+    b = min(self.config.eval_batch_size, n)
+    nb = -(-n // b)
+    pad = nb * b - n
+    xp = jnp.pad(x, ((0, pad),) + ((0, 0),) * (x.ndim - 1))
+    yp = jnp.pad(y, ((0, pad),) + ((0, 0),) * (y.ndim - 1))
+
+    def batch_stats(args):
+      xb, yb = args
+      return self.task.example_stats(self.model.apply(params, xb), yb)
+    stats = jax.lax.map(batch_stats, (xp.reshape((nb, b) + x.shape[1:]),
+                                      yp.reshape((nb, b) + y.shape[1:])))
+    return jax.tree.map(lambda s: s.reshape(-1)[:n], stats)
+
+  def _evaluate(self, arrays, state):
+    test_index, test_size = arrays["client_test_index"], arrays["client_test_size"]
+    valid = jnp.arange(test_index.shape[1])[None, :] < test_size[:, None]
+    has_test = test_size > 0
+    if not self.algorithm.personalized:
+      first = jax.tree.map(lambda x: x[0], state.clients)
+      params = self.algorithm.eval_params(state.server, first)
+      stats = self._example_stats(params, arrays["x_test"], arrays["y_test"])
+      sums = {k: jnp.sum(v * valid, axis=1) for k, v in
+              ((k, v[test_index]) for k, v in stats.items())}
+      out = {k: jnp.mean(v) for k, v in stats.items()}
+    else:
+      def client_stats(client_state, index, ok):
+        params = self.algorithm.eval_params(state.server, client_state)
+        out = self.model.apply(params, arrays["x_test"][index])
+        s = self.task.example_stats(out, arrays["y_test"][index])
+        return {k: jnp.sum(v * ok) for k, v in s.items()}
+      sums = jax.vmap(client_stats)(state.clients, test_index, valid)
+      total = jnp.maximum(test_size.sum(), 1)
+      out = {k: jnp.sum(v) / total for k, v in sums.items()}
+    per_client = {k: v / jnp.maximum(test_size, 1) for k, v in sums.items()}
+    out = self._finish_eval(out, per_client, has_test)
+    return out
+
+  def _finish_eval(self, out, per_client, has_test):
+    result = {}
+    if self.task.name == "classification":
+      result["accuracy"] = out["correct"]
+      result["loss"] = out["loss"]
+      client_metric = per_client["correct"]
+      name = "client_accuracy"
+    else:
+      result["rmse"] = jnp.sqrt(out["sq_err"])
+      result["mae"] = out["abs_err"]
+      result["loss"] = out["loss"]
+      client_metric = jnp.sqrt(per_client["sq_err"])
+      name = "client_rmse"
+    w = has_test.astype(jnp.float32)
+    n = jnp.maximum(w.sum(), 1.0)
+    result[f"{name}_mean"] = jnp.sum(w * client_metric) / n
+    result[f"{name}_min"] = jnp.min(jnp.where(has_test, client_metric, jnp.inf))
+    result[f"{name}_max"] = jnp.max(jnp.where(has_test, client_metric, -jnp.inf))
+    result[f"{name}_gini"] = gini_jnp(client_metric, has_test)
+    result[f"clients/{name}"] = client_metric
+    result["clients/has_test"] = has_test
+    return result
+
+  def evaluate(self, state: SimState):
+    """Test metrics of the current state (global test set and per-client splits)."""
+    return self._evaluate_jit(self.arrays, state)
+
+  # ---------------------------------------------------------- communication
+  def communication_bytes(self, state: SimState):
+    """``(payload_bytes, message_bytes)`` per participating client, from shapes."""
+    if self._comm is None:
+      payload = jax.eval_shape(self.algorithm.broadcast, state.server)
+      first = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype),
+                           state.clients)
+      scalar = jax.ShapeDtypeStruct((), jnp.int32)
+
+      def message_of(p, c, idx, size, steps, cid, k):
+        view = ClientView(self.arrays["x"], self.arrays["y"], idx, size, steps, cid)
+        return self.algorithm.client_update(p, c, view, k, jnp.zeros((), jnp.int32))[0]
+      message = jax.eval_shape(
+          message_of, payload, first,
+          jax.ShapeDtypeStruct(self.data.client_index.shape[1:], jnp.int32),
+          scalar, scalar, scalar, jax.ShapeDtypeStruct((2,), jnp.uint32))
+      self._comm = (tree_bytes(payload), tree_bytes(message))
+    return self._comm
