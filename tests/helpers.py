@@ -1,0 +1,66 @@
+"""Shared builders for small, fast test cases."""
+from __future__ import annotations
+
+import numpy as np
+
+from fedfrac import data as data_lib
+from fedfrac import engine as engine_lib
+from fedfrac import experiment, models
+from fedfrac.algorithms import base
+from fedfrac.config import base_config
+
+
+def tiny_config(**overrides):
+  """Digits, 6 clients, tiny MLP, few rounds: compiles and runs in seconds."""
+  c = base_config()
+  c.progress = False
+  c.rounds = 4
+  c.eval_every = 2
+  c.checkpoint_every = 1
+  c.data.num_clients = 6
+  c.data.partition = "dirichlet"
+  c.data.alpha = 0.5
+  c.model.hidden = (16,)
+  c.client.lr = 0.1
+  c.client.batch_size = 32
+  c.client.local_epochs = 1
+  for key, value in overrides.items():
+    target = c
+    parts = key.split(".")
+    for p in parts[:-1]:
+      target = target[p]
+    target[parts[-1]] = value
+  return c
+
+
+def unequal_digits(sizes=(13, 40, 75, 22), seed=0, test_size=100):
+  """A FederatedData of digits with hand-picked, unequal client sizes."""
+  ds = data_lib.sklearn_digits()
+  rng = np.random.default_rng(seed)
+  perm = rng.permutation(len(ds.y_train))
+  parts, start = [], 0
+  for n in sizes:
+    parts.append(np.sort(perm[start:start + n]))
+    start += n
+  test_parts = data_lib.split_iid(test_size, len(sizes), seed)
+  small = data_lib.Dataset(ds.name, ds.x_train, ds.y_train, ds.x_test[:test_size],
+                           ds.y_test[:test_size], ds.num_classes)
+  return data_lib.federate(small, parts, test_parts)
+
+
+def simulation(fed, algorithm_builder, client_cfg=None, rounds=3, participation=1.0,
+               hidden=(16,), parallelism="vmap", unroll=1, **engine_kwargs):
+  """A Simulation of ``algorithm_builder(ctx)`` on ``fed``."""
+  c = base_config()
+  if client_cfg:
+    for k, v in client_cfg.items():
+      c.client[k] = v
+  c.model.hidden = hidden
+  task = base.classification_task()
+  model = models.build(c.model, fed.input_shape, fed.num_classes, fed.input_scale)
+  training = experiment.make_training(c.client, fed.client_size, rounds, unroll)
+  ctx = base.BuildContext(model, task, training, fed.info(), rounds, c.client)
+  algorithm = algorithm_builder(ctx)
+  cfg = engine_lib.EngineConfig(rounds=rounds, participation=participation,
+                                client_parallelism=parallelism, **engine_kwargs)
+  return engine_lib.Simulation(algorithm, fed, model, task, training, cfg)
