@@ -195,6 +195,10 @@ def label_skew(labels, num_clients, seed, classes_per_client=2, min_size=1,
           f"label_skew: clients {small} got fewer than min_client_size={floor} "
           f"samples (pools exhausted); use on_small='drop', fewer clients or a "
           f"smaller min_client_size")
+    if len(small) == len(parts):
+      raise ValueError(
+          f"label_skew: every client has fewer than min_client_size={floor} "
+          f"samples; nothing would be left")
     warnings.warn(f"label_skew: dropping clients {small} with fewer than {floor} samples")
     parts = [p for i, p in enumerate(parts) if i not in small]
   return _finish(parts, min_size, "label_skew")
