@@ -43,7 +43,9 @@ class Model(NamedTuple):
   def init(self, key):
     """Parameters ``{"extractor", "head"}`` for one model."""
     x = jnp.zeros((1,) + tuple(self.input_shape), jnp.float32)
-    return self.module.init({"params": key, "dropout": key}, x)["params"]
+    params = dict(self.module.init({"params": key, "dropout": key}, x)["params"])
+    params.setdefault("extractor", {})   # a parameter-free extractor still has its key
+    return params
 
   def apply(self, params, x, train: bool = False, key=None, return_features=False):
     """Outputs ``[B, num_outputs]`` (and features ``[B, F]`` if asked)."""

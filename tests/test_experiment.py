@@ -1,0 +1,117 @@
+"""ff.run end to end: outputs, resume, chunk invariance, divergence, validation, CLI."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fedfrac as ff
+from fedfrac import config as config_lib
+from tests import helpers
+
+VOLATILE = ("wall_s",)
+
+
+def _strip(rows):
+  return [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
+
+
+def test_run_writes_outputs(tmp_path):
+  c = helpers.tiny_config(seeds=(0, 1))
+  res = ff.run(c, workdir=str(tmp_path))
+  assert len(res.rows) == 2 * 2   # 2 seeds x (4 rounds / eval_every 2)
+  assert len(res.round_rows) == 2 * 4
+  for name in ("metrics.csv", "metrics.jsonl", "rounds.csv", "summary.json",
+               "config.json", "accuracy.png", "summary.md"):
+    assert os.path.getsize(tmp_path / name) > 0
+  header = (tmp_path / "metrics.csv").read_text().splitlines()[0].split(",")
+  assert header[:4] == ["method", "algorithm", "seed", "round"]
+  assert "accuracy" in header and "cum_bytes_up" in header
+  summary = json.loads((tmp_path / "summary.json").read_text())
+  fedavg = summary["methods"]["fedavg"]
+  assert set(fedavg["seeds"]) == {"0", "1"} and fedavg["mean"]["accuracy"]["n"] == 2
+  assert all(np.isfinite(r["accuracy"]) for r in res.rows)
+
+
+def test_resume_from_workdir_matches_uninterrupted_run(tmp_path):
+  c = helpers.tiny_config(rounds=6, eval_every=2)
+  full = ff.run(c, workdir=str(tmp_path / "full"))
+  part = ff.run(c, workdir=str(tmp_path / "part"), stop_after_round=2)
+  assert [r["round"] for r in part.rows] == [2]
+  resumed = ff.run(c, workdir=str(tmp_path / "part"))
+  assert _strip(resumed.rows) == _strip(full.rows)
+  assert _strip(resumed.round_rows) == _strip(full.round_rows)
+
+
+def test_eval_every_does_not_change_numbers():
+  a = ff.run(helpers.tiny_config(rounds=4, eval_every=1))
+  b = ff.run(helpers.tiny_config(rounds=4, eval_every=4))
+  assert _strip(a.round_rows) == _strip(b.round_rows)
+  assert _strip(a.rows)[-1] == _strip(b.rows)[-1]
+
+
+def test_divergence_is_reported_not_silent():
+  c = helpers.tiny_config(rounds=6, eval_every=1)
+  c.client.lr = 1e6
+  with pytest.warns(UserWarning, match="diverged"):
+    res = ff.run(c)
+  status = res.summary()["methods"]["fedavg"]["seeds"]["0"]["status"]
+  assert status.startswith("diverged at round")
+  c.on_divergence = "error"
+  with pytest.raises(FloatingPointError, match="fedavg"):
+    ff.run(c)
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("client.lr", -1.0, "config.client.lr=-1.0"),
+    ("data.partition", "random", "config.data.partition='random'"),
+    ("participation", 0.0, "config.participation=0.0"),
+    ("model.name", "vgg", "config.model.name='vgg'"),
+    ("rounds", 0, "config.rounds=0"),
+    ("data.alpha", -0.5, "config.data.alpha=-0.5"),
+    ("only", "fedx", "config.only='fedx'"),
+])
+def test_validation_names_key_value_and_allowed(key, value, match):
+  c = helpers.tiny_config()
+  with c.unlocked():
+    c_key = c
+    parts = key.split(".")
+    for p in parts[:-1]:
+      c_key = c_key[p]
+    c_key[parts[-1]] = value
+  with pytest.raises(config_lib.ConfigError, match=match.replace("(", r"\(")):
+    ff.run(c)
+
+
+def test_unknown_method_and_option_are_rejected():
+  c = helpers.tiny_config()
+  c.methods.fedavg.name = "fedmagic"
+  with pytest.raises(config_lib.ConfigError, match="methods.fedavg.name='fedmagic'"):
+    ff.run(c)
+  c = helpers.tiny_config()
+  c.methods.fedavg.server_lr = -2.0
+  with pytest.raises(config_lib.ConfigError, match="methods.fedavg.server_lr=-2.0"):
+    ff.run(c)
+  c = helpers.tiny_config()
+  c.methods.fedavg.mu = 0.1
+  with pytest.raises(config_lib.ConfigError, match="unknown option"):
+    ff.run(c)
+
+
+def test_cli_with_overrides(tmp_path):
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  cmd = [sys.executable, "-m", "fedfrac.main", "--config=configs/quickstart.py",
+         f"--workdir={tmp_path}", "--config.rounds=2", "--config.only=fedavg",
+         "--config.progress=False", "--config.model.hidden=(16,)"]
+  out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert "| fedavg |" in out.stdout
+  rows = (tmp_path / "metrics.csv").read_text().splitlines()
+  assert len(rows) == 1 + 2
+  bad = subprocess.run(cmd[:-1] + ["--config.client.lr=-3.0"], cwd=root,
+                       capture_output=True, text=True, timeout=300)
+  assert bad.returncode != 0 and "config.client.lr=-3.0" in bad.stderr
