@@ -1,7 +1,7 @@
 """Quickstart: every algorithm in fedfrac on scikit-learn digits (offline).
 
 10 clients, Dirichlet(α=0.5) label skew, full participation, 30 rounds, a
-2-layer MLP, SGD clients (lr 0.05, batch 32, 2 local epochs).
+2-layer MLP, SGD clients (lr 0.1, batch 32, 2 local epochs).
 
   python -m fedfrac.main --config=configs/quickstart.py --workdir=runs/quickstart
 """
@@ -24,7 +24,7 @@ def get_config():
   c.model.name = "mlp"
   c.model.hidden = (128, 64)
   c.client.optimizer = "sgd"
-  c.client.lr = 0.05
+  c.client.lr = 0.1
   c.client.batch_size = 32
   c.client.local_epochs = 2
   methods = type(c.methods)()
