@@ -128,7 +128,10 @@ class BEVData:
     return dataclasses.replace(self, is_normalized=True, **upd)
 
   def denormalize_y(self, y_norm, client_ids) -> np.ndarray:
-    """Physical-unit labels (Wh) from normalised ones. ``y_norm [N]``, ``client_ids [N]``."""
+    """Physical-unit labels (Wh) from normalised ones.
+
+    ``y_norm [N]``, ``client_ids [N]`` -> ``[N] float32``.
+    """
     y_norm = np.asarray(y_norm, np.float64)
     c = np.asarray(client_ids)
     if c.shape != y_norm.shape:
@@ -370,7 +373,7 @@ def assemble_bev_data(trips: Sequence[Trip], vehicle_ids, vehicle_class,
 
 
 def resolve_holdout(holdout_vehicles, vehicle_ids) -> list[int]:
-  """Indices into ``vehicle_ids`` of the ids in ``holdout_vehicles`` (error if absent)."""
+  """Indices into ``vehicle_ids`` of the ids in ``holdout_vehicles``."""
   if holdout_vehicles is None:
     return []
   ids = [v.item() if hasattr(v, "item") else v for v in np.asarray(vehicle_ids)]
