@@ -199,7 +199,7 @@ def make_windows(signals, power_w, dt_s, window: int = 60, stride: int = 1):
   x = np.lib.stride_tricks.sliding_window_view(sig, window, axis=0)[starts]
   x = np.ascontiguousarray(np.moveaxis(x, -1, 1))  # [n, F, L] -> [n, L, F]
   cum = np.concatenate([[0.0], np.cumsum(p * dt)])  # Joules up to each sample
-  y = (cum[starts + window] - cum[starts]) / 3600.0  # Eq. 27: Wh per window
+  y = (cum[starts + window] - cum[starts]) / 3600.0  # Eqs. 25–27: Wh per window
   return x.astype(np.float32), y.astype(np.float32)
 
 

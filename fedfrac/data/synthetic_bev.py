@@ -407,11 +407,11 @@ def _solve_battery(fleet):
     e = ocv - vrc
     disc = np.maximum(e * e - 4.0 * r0 * p[:, t], 0.0)
     i_t = (e - np.sqrt(disc)) / (2.0 * r0)      # P = (OCV − V_RC − I R0) I
-    volt[:, t] = ocv - i_t * r0 - vrc           # Eq. 29
+    volt[:, t] = ocv - i_t * r0 - vrc           # Eqs. 29–31: terminal voltage
     cur[:, t] = i_t
     socs[:, t] = soc
-    vrc = decay * vrc + r1 * (1.0 - decay) * i_t  # Eq. 30, zero-order hold
-    soc = soc - i_t * DT / q_as                   # Eq. 31, Coulomb counting
+    vrc = decay * vrc + r1 * (1.0 - decay) * i_t  # Eqs. 29–31: RC branch, exact ZOH
+    soc = soc - i_t * DT / q_as                   # Eqs. 29–31: Coulomb counting
   return cur, volt, socs
 
 
@@ -456,7 +456,7 @@ def simulate_fleet(num_vehicles: int = 10, hours_per_vehicle: float = 3.0,
       tr["current"] = cur[i, pos:pos + n]
       tr["voltage"] = volt[i, pos:pos + n]
       tr["soc"] = socs[i, pos:pos + n]
-      tr["power_w"] = tr["voltage"] * tr["current"]  # Eq. 25: pack power V·I
+      tr["power_w"] = tr["voltage"] * tr["current"]  # Eqs. 25–27: pack power V·I
       del tr["p_demand"], tr["soc0"]
       pos += n
     out.append(dict(veh, trips=trips))

@@ -26,10 +26,10 @@ Processing, per (VehId, Trip):
    interpolation between valid samples; slow signals (SoC, OAT, AC and heater
    power) by forward fill (the last valid sample at or before the grid time; the
    first valid sample before the first observation; a default if never observed).
-6. Pack power ``P = s · V · I`` (BEV paper, Eq. 25) with ``s = ±1`` the current
+6. Pack power ``P = s · V · I`` (BEV paper, Eqs. 25–27) with ``s = ±1`` the current
    sign convention, chosen so that traction discharge gives positive energy and
    regeneration negative (see below). Window labels follow
-   :func:`fedfrac.data.bev.make_windows` (left rectangle rule, Eqs. 26–27).
+   :func:`fedfrac.data.bev.make_windows` (left rectangle rule).
 
 Sign convention. ``current_sign="auto"`` decides per vehicle from the data, since
 which direction VED logs as positive is not stated with the columns:
@@ -365,7 +365,7 @@ def load_ved_csv(paths_or_dir, window: int = 60, stride: int = 1,
     for seg in segs:
       feats = np.stack([seg["speed"], bev.acceleration_from_speed(seg["speed"], dt),
                         seg["grade"], seg["oat"], seg["soc"], seg["aux"]], axis=1)
-      power = s * seg["vol"] * seg["cur"]  # Eq. 25: P = V·I (discharge positive)
+      power = s * seg["vol"] * seg["cur"]  # Eqs. 25–27: P = V·I, discharge > 0
       trips.append(bev.Trip(k, feats, power, dt))
   hold = bev.resolve_holdout(holdout_vehicles, veh_ids)
   meta = dict(source="ved_csv", files=list(files), current_sign=signs,
