@@ -32,7 +32,6 @@ over an alpha grid); they are validated only when concrete.
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any, NamedTuple
 
 import jax
@@ -40,6 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
+
+from fedfrac._validation import concrete_scalar
 
 _GRANULARITIES = ("scalar", "elementwise")
 _MEMORIES = ("step", "round")
@@ -58,20 +59,8 @@ class FractionalState(NamedTuple):
   has_prev: jax.Array
 
 
-def _concrete(x):
-  """``float(x)`` for a concrete scalar, None for a tracer; ValueError otherwise."""
-  if isinstance(x, jax.core.Tracer):
-    return None
-  if isinstance(x, (numbers.Number, np.number)):
-    return float(x)
-  arr = np.asarray(x)
-  if arr.ndim != 0 or not np.issubdtype(arr.dtype, np.number):
-    return np.nan  # rejected by the caller's range check
-  return float(arr)
-
-
 def _check_positive(name, value):
-  v = _concrete(value)
+  v = concrete_scalar(value)
   if v is not None and not (np.isfinite(v) and v > 0):
     raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
   return v
@@ -84,7 +73,7 @@ def _validate(alpha, delta, granularity, memory, p_min, p_max,
         f"granularity must be one of {_GRANULARITIES}, got {granularity!r}.")
   if memory not in _MEMORIES:
     raise ValueError(f"memory must be one of {_MEMORIES}, got {memory!r}.")
-  a = _concrete(alpha)
+  a = concrete_scalar(alpha)
   if a is not None:
     if allow_heuristic_alpha:
       if not 0.0 < a < 2.0:

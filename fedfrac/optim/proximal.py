@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from fedfrac.optim.fractional import _concrete
+from fedfrac._validation import concrete_scalar
 
 
 class ProximalState(NamedTuple):
@@ -34,7 +34,7 @@ class ProximalState(NamedTuple):
 
 
 def _check_coefficient(coefficient):
-  c = _concrete(coefficient)
+  c = concrete_scalar(coefficient)
   if c is not None and not (np.isfinite(c) and c >= 0):
     raise ValueError(
         f"coefficient must be a finite number >= 0, got {coefficient!r}.")
