@@ -71,7 +71,7 @@ def roughness_profile(loss_fn, params, batch, key, num_directions=10, radius=0.0
   flat = flat.astype(dtype)
   d = jax.random.normal(key, (num_directions, flat.size), dtype)
   d = d / jnp.linalg.norm(d, axis=1, keepdims=True)  # unit d_i over the whole vector
-  offsets = jnp.linspace(-radius, radius, grid + 1, dtype=dtype)  # s_j, Eq. 13
+  offsets = jnp.linspace(-radius, radius, grid + 1, dtype=dtype)  # s_j ∈ [−ℓ, ℓ]
 
   def loss_at(ij):
     i, j = ij // (grid + 1), ij % (grid + 1)
@@ -84,10 +84,10 @@ def roughness_profile(loss_fn, params, batch, key, num_directions=10, radius=0.0
     losses = jax.lax.map(loss_at, idx, batch_size=batch_chunk)
   losses = losses.reshape(num_directions, grid + 1)
 
-  tv = jnp.sum(jnp.abs(jnp.diff(losses, axis=1)), axis=1)  # TV_i, Eq. 14
-  amp = jnp.max(losses, axis=1) - jnp.min(losses, axis=1)  # A_i, Eq. 15
-  t = tv / (2.0 * radius * (amp + eps_a))  # T_i, Eq. 16
-  index = jnp.std(t) / (jnp.mean(t) + eps_t)  # I, Eqs. 17-18 (population std)
+  tv = jnp.sum(jnp.abs(jnp.diff(losses, axis=1)), axis=1)  # TV_i = Σ|Δφ_i|
+  amp = jnp.max(losses, axis=1) - jnp.min(losses, axis=1)  # A_i = max φ_i − min φ_i
+  t = tv / (2.0 * radius * (amp + eps_a))  # T_i (BEV Eqs. 13-18)
+  index = jnp.std(t) / (jnp.mean(t) + eps_t)  # I (population std)
   return {"index": index, "T": t, "TV": tv, "A": amp, "losses": losses,
           "offsets": offsets, "directions": d}
 

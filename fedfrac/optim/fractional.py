@@ -162,7 +162,8 @@ def fractional(alpha, delta, granularity="scalar", memory="step", p_min=None,
       new_updates = jax.tree.map(lambda g: g * s.astype(g.dtype), updates)
     else:
       def precondition(g, w, v):
-        p = fractional_factor(jnp.abs(w - v), alpha, delta)  # DESIGN 3.2, p_h
+        diff = (w - v).astype(jnp.promote_types(w.dtype, jnp.float32))
+        p = fractional_factor(jnp.abs(diff), alpha, delta)  # DESIGN 3.2, p_h
         if p_min is not None or p_max is not None:
           p = jnp.clip(p, p_min, p_max)
         p = jnp.where(state.has_prev, p, jnp.ones_like(p))  # p_0 = 1
