@@ -1,8 +1,6 @@
 """Tests for fedfrac.ops.aggregate (weighted mean and robust aggregators)."""
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -86,10 +86,11 @@ def _masked(tree, mask):
   return jax.tree.map(f, tree)
 
 
-def _combine(tree, coeffs):
-  """Σ_k c_k x_k over the leading axis of every leaf."""
+def _combine(tree, coeffs, precision=None):
+  """Σ_k c_k x_k over the leading axis of every leaf (as ``weighted_mean``)."""
   return jax.tree.map(
-      lambda x: jnp.tensordot(coeffs.astype(x.dtype), x, axes=(0, 0)), tree)
+      lambda x: jnp.tensordot(coeffs.astype(x.dtype), x, axes=(0, 0),
+                              precision=precision), tree)
 
 
 def _phases(deltas, p, part):
@@ -102,7 +103,9 @@ def _phases(deltas, p, part):
   spread. A zero update or a zero mean update has no direction: cos is taken as
   1 (θ = 0), without NaN. Absent clients get θ = 0. Returns theta ``[K]``.
   """
-  mean = _combine(deltas, p)
+  # Full float32 precision for the reference direction (GPUs may otherwise use
+  # TF32 for this contraction, which would perturb every phase by ~1e-3 rad).
+  mean = _combine(deltas, p, precision=jax.lax.Precision.HIGHEST)
   leaves = []
   for x, m in zip(jax.tree.leaves(deltas), jax.tree.leaves(mean)):
     dt = jnp.promote_types(x.dtype, jnp.float32)
