@@ -14,12 +14,14 @@ from fedfrac.algorithms.base import (BuildContext, ClientView, FedAlgorithm, HPa
 
 REGISTRY = {
     "fedavg": ("fedavg", {}),
+    "kuramoto_fedavg": ("kuramoto_fedavg", {}),
 }
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
 # a "client" entry overrides the shared client optimizer settings.
 QUICKSTART = {
     "fedavg": {},
+    "kuramoto_fedavg": {},
 }
 
 
