@@ -21,7 +21,7 @@ REGISTRY = {
 # a "client" entry overrides the shared client optimizer settings.
 QUICKSTART = {
     "fedavg": {},
-    "kuramoto_fedavg": {},
+    "kuramoto_fedavg": {"weighting": "coupled", "kappa0": 0.3, "beta": 0.01},
 }
 
 
