@@ -51,6 +51,8 @@ def run_record_stats(rec):
   rounds, acc = rec.curve("accuracy")
   loss_var = np.asarray([r.get("train_loss_var", np.nan) for r in rec.round_rows])
   fallback = np.asarray([r.get("server/fallback", 0.0) for r in rec.round_rows])
+  wmax = np.asarray([max(abs(r.get("server/weight_min", np.nan)),
+                         abs(r.get("server/weight_max", np.nan))) for r in rec.round_rows])
   best = int(np.nanargmax(acc)) if acc.size else 0
   return {
       "ok": ok,
@@ -59,6 +61,7 @@ def run_record_stats(rec):
       "best_round": int(rounds[best]) if acc.size else 0,
       "loss_var": float(np.mean(loss_var)) if ok and loss_var.size else np.nan,
       "fallbacks": float(np.sum(fallback)),
+      "max_weight": float(np.nanmedian(wmax)) if np.any(np.isfinite(wmax)) else np.nan,
       "rounds": len(rec.round_rows),
       "status": rec.status,
   }
@@ -108,8 +111,9 @@ def table_for(stats, seeds, kappas, rounds):
   base = stats["fedavg"]
   lines = [
       "| method | κ0 | final accuracy | Δ final vs FedAvg | best accuracy | round of best "
-      "| mean client-loss variance | `paper` fallback rounds | verdict (final) |",
-      "|---|---|---|---|---|---|---|---|---|",
+      "| mean client-loss variance | median max_k abs(ρ_k) | `paper` fallback rounds "
+      "| verdict (final) |",
+      "|---|---|---|---|---|---|---|---|---|---|",
   ]
 
   def row(name, kappa, s):
@@ -123,7 +127,8 @@ def table_for(stats, seeds, kappas, rounds):
     return (f"| {name} | {kappa} | {_ms(finals)}{diverged} | "
             f"{'–' if is_base else _ms(diffs, 3)} | {_ms([s[x]['best'] for x in seeds])} | "
             f"{_ms([s[x]['best_round'] for x in seeds], 1)} | "
-            f"{_ms([s[x]['loss_var'] for x in seeds], 4)} | {fb_s} | "
+            f"{_ms([s[x]['loss_var'] for x in seeds], 4)} | "
+            f"{'–' if is_base else _ms([s[x]['max_weight'] for x in seeds], 3)} | {fb_s} | "
             f"{'–' if is_base else verdict(diffs)} |")
   lines.append(row("FedAvg", "–", base))
   for weighting in WEIGHTINGS:
@@ -210,6 +215,9 @@ def main(argv=None):
       "- *mean client-loss variance*: mean over rounds of the variance across clients "
       "of their mean local train loss in the round (the paper's synchronisation "
       "measure; lower = more synchronised).",
+      "- *median max_k abs(ρ_k)*: median over rounds of the largest absolute client "
+      "weight (FedAvg's is 0.1 here: equal client sizes). `paper` weights are "
+      "applied times κ_t; `reference_code` shows its effective coefficients.",
       "- *`paper` fallback rounds*: rounds in which the literal paper weights were "
       "rejected (|Σ_j sin(θ̄ − θ_j)| < 1e-8 or a non-finite weight) and the round "
       "used FedAvg weights, scaled by κ_t (a diverged run counts the rounds up to "
