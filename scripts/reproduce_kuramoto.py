@@ -164,6 +164,34 @@ def summary_lines(all_stats, seeds, kappas):
   return lines, (fb_runs, n_runs, fb_rounds, total_rounds)
 
 
+def notes(all_stats, seeds, kappas):
+  """Numbers that explain the verdicts, computed from the runs."""
+  counts = {"helps": 0, "hurts": 0, "tie": 0}
+  weight = {w: [] for w in WEIGHTINGS}
+  diverged = {w: 0 for w in WEIGHTINGS}
+  for stats in all_stats.values():
+    for w in WEIGHTINGS:
+      for kappa in kappas:
+        s, base = stats[label_of(w, kappa)], stats["fedavg"]
+        v = verdict([s[x]["final"] - base[x]["final"] for x in seeds]).split()[0]
+        counts[v] += 1
+        weight[w] += [s[x]["max_weight"] for x in seeds]
+        diverged[w] += sum(not s[x]["ok"] for x in seeds)
+  n = sum(counts.values())
+  runs = len(all_stats) * len(kappas) * len(seeds)
+  lines = ["## Notes", "",
+           f"- Verdicts over the {n} (weighting, κ0, s) cells: {counts['helps']} helps, "
+           f"{counts['hurts']} hurts, {counts['tie']} ties."]
+  for w in WEIGHTINGS:
+    mw = np.asarray(weight[w], np.float64)
+    mw = mw[np.isfinite(mw)]
+    lines.append(
+        f"- `{w}`: per-run median of the largest client weight between "
+        f"{mw.min():.3f} and {mw.max():.3f} (FedAvg: 0.100); "
+        f"{diverged[w]} of {runs} runs diverged.")
+  return lines
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--out", default=os.path.join(ROOT, "results", "kuramoto_digits.md"))
@@ -240,6 +268,7 @@ def main(argv=None):
   out += [f"`paper` fell back in {fb_runs} of {n_runs} runs, in {fb_rounds:.0f} of "
           f"{total_rounds} rounds in total ({100 * fb_rounds / max(total_rounds, 1):.1f}%).",
           ""]
+  out += notes(all_stats, seeds, kappas) + [""]
   os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
   with open(args.out, "w") as f:
     f.write("\n".join(out))

@@ -14,6 +14,7 @@ from fedfrac import algorithms
 from fedfrac import config as config_lib
 from fedfrac import data as data_lib
 from fedfrac.algorithms import kuramoto_fedavg
+from fedfrac.ops import kuramoto
 from tests import helpers
 
 CLIENT = {"optimizer": "momentum", "momentum": 0.9, "lr": 0.05, "batch_size": 32,
@@ -109,16 +110,16 @@ def _stacked_messages(seed, k=5, with_phase=True):
   return msg
 
 
-def _bare_ctx():
-  fed = helpers.unequal_digits()
-  return helpers.simulation(fed, _builder("fedavg")), fed
+def _ctx():
+  """A BuildContext (model, task, training) for calling an algorithm directly."""
+  from fedfrac.algorithms.base import BuildContext
+  sim = helpers.simulation(helpers.unequal_digits(), _builder("fedavg"))
+  return BuildContext(sim.model, sim.task, sim.training, sim.data.info(), 3)
 
 
 @pytest.mark.parametrize("weighting", ["coupled", "paper", "reference_code"])
 def test_aggregate_uses_decayed_kappa_and_the_op(weighting):
-  from fedfrac.ops import kuramoto
-  sim, _ = _bare_ctx()
-  ctx = _ctx_of(sim)
+  ctx = _ctx()
   alg = algorithms.make("kuramoto_fedavg", ctx, kappa0=0.3, beta=0.2, weighting=weighting)
   msg = _stacked_messages(1, with_phase=weighting == "reference_code")
   params = jax.tree.map(lambda x: jnp.zeros(x.shape[1:], x.dtype), msg["delta"])
@@ -139,14 +140,8 @@ def test_aggregate_uses_decayed_kappa_and_the_op(weighting):
   assert float(m["weight_max"]) == pytest.approx(w.max(), rel=1e-6)
 
 
-def _ctx_of(sim):
-  from fedfrac.algorithms.base import BuildContext
-  return BuildContext(sim.model, sim.task, sim.training, sim.data.info(), 3)
-
-
 def test_kappa0_and_beta_may_be_traced_for_grids():
-  sim, _ = _bare_ctx()
-  ctx = _ctx_of(sim)
+  ctx = _ctx()
   msg = _stacked_messages(2, with_phase=False)
   params = jax.tree.map(lambda x: jnp.zeros(x.shape[1:], x.dtype), msg["delta"])
   weights, mask = jnp.ones(5), jnp.ones(5, bool)
