@@ -17,6 +17,7 @@ def test_server_momentum_recursion():
                            lambda ctx: algorithms.make("fedavgm", ctx, momentum=beta,
                                                        server_lr=lr))
   alg = sim.algorithm
+  aggregate = jax.jit(alg.aggregate)
   w0 = sim.model.init(jax.random.PRNGKey(0))
   server, clients = alg.init(jax.random.PRNGKey(1), w0, 4, sim.data.info())
   rng = np.random.default_rng(0)
@@ -27,7 +28,7 @@ def test_server_momentum_recursion():
   for _ in range(3):
     msgs = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=(4,) + x.shape),
                                               jnp.float32), w0)
-    server, clients, metrics = alg.aggregate(server, clients, msgs, weights, mask, None)
+    server, clients, metrics = aggregate(server, clients, msgs, weights, mask, None)
     mean = jax.tree.map(lambda m: jnp.tensordot(jnp.asarray(p, jnp.float32), m, 1), msgs)
     v = ref.tree_map(lambda a, b: beta * a + b, v, mean)   # v ← βv + Δ̄
     w = ref.tree_map(lambda a, b: a + lr * b, w, v)       # w ← w + η_g v

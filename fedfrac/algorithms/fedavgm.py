@@ -1,11 +1,11 @@
 """FedAvgM (Hsu, Qi & Brown 2019, "Measuring the effects of non-identical data
-distribution for federated visual classification", §3): FedAvg with server momentum.
+distribution for federated visual classification"): FedAvg with server momentum.
 
 Clients run the same local training as FedAvg and upload Δ_k = w_k − w_t. The
 server keeps a momentum buffer v (zeros at t = 0) and applies
 
   Δ̄_t = Σ_{k∈S_t} p_k Δ_k,   p_k = n_k / Σ_{j∈S_t} n_j
-  v_{t+1} = β v_t + Δ̄_t                      # Hsu et al. 2019, §3 (server momentum)
+  v_{t+1} = β v_t + Δ̄_t                      # Hsu et al. 2019 (server momentum)
   w_{t+1} = w_t + η_g v_{t+1}
 
 (the paper writes the same update with the pseudo-gradient −Δ̄ and w ← w − v).
@@ -52,7 +52,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   def aggregate(server_state, client_states, messages, weights, mask, key):
     del key
     mean_delta = agg.weighted_mean(messages, weights, mask)
-    # v ← β v + Δ̄;  w ← w + η_g v   (Hsu et al. 2019, §3)
+    # v ← β v + Δ̄;  w ← w + η_g v   (Hsu et al. 2019, FedAvgM)
     v = base.tree_add(base.tree_scale(server_state["momentum"], beta), mean_delta)
     params = base.tree_add(server_state["params"], base.tree_scale(v, server_lr))
     return ({"params": params, "momentum": v}, client_states,

@@ -1,5 +1,6 @@
 """FedNova (Wang et al. 2020, "Tackling the Objective Inconsistency Problem in
-Heterogeneous Federated Optimization", §4, eqs. (6)–(8) and App. on momentum).
+Heterogeneous Federated Optimization": the FedNova update and its momentum
+correction).
 
 Clients run different numbers of local steps τ_k (epoch mode: E·⌈n_k/B⌉), which
 makes FedAvg optimise an inconsistent, τ-weighted objective. FedNova writes each
@@ -7,9 +8,9 @@ client's update as Δ_k = w_k − w_t = −η G_k a_k, where G_k stacks the τ_k
 mini-batch gradients and a_k ≥ 0 holds their accumulated coefficients, and
 averages the normalised updates:
 
-  d_k = Δ_k / ‖a_k‖₁                                   # eq. (6)
+  d_k = Δ_k / ‖a_k‖₁                                   # normalised update
   τ_eff = Σ_{k∈S} p_k ‖a_k‖₁                           # the paper's default τ_eff
-  w_{t+1} = w_t + τ_eff Σ_{k∈S} p_k d_k                # eq. (7)
+  w_{t+1} = w_t + τ_eff Σ_{k∈S} p_k d_k                # FedNova server update
   with p_k = n_k / Σ_{j∈S} n_j.
 
 ‖a_k‖₁ for the client optimizers whose coefficients are data independent, with
@@ -18,7 +19,7 @@ averages the normalised updates:
 
   ``sgd``:       a = (1, …, 1),                         ‖a‖₁ = τ
   ``momentum``:  a_j = (1 − ρ^{τ−j}) / (1 − ρ)          (heavy ball, optax ``trace``)
-                 ‖a‖₁ = [τ − ρ (1 − ρ^τ)/(1 − ρ)] / (1 − ρ)       # Wang et al., App.
+                 ‖a‖₁ = [τ − ρ (1 − ρ^τ)/(1 − ρ)] / (1 − ρ)       # momentum a_k
   ``nesterov``:  a_j = 1 + ρ (1 − ρ^{τ−j}) / (1 − ρ)
                  ‖a‖₁ = τ + ρ/(1 − ρ) · [τ − ρ (1 − ρ^τ)/(1 − ρ)]
 
@@ -55,7 +56,7 @@ def a_norm(num_steps, momentum=0.0, nesterov=False):
   one_minus = 1.0 - rho
   # Σ_{i=1}^{τ} ρ^i = ρ (1 − ρ^τ)/(1 − ρ)
   geometric = rho * (1.0 - jnp.power(rho, tau)) / one_minus
-  heavy_ball = (tau - geometric) / one_minus      # Wang et al. 2020, App. (momentum)
+  heavy_ball = (tau - geometric) / one_minus      # Wang et al. 2020 (momentum a_k)
   if nesterov:
     return tau + rho * heavy_ball
   return heavy_ball
@@ -99,7 +100,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     del key
     p = agg.normalize_weights(weights, mask)
     norms = messages["a_norm"]
-    # d_k = Δ_k/‖a_k‖₁ (eq. 6); τ_eff = Σ p_k ‖a_k‖₁; w ← w + τ_eff Σ p_k d_k (eq. 7)
+    # d_k = Δ_k/‖a_k‖₁ (normalised update); τ_eff = Σ p_k ‖a_k‖₁; w ← w + τ_eff Σ p_k d_k (FedNova update)
     inv = jnp.where(norms > 0, 1.0 / jnp.where(norms > 0, norms, 1.0), 0.0)
     tau_eff = jnp.sum(p * norms)
     coef = tau_eff * p * inv

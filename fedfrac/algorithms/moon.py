@@ -1,14 +1,15 @@
-"""MOON (Li, He & Song 2021, "Model-Contrastive Federated Learning", §3, eqs. (1)–(3)).
+"""MOON (Li, He & Song 2021, "Model-Contrastive Federated Learning", local learning).
 
 Each client trains with the supervised loss plus a model-contrastive term that
 pulls the representation z of its local model towards that of the global model
 z_glob and away from that of its own previous local model z_prev:
 
   ℓ_con = −log [ exp(sim(z, z_glob)/τ) /
-                 (exp(sim(z, z_glob)/τ) + exp(sim(z, z_prev)/τ)) ]      # eq. (2)
-  ℓ = ℓ_sup(w; x, y) + μ ℓ_con(w; w_t, w_k^{prev}; x)                   # eq. (3)
+                 (exp(sim(z, z_glob)/τ) + exp(sim(z, z_prev)/τ)) ]      # model-contrastive loss
+  ℓ = ℓ_sup(w; x, y) + μ ℓ_con(w; w_t, w_k^{prev}; x)                   # local objective
 
-with sim the cosine similarity, averaged over the mini-batch.
+with sim the cosine similarity, averaged over the mini-batch. The reported client
+``loss`` is this local objective ℓ (supervised plus μ·contrastive).
 
 Representation. The paper's network is base encoder → projection head → output
 layer. fedfrac models are ``extractor → head``; MOON adds a projection head as a
@@ -77,7 +78,7 @@ def _unit(z):
 
 
 def contrastive_loss(z, z_glob, z_prev, temperature):
-  """Per-example ℓ_con of eq. (2): ``[B, P] x3 -> [B]``."""
+  """Per-example model-contrastive loss ℓ_con: ``[B, P] x3 -> [B]``."""
   zu = _unit(z)
   pos = jnp.sum(zu * _unit(z_glob), -1) / temperature
   neg = jnp.sum(zu * _unit(z_prev), -1) / temperature
@@ -121,7 +122,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
       _, z_prev = rep(prev, x)
       sup = base.masked_mean(task.example_loss(out, y), mask)
       con = base.masked_mean(contrastive_loss(z, z_glob, z_prev, temperature), mask)
-      # ℓ = ℓ_sup + μ ℓ_con   (Li et al. 2021, eq. (3))
+      # ℓ = ℓ_sup + μ ℓ_con   (Li et al. 2021, local objective)
       return sup + mu * con, (sup, con)
 
     opt_state = training.optimizer.init(payload)

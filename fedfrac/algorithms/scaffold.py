@@ -5,19 +5,19 @@ Server state: model x and control variate c. Client state: c_k (zeros at t = 0,
 one row per client). In round t every sampled client receives (x, c) and runs its
 local steps with the corrected gradient
 
-  y ← y − η (g_k(y) − c_k + c)                      # Alg. 1, line 10
+  y ← y − η (g_k(y) − c_k + c)                      # Alg. 1, local update
 
 (the correction is applied to the mini-batch gradient before the configured
 optax client optimizer; with plain SGD this is the paper's update). Then
 
-  c_k⁺ = c_k − c + (x − y_k) / (K_k η)                # Alg. 1, line 12, option II
+  c_k⁺ = c_k − c + (x − y_k) / (K_k η)                # Alg. 1, control variate option II
 
 with K_k the client's own number of active local steps this round and η the
 round's client learning rate. The client uploads (Δy_k, Δc_k) = (y_k − x, c_k⁺ − c_k)
 — twice a model's bytes — and the server applies
 
-  x ← x + η_g Σ_{k∈S} p_k Δy_k                        # Alg. 1, line 16
-  c ← c + Σ_{k∈S} q_k Δc_k                            # Alg. 1, line 17
+  x ← x + η_g Σ_{k∈S} p_k Δy_k                        # Alg. 1, server model
+  c ← c + Σ_{k∈S} q_k Δc_k                            # Alg. 1, server control variate
 
 Weighting (option ``weighting``):
   ``"samples"`` (default, the FedAvg convention used by every fedfrac method):
@@ -88,7 +88,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
 
     def corrected(grads, params, step):
       del params, step
-      # g − c_k + c   (Alg. 1, line 10)
+      # g − c_k + c   (Alg. 1, local update)
       return jax.tree.map(lambda g, ck, cs: g - ck + cs, grads, c_k, c)
 
     opt_state = training.optimizer.init(x)
@@ -96,7 +96,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
                                      step_hook=corrected)
     steps = metrics["steps"]
     scale = 1.0 / (jnp.maximum(steps, 1.0) * lr)
-    # c_k⁺ = c_k − c + (x − y_k)/(K_k η)   (Alg. 1, line 12, option II)
+    # c_k⁺ = c_k − c + (x − y_k)/(K_k η)   (Alg. 1, option II)
     c_new = jax.tree.map(lambda ck, cs, a, b: jnp.where(steps > 0, ck - cs + (a - b) * scale,
                                                         ck),
                          c_k, c, x, y)
@@ -110,7 +110,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     del key
     p, q = cohort_weights(weights, mask, client_size, weighting)
     mean_delta = weighted_sum(messages["delta"], p)
-    # x ← x + η_g Σ p_k Δy_k;  c ← c + Σ q_k Δc_k   (Alg. 1, lines 16–17)
+    # x ← x + η_g Σ p_k Δy_k;  c ← c + Σ q_k Δc_k   (Alg. 1, server update)
     params = base.tree_add(server_state["params"], base.tree_scale(mean_delta, server_lr))
     c = base.tree_add(server_state["c"], weighted_sum(messages["delta_c"], q))
     return ({"params": params, "c": c}, client_states,
