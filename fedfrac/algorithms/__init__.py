@@ -14,12 +14,30 @@ from fedfrac.algorithms.base import (BuildContext, ClientView, FedAlgorithm, HPa
 
 REGISTRY = {
     "fedavg": ("fedavg", {}),
+    "fedavgm": ("fedavgm", {}),
+    "fedprox": ("fedprox", {}),
+    "scaffold": ("scaffold", {}),
+    "fednova": ("fednova", {}),
+    "fedadam": ("fedopt", {"server_opt": "adam"}),
+    "fedyogi": ("fedopt", {"server_opt": "yogi"}),
+    "fedadagrad": ("fedopt", {"server_opt": "adagrad", "server_lr": 0.1}),
+    "moon": ("moon", {}),
+    "feddyn": ("feddyn", {}),
 }
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
 # a "client" entry overrides the shared client optimizer settings.
 QUICKSTART = {
     "fedavg": {},
+    "fedavgm": {},
+    "fedprox": {},
+    "scaffold": {},
+    "fednova": {},
+    "fedadam": {},
+    "fedyogi": {},
+    "fedadagrad": {},
+    "moon": {},
+    "feddyn": {},
 }
 
 
