@@ -23,6 +23,7 @@ REGISTRY = {
     "fedadagrad": ("fedopt", {"server_opt": "adagrad", "server_lr": 0.1}),
     "moon": ("moon", {}),
     "feddyn": ("feddyn", {}),
+    "kuramoto_fedavg": ("kuramoto_fedavg", {}),
 }
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
@@ -38,6 +39,7 @@ QUICKSTART = {
     "fedadagrad": {},
     "moon": {},
     "feddyn": {},
+    "kuramoto_fedavg": {"weighting": "coupled", "kappa0": 0.3, "beta": 0.01},
 }
 
 
