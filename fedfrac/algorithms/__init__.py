@@ -14,12 +14,14 @@ from fedfrac.algorithms.base import (BuildContext, ClientView, FedAlgorithm, HPa
 
 REGISTRY = {
     "fedavg": ("fedavg", {}),
+    "dp_fedavg": ("dp_fedavg", {}),
 }
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
 # a "client" entry overrides the shared client optimizer settings.
 QUICKSTART = {
     "fedavg": {},
+    "dp_fedavg": {"noise_multiplier": 0.1, "clip_norm": 1.0},
 }
 
 
@@ -30,6 +32,13 @@ def quickstart_methods():
 
 def names():
   return tuple(REGISTRY)
+
+
+def supports_robust_aggregation(name) -> bool:
+  """Whether algorithm ``name`` combines updates via ``server.combine_deltas``
+  (its module sets ``ROBUST_AGGREGATION = True``), so ``config.server`` applies."""
+  mod, _ = _entry(name)
+  return bool(getattr(mod, "ROBUST_AGGREGATION", False))
 
 
 def _entry(name):
