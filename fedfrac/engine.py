@@ -269,7 +269,9 @@ class Simulation:
 
     def one(client_state, index, size, num_steps, client_id, key, byzantine=None):
       y = arrays["y"]
-      if y_flipped is not None:      # data poisoning: Byzantine clients see C-1-y
+      if y_flipped is not None:
+        # Data poisoning: Byzantine clients see C-1-y (under vmap this is one
+        # [S, N] int label array per round, only when label_flip is on).
         y = jnp.where(byzantine, y_flipped, y)
       view = ClientView(arrays["x"], y, index, size, num_steps, client_id)
       out = algorithm.client_update(payload, client_state, view, key, t)
