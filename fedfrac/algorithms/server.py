@@ -106,19 +106,16 @@ def combine_deltas(messages, weights, mask, key=None, spec: AggregatorSpec | Non
     metrics (``krum_selected [S]`` bool for the Krum rules, else empty).
   """
   del key
-  spec = spec or AggregatorSpec()
+  spec = (spec or AggregatorSpec()).check(_num_rows(messages), prefix="")
   if spec.name == "mean":
     return agg.weighted_mean(messages, weights, mask), {}
   if spec.name == "median":
     return agg.coordinate_median(messages, mask), {}
   if spec.name == "trimmed_mean":
     return agg.trimmed_mean(messages, mask, beta=spec.trim_beta), {}
-  if spec.name in ("krum", "multi_krum"):
-    s = _num_rows(messages)
-    combined, selected = agg.krum(messages, mask, num_byzantine=spec.num_byzantine,
-                                  multi=min(spec.num_selected(s), s))
-    return combined, {"krum_selected": selected}
-  raise ValueError(f"aggregator={spec.name!r}: allowed values are {', '.join(AGGREGATORS)}")
+  combined, selected = agg.krum(messages, mask, num_byzantine=spec.num_byzantine,
+                                multi=spec.num_selected(_num_rows(messages)))
+  return combined, {"krum_selected": selected}
 
 
 def _num_rows(stacked):
