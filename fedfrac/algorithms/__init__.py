@@ -24,6 +24,7 @@ REGISTRY = {
     "moon": ("moon", {}),
     "feddyn": ("feddyn", {}),
     "kuramoto_fedavg": ("kuramoto_fedavg", {}),
+    "dp_fedavg": ("dp_fedavg", {}),
 }
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
@@ -40,6 +41,7 @@ QUICKSTART = {
     "moon": {},
     "feddyn": {},
     "kuramoto_fedavg": {"weighting": "coupled", "kappa0": 0.3, "beta": 0.01},
+    "dp_fedavg": {"noise_multiplier": 0.1, "clip_norm": 1.0},
 }
 
 
@@ -50,6 +52,13 @@ def quickstart_methods():
 
 def names():
   return tuple(REGISTRY)
+
+
+def supports_robust_aggregation(name) -> bool:
+  """Whether algorithm ``name`` combines updates via ``server.combine_deltas``
+  (its module sets ``ROBUST_AGGREGATION = True``), so ``config.server`` applies."""
+  mod, _ = _entry(name)
+  return bool(getattr(mod, "ROBUST_AGGREGATION", False))
 
 
 def _entry(name):

@@ -18,6 +18,23 @@ back before calling ``aggregate`` with the stacked ``messages [S, ...]``,
 Continuous hyper-parameters may arrive as traced JAX values (so whole runs can be
 vmapped over a grid): builders must use them only in ``jnp`` arithmetic, never in
 Python control flow.
+
+Server-side combination of updates: an algorithm whose server averages the
+cohort's updates (FedAvg, FedAvgM, FedOpt, FedProx, SCAFFOLD, ...) combines them
+with one line,
+
+    combined, info = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
+
+(``fedfrac.algorithms.server``) instead of calling ``weighted_mean`` itself, and
+sets ``ROBUST_AGGREGATION = True`` in its module; the config's ``server``
+section then selects the mean, coordinate median, trimmed mean or (Multi-)Krum
+for it (the mean is the default and gives identical numbers). ``info`` holds
+server metrics to return as ``aggregate``'s third value.
+
+Adversarial clients (``config.attack``) are simulated by the engine, not by the
+algorithms: Byzantine clients' uploaded messages are transformed after
+``client_update`` (so messages should be updates, e.g. model deltas), and
+label-flipping clients see poisoned labels in ``ClientView.y``.
 """
 from __future__ import annotations
 
@@ -47,6 +64,9 @@ class FedAlgorithm(NamedTuple):
   ``comm(payload_bytes, message_bytes, participants) -> (up, down)`` turns the
   message and payload shapes into a round's traffic (decentralised algorithms
   override it, e.g. a ring sends each message to two neighbours per pass).
+  ``host_metrics(rounds_done) -> dict of float`` (optional, host side, not
+  jitted) adds metrics computed from the round count alone to every round's
+  row, e.g. DP-FedAvg's privacy budget ε.
   """
   name: str
   init: Callable
@@ -56,6 +76,7 @@ class FedAlgorithm(NamedTuple):
   eval_params: Callable
   personalized: bool = False
   comm: Callable = star_communication
+  host_metrics: Optional[Callable] = None
 
 
 class ClientView(NamedTuple):
@@ -276,13 +297,20 @@ def supervised_loss(model: Model, task: Task):
 
 @dataclasses.dataclass(frozen=True)
 class BuildContext:
-  """Everything an algorithm builder may close over (static, host-side)."""
+  """Everything an algorithm builder may close over (static, host-side).
+
+  ``aggregator`` is the :class:`fedfrac.algorithms.server.AggregatorSpec` the
+  config's ``server`` section selects (pass it to ``server.combine_deltas``);
+  ``participation`` is the client fraction C of the run.
+  """
   model: Model
   task: Task
   training: LocalTraining
   data_info: DataInfo
   rounds: int
   client_cfg: Any = None
+  aggregator: Any = None        # server.AggregatorSpec; None = weighted mean
+  participation: float = 1.0    # client fraction C (sampling rate of a round)
 
 
 class HParam(NamedTuple):
