@@ -14,13 +14,15 @@ so large β usually wants η_g < 1 (Hsu et al. keep η_g (1−β)⁻¹ near 1).
 """
 from __future__ import annotations
 
-from fedfrac.algorithms import base
-from fedfrac.ops import aggregate as agg
+from fedfrac.algorithms import base, server
 
 
 def _momentum(v):
   return base.non_negative(v) and v < 1
 
+
+# Updates are combined by server.combine_deltas: config.server selects the rule.
+ROBUST_AGGREGATION = True
 
 HPARAMS = {
     "server_lr": base.HParam(1.0, base.positive, "server learning rate; must be > 0"),
@@ -50,8 +52,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
-    del key
-    mean_delta = agg.weighted_mean(messages, weights, mask)
+    mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
     # v ← β v + Δ̄;  w ← w + η_g v   (Hsu et al. 2019, FedAvgM)
     v = base.tree_add(base.tree_scale(server_state["momentum"], beta), mean_delta)
     params = base.tree_add(server_state["params"], base.tree_scale(v, server_lr))

@@ -27,8 +27,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedfrac.algorithms import base
-from fedfrac.ops import aggregate as agg
+from fedfrac.algorithms import base, server
 
 SERVER_OPTIMIZERS = ("adam", "yogi", "adagrad", "sgd")
 
@@ -36,6 +35,9 @@ SERVER_OPTIMIZERS = ("adam", "yogi", "adagrad", "sgd")
 def _decay(v):
   return base.non_negative(v) and v < 1
 
+
+# Updates are combined by server.combine_deltas: config.server selects the rule.
+ROBUST_AGGREGATION = True
 
 HPARAMS = {
     "server_opt": base.HParam("adam", base.one_of(*SERVER_OPTIMIZERS),
@@ -123,8 +125,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
-    del key
-    mean_delta = agg.weighted_mean(messages, weights, mask)
+    mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
     pseudo_grad = jax.tree.map(jnp.negative, mean_delta)    # −Δ̄_t
     updates, opt_state = server_tx.update(pseudo_grad, server_state["opt_state"],
                                           server_state["params"])

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import jax
 
-from fedfrac.algorithms import base
-from fedfrac.ops import aggregate as agg
+from fedfrac.algorithms import base, server
+
+# Updates are combined by server.combine_deltas: config.server selects the rule.
+ROBUST_AGGREGATION = True
 
 HPARAMS = {
     "mu": base.HParam(0.01, base.non_negative, "proximal weight μ; must be >= 0"),
@@ -53,8 +55,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
-    del key
-    mean_delta = agg.weighted_mean(messages, weights, mask)
+    mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
     return {"params": base.tree_add(server_state["params"], mean_delta)}, client_states
 
   def eval_params(server_state, client_state):

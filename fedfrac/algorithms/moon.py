@@ -34,13 +34,15 @@ import math
 import jax
 import jax.numpy as jnp
 
-from fedfrac.algorithms import base
-from fedfrac.ops import aggregate as agg
+from fedfrac.algorithms import base, server
 
 
 def _proj_dim(v):
   return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
+
+# Updates are combined by server.combine_deltas: config.server selects the rule.
+ROBUST_AGGREGATION = True
 
 HPARAMS = {
     "mu": base.HParam(1.0, base.non_negative, "contrastive weight μ; must be >= 0"),
@@ -133,8 +135,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return delta, {"prev": net}, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
-    del key
-    mean_delta = agg.weighted_mean(messages, weights, mask)
+    mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
     return {"params": base.tree_add(server_state["params"], mean_delta)}, client_states
 
   def eval_params(server_state, client_state):
