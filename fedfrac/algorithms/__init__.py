@@ -14,12 +14,22 @@ from fedfrac.algorithms.base import (BuildContext, ClientView, FedAlgorithm, HPa
 
 REGISTRY = {
     "fedavg": ("fedavg", {}),
+    "fofedavg": ("fofedavg", {}),
+    "fo_ri_fedavg": ("fo_ri_fedavg", {}),
+    "ri_fedavg": ("fo_ri_fedavg", {"alpha": 1.0}),
+    "fo_fedavg": ("fo_ri_fedavg", {"lam": 0.0}),
 }
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
 # a "client" entry overrides the shared client optimizer settings.
+_INV_SQRT = {"client": {"schedule": "inv_sqrt"}}   # μ_t, η_t = lr/sqrt(t+1)
+_SMALL_PROBE = {"num_directions": 4, "grid": 16, "probe_batch": 32}
 QUICKSTART = {
     "fedavg": {},
+    "fofedavg": dict(_INV_SQRT),
+    "fo_ri_fedavg": {**_SMALL_PROBE, **_INV_SQRT},
+    "ri_fedavg": {**_SMALL_PROBE, **_INV_SQRT},
+    "fo_fedavg": dict(_INV_SQRT),
 }
 
 
