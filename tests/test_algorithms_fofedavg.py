@@ -140,3 +140,4 @@ def test_alpha_grid_as_traced_values_equals_separate_runs():
     got = many.record(f"fo[alpha={value}]", 0).rows[-1]
     assert got["accuracy"] == pytest.approx(single["accuracy"], abs=1e-6)
     assert got["server/drift_mean"] == pytest.approx(single["server/drift_mean"], rel=1e-4)
+

@@ -91,7 +91,7 @@ def _check_options(hp):
   if lo is not None and hi is not None and lo > hi:
     return f"i_min={hp['i_min']!r}: must be <= i_max={hp['i_max']!r}"
   lam = base.concrete(hp["lam"])
-  if hp["probe"] == "off" and (lam is None or lam > 0):
+  if hp["probe"] == "off" and lam is not None and lam > 0:
     return (f"probe='off': the roughness-informed pull needs I_k; set lam=0 "
             f"(got lam={hp['lam']!r}) or probe='auto'")
   return None
