@@ -2,8 +2,9 @@
 
 One round: availability update (churn) → sample S_t → gather client states →
 (optional ``prepare_cohort``) → ``client_update`` over the cohort (vmap or
-lax.map, same numbers) → scatter → ``aggregate`` (+ optional ``cohort_metrics``). Rounds run in ``lax.scan`` chunks inside one ``jit``; between
-chunks the caller (``fedfrac.experiment``) evaluates, logs and checkpoints.
+lax.map, same numbers) → scatter → ``aggregate`` (+ optional ``cohort_metrics``).
+Rounds run in ``lax.scan`` chunks inside one ``jit``; between chunks the caller
+(``fedfrac.experiment``) evaluates, logs and checkpoints.
 
 Randomness: one root key per run; round t uses ``fold_in(root, t)`` and client k
 ``fold_in(fold_in(root_t, CLIENT), k)``, so results do not depend on cohort
