@@ -1,9 +1,10 @@
 """The simulator: vmap over the sampled cohort, lax.scan over rounds (DESIGN §2.2).
 
 One round: availability update (churn) → sample S_t → gather client states →
-``client_update`` over the cohort (vmap or lax.map, same numbers) → scatter →
-``aggregate``. Rounds run in ``lax.scan`` chunks inside one ``jit``; between
-chunks the caller (``fedfrac.experiment``) evaluates, logs and checkpoints.
+(optional ``prepare_cohort``) → ``client_update`` over the cohort (vmap or
+lax.map, same numbers) → scatter → ``aggregate`` (+ optional ``cohort_metrics``).
+Rounds run in ``lax.scan`` chunks inside one ``jit``; between chunks the caller
+(``fedfrac.experiment``) evaluates, logs and checkpoints.
 
 Randomness: one root key per run; round t uses ``fold_in(root, t)`` and client k
 ``fold_in(fold_in(root_t, CLIENT), k)``, so results do not depend on cohort
@@ -302,6 +303,10 @@ class Simulation:
     payload = algorithm.broadcast(state.server)
     cohort_states = _gather(state.clients, ids)
     byzantine = None if state.byzantine is None else state.byzantine[ids]
+    if algorithm.prepare_cohort is not None:
+      views = ClientView(arrays["x"], arrays["y"], arrays["client_index"][ids],
+                         arrays["client_size"][ids], arrays["num_steps"][ids], ids)
+      cohort_states = algorithm.prepare_cohort(payload, cohort_states, views, keys, mask, t)
     messages, new_states, client_metrics = self._run_clients(
         algorithm, payload, arrays, t, cohort_states, ids, keys, byzantine)
     clients = _scatter(state.clients, ids, new_states, mask)
@@ -310,6 +315,9 @@ class Simulation:
                                    jax.random.fold_in(key_t, _AGGREGATE))
     server, clients = out[0], out[1]
     server_metrics = out[2] if len(out) > 2 else {}
+    if algorithm.cohort_metrics is not None:
+      server_metrics = {**server_metrics,
+                        **algorithm.cohort_metrics(client_metrics, weights, mask)}
     metrics = self._round_metrics(client_metrics, server_metrics, weights, mask, ids)
     if byzantine is not None:
       metrics["clients/byzantine"] = byzantine

@@ -25,10 +25,16 @@ REGISTRY = {
     "feddyn": ("feddyn", {}),
     "kuramoto_fedavg": ("kuramoto_fedavg", {}),
     "dp_fedavg": ("dp_fedavg", {}),
+    "fofedavg": ("fofedavg", {}),
+    "fo_ri_fedavg": ("fo_ri_fedavg", {}),
+    "ri_fedavg": ("fo_ri_fedavg", {"alpha": 1.0}),
+    "fo_fedavg": ("fo_ri_fedavg", {"lam": 0.0}),
 }
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
 # a "client" entry overrides the shared client optimizer settings.
+_INV_SQRT = {"client": {"schedule": "inv_sqrt"}}   # μ_t, η_t = lr/sqrt(t+1)
+_SMALL_PROBE = {"num_directions": 4, "grid": 16, "probe_batch": 32}
 QUICKSTART = {
     "fedavg": {},
     "fedavgm": {},
@@ -42,6 +48,10 @@ QUICKSTART = {
     "feddyn": {},
     "kuramoto_fedavg": {"weighting": "coupled", "kappa0": 0.3, "beta": 0.01},
     "dp_fedavg": {"noise_multiplier": 0.1, "clip_norm": 1.0},
+    "fofedavg": dict(_INV_SQRT),
+    "fo_ri_fedavg": {**_SMALL_PROBE, **_INV_SQRT},
+    "ri_fedavg": {**_SMALL_PROBE, **_INV_SQRT},
+    "fo_fedavg": dict(_INV_SQRT),
 }
 
 
