@@ -55,8 +55,13 @@ def default_unroll(max_steps):
   return 1
 
 
-def make_training(client_cfg, client_size, rounds, unroll=0) -> base.LocalTraining:
-  """LocalTraining from a (merged) client config and the clients' sizes."""
+def make_training(client_cfg, client_size, rounds, unroll=0,
+                  dynamic_steps=False) -> base.LocalTraining:
+  """LocalTraining from a (merged) client config and the clients' sizes.
+
+  ``dynamic_steps=True`` makes local-step loops run each client's own step count
+  (see :class:`fedfrac.algorithms.base.LocalTraining`).
+  """
   tx = schedules.client_optimizer(client_cfg.optimizer, momentum=client_cfg.momentum,
                                   weight_decay=client_cfg.weight_decay)
   sched = schedules.lr_schedule(client_cfg.schedule, client_cfg.lr, rounds,
@@ -69,7 +74,8 @@ def make_training(client_cfg, client_size, rounds, unroll=0) -> base.LocalTraini
   return base.LocalTraining(
       optimizer=tx, lr_schedule=sched, batch_size=b, local_epochs=epochs,
       local_steps=steps, max_steps=max(int(max_steps), 1),
-      unroll=unroll or default_unroll(max_steps))
+      unroll=1 if dynamic_steps else (unroll or default_unroll(max_steps)),
+      dynamic_steps=bool(dynamic_steps))
 
 
 def engine_config(config) -> engine_lib.EngineConfig:
@@ -90,7 +96,8 @@ def build_simulation(config, label, fed_data) -> engine_lib.Simulation:
                        fed_data.input_scale)
   client_cfg = config_lib.client_config(config, label)
   training = make_training(client_cfg, fed_data.client_size, config.rounds,
-                           config.engine.unroll)
+                           config.engine.unroll,
+                           config.engine.get("dynamic_steps", False))
   ctx = base.BuildContext(model=model, task=task, training=training,
                           data_info=fed_data.info(), rounds=config.rounds,
                           client_cfg=client_cfg)
@@ -334,7 +341,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
       status, wall = history["status"], history["wall_s"]
       cum_up, cum_down = history["cum_bytes_up"], history["cum_bytes_down"]
   payload_bytes, message_bytes = sim.communication_bytes(state)
-  comm = sim.algorithm.comm
+  comm = round_communication(sim.algorithm)
   start_round = int(state.round)
   end_round = config.rounds if stop_after_round is None else min(config.rounds,
                                                                  stop_after_round)
@@ -356,7 +363,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
     round_metrics, evaluation = _to_host(round_metrics), _to_host(evaluation)
     for i in range(n):
       participants = float(round_metrics["cohort"][i])
-      up, down = comm(payload_bytes, message_bytes, participants)
+      up, down = comm(payload_bytes, message_bytes, participants, r + i)
       cum_up += up
       cum_down += down
       row = {"method": label, "algorithm": algorithm_name, "seed": seed,
@@ -398,6 +405,23 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
     record.client_arrays = {k: np.asarray(v) for k, v in evaluation.items()
                             if k.startswith("clients/")} if r > start_round else {}
   return record
+
+
+def round_communication(algorithm):
+  """``(payload_bytes, message_bytes, participants, round_index) -> (up, down)``.
+
+  An algorithm's ``comm`` may take a fourth ``round_index`` argument (0-based)
+  when its traffic changes between rounds (e.g. FibFL++ warm-up rounds).
+  """
+  import inspect
+  comm = algorithm.comm
+  try:
+    takes_round = "round_index" in inspect.signature(comm).parameters
+  except (TypeError, ValueError):
+    takes_round = False
+  if takes_round:
+    return lambda p, m, n, r: comm(p, m, n, round_index=r)
+  return lambda p, m, n, r: comm(p, m, n)
 
 
 def _data_seed(config, seed):

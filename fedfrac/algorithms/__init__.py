@@ -14,6 +14,11 @@ from fedfrac.algorithms.base import (BuildContext, ClientView, FedAlgorithm, HPa
 
 REGISTRY = {
     "fedavg": ("fedavg", {}),
+    "fedrep": ("fedrep", {}),
+    "rdfl": ("rdfl", {}),
+    "fibfl": ("fibfl", {"gate": "none"}),
+    "fibfl_plus": ("fibfl", {"gate": "accuracy"}),
+    "fibfl_pp": ("fibfl_pp", {}),
 }
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
