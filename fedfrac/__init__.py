@@ -8,4 +8,4 @@ __version__ = "0.1.0"
 from fedfrac import algorithms, data, engine, metrics, models, ops, optim
 from fedfrac.algorithms.base import ClientView, FedAlgorithm
 from fedfrac.config import ConfigError, base_config
-from fedfrac.experiment import Results, run
+from fedfrac.experiment import Results, run, run_many

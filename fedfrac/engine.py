@@ -78,6 +78,18 @@ def tree_bytes(tree) -> int:
                  for x in jax.tree.leaves(tree)))
 
 
+def data_arrays(data: FederatedData, training: LocalTraining) -> dict:
+  """The arrays a simulation passes into its compiled functions (host NumPy)."""
+  return {
+      "x": data.x_train, "y": data.y_train,
+      "client_index": data.client_index, "client_size": data.client_size,
+      "num_steps": training.steps_for(data.client_size),
+      "x_test": data.x_test, "y_test": data.y_test,
+      "client_test_index": data.client_test_index,
+      "client_test_size": data.client_test_size,
+  }
+
+
 def _gather(tree, ids):
   return jax.tree.map(lambda x: x[ids], tree)
 
@@ -101,8 +113,13 @@ class Simulation:
   """
 
   def __init__(self, algorithm: FedAlgorithm, data: FederatedData, model: Model,
-               task: Task, training: LocalTraining, config: EngineConfig):
+               task: Task, training: LocalTraining, config: EngineConfig,
+               algorithm_fn=None):
+    """``algorithm_fn(hp) -> FedAlgorithm`` (optional) rebuilds the algorithm from a
+    dict of possibly traced hyper-parameters; ``run_chunk``/``evaluate`` accept
+    such a dict so runs can be vmapped over a hyper-parameter grid."""
     self.algorithm = algorithm
+    self.algorithm_fn = algorithm_fn
     self.data = data
     self.model = model
     self.task = task
@@ -111,15 +128,7 @@ class Simulation:
     self.num_clients = data.num_clients
     self.cohort = cohort_size(config.participation, self.num_clients)
     self.num_steps = training.steps_for(data.client_size)
-    self.arrays = {
-        "x": jnp.asarray(data.x_train), "y": jnp.asarray(data.y_train),
-        "client_index": jnp.asarray(data.client_index),
-        "client_size": jnp.asarray(data.client_size),
-        "num_steps": jnp.asarray(self.num_steps),
-        "x_test": jnp.asarray(data.x_test), "y_test": jnp.asarray(data.y_test),
-        "client_test_index": jnp.asarray(data.client_test_index),
-        "client_test_size": jnp.asarray(data.client_test_size),
-    }
+    self.arrays = {k: jnp.asarray(v) for k, v in data_arrays(data, training).items()}
     if config.cohort_permutation_seed is not None:
       self._cohort_perm = jnp.asarray(
           np.random.default_rng(config.cohort_permutation_seed).permutation(self.cohort))
@@ -130,18 +139,25 @@ class Simulation:
       raise ValueError(f"engine.client_parallelism={parallelism!r}: allowed values "
                        f"are {', '.join(PARALLELISM)}")
     self.parallelism = "vmap" if parallelism == "auto" else parallelism
-    self._run_chunk_jit = jax.jit(self._run_chunk, static_argnums=(2,))
+    self._run_chunk_jit = jax.jit(self._run_chunk, static_argnums=(3,))
     self._compiled = {}
     self._evaluate_jit = jax.jit(self._evaluate)
     self._comm = None
 
   # ------------------------------------------------------------------ state
-  def init(self, seed) -> SimState:
-    """Initial state for ``seed``; params0 comes from ``fold_in(root, INIT)``."""
+  def init(self, seed, data: Optional[FederatedData] = None) -> SimState:
+    """Initial state for ``seed``; params0 comes from ``fold_in(root, INIT)``.
+
+    ``data`` (default: the simulation's own) is the dataset whose
+    :class:`DataInfo` the algorithm's ``init`` sees (batched runs over several
+    partitions initialise each run from its own partition, e.g. FibFL++'s ring
+    order from its class proportions).
+    """
     key = jax.random.PRNGKey(seed)
     params0 = self.model.init(jax.random.fold_in(key, _INIT_TAG))
+    info = (self.data if data is None else data).info()
     server, clients = self.algorithm.init(jax.random.fold_in(key, _INIT_TAG - 1), params0,
-                                          self.num_clients, self.data.info())
+                                          self.num_clients, info)
     available = jnp.ones((self.num_clients,), bool)
     return SimState(server, clients, available, key, jnp.zeros((), jnp.int32))
 
@@ -167,23 +183,28 @@ class Simulation:
     # Round 0 starts from the all-available state.
     return jnp.where(t == 0, available, stay)
 
-  def _client_fn(self, payload, arrays, t):
-    algorithm = self.algorithm
+  def _algorithm_for(self, hp):
+    if not hp:
+      return self.algorithm
+    if self.algorithm_fn is None:
+      raise ValueError("hyper-parameter overrides need a Simulation built with algorithm_fn")
+    return self.algorithm_fn(hp)
 
+  def _client_fn(self, algorithm, payload, arrays, t):
     def one(client_state, index, size, num_steps, client_id, key):
       view = ClientView(arrays["x"], arrays["y"], index, size, num_steps, client_id)
       return algorithm.client_update(payload, client_state, view, key, t)
     return one
 
-  def _run_clients(self, payload, arrays, t, client_states, ids, keys):
-    one = self._client_fn(payload, arrays, t)
+  def _run_clients(self, algorithm, payload, arrays, t, client_states, ids, keys):
+    one = self._client_fn(algorithm, payload, arrays, t)
     args = (client_states, arrays["client_index"][ids], arrays["client_size"][ids],
             arrays["num_steps"][ids], ids, keys)
     if self.parallelism == "vmap":
       return jax.vmap(one)(*args)
     return jax.lax.map(lambda a: one(*a), args)
 
-  def _round(self, arrays, state: SimState):
+  def _round(self, algorithm, arrays, state: SimState):
     t = state.round
     key_t = jax.random.fold_in(state.key, t)
     available = self._next_availability(state.available,
@@ -191,13 +212,13 @@ class Simulation:
     ids, mask = self._sample(jax.random.fold_in(key_t, _SAMPLE), available)
     client_key = jax.random.fold_in(key_t, _CLIENT)
     keys = jax.vmap(lambda i: jax.random.fold_in(client_key, i))(ids)
-    payload = self.algorithm.broadcast(state.server)
+    payload = algorithm.broadcast(state.server)
     cohort_states = _gather(state.clients, ids)
     messages, new_states, client_metrics = self._run_clients(
-        payload, arrays, t, cohort_states, ids, keys)
+        algorithm, payload, arrays, t, cohort_states, ids, keys)
     clients = _scatter(state.clients, ids, new_states, mask)
     weights = arrays["client_size"][ids].astype(jnp.float32) * mask
-    out = self.algorithm.aggregate(state.server, clients, messages, weights, mask,
+    out = algorithm.aggregate(state.server, clients, messages, weights, mask,
                                    jax.random.fold_in(key_t, _AGGREGATE))
     server, clients = out[0], out[1]
     server_metrics = out[2] if len(out) > 2 else {}
@@ -225,8 +246,10 @@ class Simulation:
       out[f"server/{name}"] = jnp.asarray(value)
     return out
 
-  def _run_chunk(self, arrays, state, num_rounds):
-    return jax.lax.scan(lambda s, _: self._round(arrays, s), state, None, length=num_rounds)
+  def _run_chunk(self, arrays, state, hp, num_rounds):
+    algorithm = self._algorithm_for(hp)
+    return jax.lax.scan(lambda s, _: self._round(algorithm, arrays, s), state, None,
+                        length=num_rounds)
 
   def compile(self, num_rounds: int, state: Optional[SimState] = None) -> float:
     """Compile the chunk of ``num_rounds`` rounds ahead of time; returns seconds
@@ -238,7 +261,7 @@ class Simulation:
       state = jax.eval_shape(self.init, 0)
     t0 = time.perf_counter()
     self._compiled[num_rounds] = self._run_chunk_jit.lower(
-        self.arrays, state, num_rounds).compile()
+        self.arrays, state, None, num_rounds).compile()
     return time.perf_counter() - t0
 
   def run_chunk(self, state: SimState, num_rounds: int):
@@ -250,7 +273,7 @@ class Simulation:
     num_rounds = int(num_rounds)
     if num_rounds not in self._compiled:
       self.compile(num_rounds, state)
-    return self._compiled[num_rounds](self.arrays, state)
+    return self._compiled[num_rounds](self.arrays, state, None)
 
   # ------------------------------------------------------------- evaluation
   def _example_stats(self, params, x, y):
@@ -269,20 +292,21 @@ class Simulation:
                                       yp.reshape((nb, b) + y.shape[1:])))
     return jax.tree.map(lambda s: s.reshape(-1)[:n], stats)
 
-  def _evaluate(self, arrays, state):
+  def _evaluate(self, arrays, state, hp=None):
+    algorithm = self._algorithm_for(hp)
     test_index, test_size = arrays["client_test_index"], arrays["client_test_size"]
     valid = jnp.arange(test_index.shape[1])[None, :] < test_size[:, None]
     has_test = test_size > 0
-    if not self.algorithm.personalized:
+    if not algorithm.personalized:
       first = jax.tree.map(lambda x: x[0], state.clients)
-      params = self.algorithm.eval_params(state.server, first)
+      params = algorithm.eval_params(state.server, first)
       stats = self._example_stats(params, arrays["x_test"], arrays["y_test"])
       sums = {k: jnp.sum(v * valid, axis=1) for k, v in
               ((k, v[test_index]) for k, v in stats.items())}
       out = {k: jnp.mean(v) for k, v in stats.items()}
     else:
       def client_stats(client_state, index, ok):
-        params = self.algorithm.eval_params(state.server, client_state)
+        params = algorithm.eval_params(state.server, client_state)
         out = self.model.apply(params, arrays["x_test"][index])
         s = self.task.example_stats(out, arrays["y_test"][index])
         return {k: jnp.sum(v * ok) for k, v in s.items()}
@@ -338,3 +362,98 @@ class Simulation:
           scalar, scalar, scalar, jax.ShapeDtypeStruct((2,), jnp.uint32))
       self._comm = (tree_bytes(payload), tree_bytes(message))
     return self._comm
+
+
+def _pad_to(a, shape):
+  """Pad ``a`` up to ``shape`` by repeating its last entries (index tables stay valid)."""
+  pad = [(0, t - n) for n, t in zip(a.shape, shape)]
+  if not any(p[1] for p in pad):
+    return a
+  return np.pad(a, pad, mode="edge")
+
+
+# vmap axes of a batched SimState: everything per run except the shared round.
+STATE_AXES = SimState(server=0, clients=0, available=0, key=0, round=None)
+
+
+class BatchedSimulation:
+  """R independent runs of one :class:`Simulation`, vmapped into one program.
+
+  Runs may differ in seed (initial model and sampling stream), in their data
+  (per-seed partitions: index tables are padded to common shapes; arrays equal
+  across runs are shared, not copied) and in hyper-parameters (a dict of
+  scalars per run, passed to the simulation's ``algorithm_fn``). Results equal
+  separate runs.
+
+  All runs advance in lockstep, so the round counter ``SimState.round`` is one
+  unbatched scalar shared by every run: a ``lax.cond`` on the round inside an
+  algorithm (e.g. FibFL++'s warm-up) stays a branch instead of becoming a
+  select that executes both sides for every run.
+  """
+
+  def __init__(self, sim: Simulation, run_data, run_hps=None):
+    self.sim = sim
+    self.run_data = list(run_data)
+    self.num_runs = len(run_data)
+    per_run = [data_arrays(d, sim.training) for d in run_data]
+    for d in run_data:
+      if d.num_clients != sim.num_clients:
+        raise ValueError(
+            f"batched runs need equal client counts; got {d.num_clients} and "
+            f"{sim.num_clients} (a partition dropped clients for some seed)")
+    self.arrays, self.in_axes = {}, {}
+    for key in per_run[0]:
+      values = [a[key] for a in per_run]
+      if all(v is values[0] or (v.shape == values[0].shape and np.array_equal(v, values[0]))
+             for v in values[1:]):
+        self.arrays[key], self.in_axes[key] = jnp.asarray(values[0]), None
+      else:
+        shape = tuple(np.max([v.shape for v in values], axis=0))
+        if key in ("x", "y", "x_test", "y_test") and len({v.shape for v in values}) > 1:
+          raise ValueError(f"batched runs need equal {key} shapes across runs")
+        self.arrays[key] = jnp.asarray(np.stack([_pad_to(v, shape) for v in values]))
+        self.in_axes[key] = 0
+    hps = run_hps if run_hps is not None else [None] * self.num_runs
+    if any(hps):
+      keys = sorted(hps[0])
+      self.hp = {k: jnp.asarray([h[k] for h in hps], jnp.float32) for k in keys}
+      hp_axes = {k: 0 for k in keys}
+    else:
+      self.hp, hp_axes = None, None
+    in_axes = self.in_axes
+
+    def chunk(arrays, states, hp, num_rounds):
+      return jax.vmap(lambda a, st, h: sim._run_chunk(a, st, h, num_rounds),
+                      in_axes=(in_axes, STATE_AXES, hp_axes),
+                      out_axes=(STATE_AXES, 0))(arrays, states, hp)
+    self._chunk = jax.jit(chunk, static_argnums=(3,))
+    self._eval = jax.jit(jax.vmap(sim._evaluate,
+                                  in_axes=(self.in_axes, STATE_AXES, hp_axes)))
+    self._compiled = {}
+
+  def init(self, seeds) -> SimState:
+    """Stacked initial states, one per run (``seeds`` has one entry per run)."""
+    if len(seeds) != self.num_runs:
+      raise ValueError(f"seeds: need one seed per run ({self.num_runs}), got {len(seeds)}")
+    states = [self.sim.init(s, d) for s, d in zip(seeds, self.run_data)]
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *[st._replace(round=None)
+                                                        for st in states])
+    return stacked._replace(round=states[0].round)
+
+  def compile(self, num_rounds, states) -> float:
+    num_rounds = int(num_rounds)
+    if num_rounds in self._compiled:
+      return 0.0
+    t0 = time.perf_counter()
+    self._compiled[num_rounds] = self._chunk.lower(
+        self.arrays, states, self.hp, num_rounds).compile()
+    return time.perf_counter() - t0
+
+  def run_chunk(self, states, num_rounds):
+    """``num_rounds`` rounds of every run: metrics gain a leading ``[R]`` axis."""
+    if int(num_rounds) not in self._compiled:
+      self.compile(num_rounds, states)
+    return self._compiled[int(num_rounds)](self.arrays, states, self.hp)
+
+  def evaluate(self, states):
+    return self._eval(self.arrays, states, self.hp)

@@ -88,23 +88,34 @@ def engine_config(config) -> engine_lib.EngineConfig:
       eval_batch_size=config.engine.eval_batch_size, availability=churn)
 
 
-def build_simulation(config, label, fed_data) -> engine_lib.Simulation:
-  """Everything for one method on one federated dataset."""
+def build_simulation(config, label, fed_data, all_client_sizes=None,
+                     traced_options=False) -> engine_lib.Simulation:
+  """Everything for one method on one federated dataset.
+
+  ``all_client_sizes`` (default: this dataset's) sets the static local-step scan
+  length, so batched runs over several partitions share one program;
+  ``traced_options`` lets the simulation rebuild the algorithm from traced option
+  overrides (hyper-parameter grids).
+  """
   task = make_task(config)
   num_outputs = fed_data.num_classes if task.name == "classification" else 1
   model = models.build(config.model, fed_data.input_shape, num_outputs,
                        fed_data.input_scale)
   client_cfg = config_lib.client_config(config, label)
-  training = make_training(client_cfg, fed_data.client_size, config.rounds,
-                           config.engine.unroll,
+  sizes = fed_data.client_size if all_client_sizes is None else all_client_sizes
+  training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll,
                            config.engine.get("dynamic_steps", False))
   ctx = base.BuildContext(model=model, task=task, training=training,
                           data_info=fed_data.info(), rounds=config.rounds,
                           client_cfg=client_cfg)
   method = config.methods[label]
-  algorithm = algorithms.make(method.name, ctx, **config_lib.method_options(method))
+  options = config_lib.method_options(method)
+  algorithm = algorithms.make(method.name, ctx, **options)
+  algorithm_fn = None
+  if traced_options:
+    algorithm_fn = lambda hp: algorithms.make(method.name, ctx, **{**options, **hp})
   return engine_lib.Simulation(algorithm, fed_data, model, task, training,
-                               engine_config(config))
+                               engine_config(config), algorithm_fn=algorithm_fn)
 
 
 # --------------------------------------------------------------------------- results
@@ -323,98 +334,225 @@ class _Progress:
       self.bar.close()
 
 
+class RunLog:
+  """Rows, cumulative traffic, wall time and status of one (method, seed) run."""
+
+  def __init__(self, label, algorithm_name, seed, comm, payload_bytes, message_bytes,
+               on_divergence="stop", history=None):
+    self.label, self.algorithm_name, self.seed = label, algorithm_name, seed
+    self.comm = round_communication(comm)
+    self.payload_bytes, self.message_bytes = payload_bytes, message_bytes
+    self.on_divergence = on_divergence
+    h = history or {}
+    self.rows = h.get("rows", [])
+    self.round_rows = h.get("round_rows", [])
+    self.status = h.get("status", "ok")
+    self.wall = h.get("wall_s", 0.0)
+    self.cum_up = h.get("cum_bytes_up", 0.0)
+    self.cum_down = h.get("cum_bytes_down", 0.0)
+    self.compile_s = 0.0
+    self.client_arrays = {}
+
+  def history(self):
+    return {"rows": self.rows, "round_rows": self.round_rows, "status": self.status,
+            "wall_s": self.wall, "cum_bytes_up": self.cum_up,
+            "cum_bytes_down": self.cum_down}
+
+  def add_chunk(self, first_round, round_metrics, evaluation, seconds):
+    """Record a chunk (host arrays, leading axis = rounds); returns the eval row.
+
+    A run whose metrics stop being finite is marked diverged (or raises, with
+    ``on_divergence="error"``) and records nothing further.
+    """
+    if self.status != "ok":
+      return None
+    n = len(round_metrics["cohort"])
+    self.wall += seconds
+    for i in range(n):
+      participants = float(round_metrics["cohort"][i])
+      up, down = self.comm(self.payload_bytes, self.message_bytes, participants,
+                           first_round + i)
+      self.cum_up += up
+      self.cum_down += down
+      row = {"method": self.label, "algorithm": self.algorithm_name, "seed": self.seed,
+             "round": first_round + i + 1, "bytes_up": up, "bytes_down": down,
+             "cum_bytes_up": self.cum_up, "cum_bytes_down": self.cum_down}
+      for k, v in round_metrics.items():
+        if not k.startswith("clients/"):
+          value = _scalar(v[i])
+          if value is not None:
+            row[k] = value
+      self.round_rows.append(row)
+    row = dict(self.round_rows[-1])
+    row.update({k: float(v) for k, v in evaluation.items() if not k.startswith("clients/")})
+    row["wall_s"] = self.wall
+    self.rows.append(row)
+    self.client_arrays = {k: np.asarray(v) for k, v in evaluation.items()
+                          if k.startswith("clients/")}
+    bad = [k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)
+           and not k.startswith("server/") and not k.endswith(("_min", "_max"))]
+    if bad:
+      r = row["round"]
+      msg = (f"method {self.label!r} seed {self.seed} diverged at round {r}: "
+             f"{', '.join(bad)} not finite (lower client.lr or check the method's options)")
+      if self.on_divergence == "error":
+        raise FloatingPointError(msg)
+      warnings.warn(msg)
+      self.status = f"diverged at round {r}"
+    return row
+
+  def record(self) -> RunRecord:
+    return RunRecord(self.label, self.algorithm_name, self.seed, self.rows,
+                     self.round_rows, self.status, self.compile_s, self.wall,
+                     self.client_arrays)
+
+
+def _postfix(row, n, dt):
+  if not row:
+    return {}
+  value = row.get("accuracy", row.get("rmse", float("nan")))
+  return {"acc": f"{value:.4f}", "rps": f"{n / max(dt, 1e-9):.1f}"}
+
+
 def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
             progress=None) -> RunRecord:
   """Run one method for one seed; resume from ``workdir`` if it has a checkpoint."""
   sim = build_simulation(config, label, fed_data)
-  algorithm_name = config.methods[label].name
   state = sim.init(seed)
-  rows, round_rows = [], []
-  status, wall, cum_up, cum_down = "ok", 0.0, 0.0, 0.0
-  ckpt = None
+  history, ckpt = None, None
   if workdir:
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints", label, f"seed_{seed}"))
     step = ckpt.latest()
     if step is not None:
       state, history = ckpt.restore(step, state)
-      rows, round_rows = history["rows"], history["round_rows"]
-      status, wall = history["status"], history["wall_s"]
-      cum_up, cum_down = history["cum_bytes_up"], history["cum_bytes_down"]
   payload_bytes, message_bytes = sim.communication_bytes(state)
-  comm = round_communication(sim.algorithm)
+  log = RunLog(label, config.methods[label].name, seed, sim.algorithm.comm,
+               payload_bytes, message_bytes, config.on_divergence, history)
   start_round = int(state.round)
   end_round = config.rounds if stop_after_round is None else min(config.rounds,
                                                                  stop_after_round)
   show = config.progress if progress is None else progress
-  bar = _Progress(show and status == "ok", config.rounds, f"{label} seed {seed}",
+  bar = _Progress(show and log.status == "ok", config.rounds, f"{label} seed {seed}",
                   start_round)
-  compile_s = 0.0
-  chunk_index = 0
-  r = start_round
-  while r < end_round and status == "ok":
-    n = min(config.eval_every, config.rounds - r, end_round - r)
-    compile_s += sim.compile(n)
-    t0 = time.perf_counter()
-    state, round_metrics = sim.run_chunk(state, n)
-    evaluation = sim.evaluate(state)
-    jax.block_until_ready((state, evaluation))
-    dt = time.perf_counter() - t0
-    wall += dt
-    round_metrics, evaluation = _to_host(round_metrics), _to_host(evaluation)
-    for i in range(n):
-      participants = float(round_metrics["cohort"][i])
-      up, down = comm(payload_bytes, message_bytes, participants, r + i)
-      cum_up += up
-      cum_down += down
-      row = {"method": label, "algorithm": algorithm_name, "seed": seed,
-             "round": r + i + 1, "bytes_up": up, "bytes_down": down,
-             "cum_bytes_up": cum_up, "cum_bytes_down": cum_down}
-      for k, v in round_metrics.items():
-        if not k.startswith("clients/"):
-          s = _scalar(v[i])
-          if s is not None:
-            row[k] = s
-      round_rows.append(row)
-    r += n
-    row = dict(round_rows[-1])
-    row.update({k: float(v) for k, v in evaluation.items() if not k.startswith("clients/")})
-    row["wall_s"] = wall
-    rows.append(row)
-    bad = [k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)
-           and not k.startswith("server/") and not k.endswith(("_min", "_max"))]
-    if bad:
-      msg = (f"method {label!r} seed {seed} diverged at round {r}: {', '.join(bad)} "
-             f"not finite (lower client.lr or check the method's options)")
-      if config.on_divergence == "error":
-        bar.close()
-        raise FloatingPointError(msg)
-      warnings.warn(msg)
-      status = f"diverged at round {r}"
-    bar.update(n, acc=f"{row.get('accuracy', row.get('rmse', float('nan'))):.4f}",
-               rps=f"{n / max(dt, 1e-9):.1f}")
-    chunk_index += 1
-    if ckpt and (r >= end_round or status != "ok" or (
-        config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
-      ckpt.save(r, state, {"rows": rows, "round_rows": round_rows, "status": status,
-                           "wall_s": wall, "cum_bytes_up": cum_up,
-                           "cum_bytes_down": cum_down})
-  bar.close()
-  record = RunRecord(label, algorithm_name, seed, rows, round_rows, status,
-                     compile_s, wall)
-  if rows:
-    record.client_arrays = {k: np.asarray(v) for k, v in evaluation.items()
-                            if k.startswith("clients/")} if r > start_round else {}
-  return record
+  chunk_index, r = 0, start_round
+  try:
+    while r < end_round and log.status == "ok":
+      n = min(config.eval_every, config.rounds - r, end_round - r)
+      log.compile_s += sim.compile(n)
+      t0 = time.perf_counter()
+      state, round_metrics = sim.run_chunk(state, n)
+      evaluation = sim.evaluate(state)
+      jax.block_until_ready((state, evaluation))
+      dt = time.perf_counter() - t0
+      row = log.add_chunk(r, _to_host(round_metrics), _to_host(evaluation), dt)
+      r += n
+      bar.update(n, **_postfix(row, n, dt))
+      chunk_index += 1
+      if ckpt and (r >= end_round or log.status != "ok" or (
+          config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
+        ckpt.save(r, state, log.history())
+  finally:
+    bar.close()
+  return log.record()
 
 
-def round_communication(algorithm):
+def _slice_run(tree, i):
+  """Run ``i`` of a batched tree (0-d leaves, e.g. the shared round, are kept)."""
+  return jax.tree.map(lambda x: x[i] if np.ndim(x) else x, tree)
+
+
+def run_many(config, seeds=None, grid: Optional[dict] = None,
+             workdir: Optional[str] = None, progress: Optional[bool] = None) -> Results:
+  """Every method's runs over ``seeds`` (× a ``grid``) vmapped as ONE compiled program.
+
+  Args:
+    config: as for :func:`run`.
+    seeds: seeds to run (default ``config.seeds``); each seed gets its own
+      initial model, sampling stream and (with ``data.seed=-1``) partition.
+    grid: optional ``{option: [values]}`` for one continuous algorithm option
+      (e.g. ``{"alpha": [0.5, 0.8, 1.0]}``); methods that have the option run
+      every value (labelled ``method[option=value]``), the others run once.
+  Returns:
+    :class:`Results` equal (to float rounding) to separate ``run`` calls.
+    No checkpoints are written (a batched job restarts from scratch).
+  """
+  config_lib.validate(config)
+  seeds = tuple(config.seeds if seeds is None else seeds)
+  if grid is not None and len(grid) != 1:
+    raise ValueError(f"grid={grid!r}: give exactly one option and its values")
+  data_cache, records = {}, []
+  show = config.progress if progress is None else progress
+  for label in config_lib.method_labels(config):
+    feds = []
+    for seed in seeds:
+      ds = _data_seed(config, seed)
+      if ds not in data_cache:
+        data_cache[ds] = data_lib.build(config.data, ds)
+      feds.append(data_cache[ds])
+    method = config.methods[label]
+    options = config_lib.method_options(method)
+    grid_key, values = None, [None]
+    if grid:
+      key, vals = next(iter(grid.items()))
+      if key in algorithms.hparams(method.name, options):
+        grid_key, values = key, list(vals)
+        for v in values:   # validate every concrete value up front
+          try:
+            algorithms.hparams(method.name, {**options, key: v}, prefix="grid.")
+          except ValueError as e:
+            raise config_lib.ConfigError(f"{e} (method {label!r})") from None
+    all_sizes = np.concatenate([f.client_size for f in feds])
+    sim = build_simulation(config, label, feds[0], all_client_sizes=all_sizes,
+                           traced_options=bool(grid_key))
+    runs = [(i, seed, v) for i, seed in enumerate(seeds) for v in values]
+    batch = engine_lib.BatchedSimulation(
+        sim, [feds[i] for i, _, _ in runs],
+        [{grid_key: v} for _, _, v in runs] if grid_key else None)
+    states = batch.init([seed for _, seed, _ in runs])
+    payload_bytes, message_bytes = sim.communication_bytes(_slice_run(states, 0))
+    logs = []
+    for _, seed, v in runs:
+      run_label = label if grid_key is None else f"{label}[{grid_key}={v}]"
+      logs.append(RunLog(run_label, method.name, seed, sim.algorithm.comm, payload_bytes,
+                         message_bytes, config.on_divergence))
+    bar = _Progress(show, config.rounds, f"{label} x{len(runs)} runs", 0)
+    r, compile_s = 0, 0.0
+    try:
+      while r < config.rounds and any(l.status == "ok" for l in logs):
+        n = min(config.eval_every, config.rounds - r)
+        compile_s += batch.compile(n, states)
+        t0 = time.perf_counter()
+        states, round_metrics = batch.run_chunk(states, n)
+        evaluation = batch.evaluate(states)
+        jax.block_until_ready((states, evaluation))
+        dt = time.perf_counter() - t0
+        round_metrics, evaluation = _to_host(round_metrics), _to_host(evaluation)
+        row = None
+        for i, log in enumerate(logs):
+          row = log.add_chunk(r, _slice_run(round_metrics, i), _slice_run(evaluation, i),
+                              dt / len(logs)) or row
+        r += n
+        bar.update(n, **_postfix(row, n, dt))
+    finally:
+      bar.close()
+    for log in logs:
+      log.compile_s = compile_s / len(logs)
+      records.append(log.record())
+  results = Results(config, records)
+  if workdir:
+    os.makedirs(workdir, exist_ok=True)
+    _atomic_write(os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2))
+    write_outputs(results, workdir)
+  return results
+
+
+def round_communication(comm):
   """``(payload_bytes, message_bytes, participants, round_index) -> (up, down)``.
 
-  An algorithm's ``comm`` may take a fourth ``round_index`` argument (0-based)
-  when its traffic changes between rounds (e.g. FibFL++ warm-up rounds).
+  An algorithm's ``comm`` may take a ``round_index`` keyword (0-based) when its
+  traffic changes between rounds (e.g. FibFL++ warm-up rounds).
   """
   import inspect
-  comm = algorithm.comm
   try:
     takes_round = "round_index" in inspect.signature(comm).parameters
   except (TypeError, ValueError):

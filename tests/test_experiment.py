@@ -115,3 +115,38 @@ def test_cli_with_overrides(tmp_path):
   bad = subprocess.run(cmd[:-1] + ["--config.client.lr=-3.0"], cwd=root,
                        capture_output=True, text=True, timeout=300)
   assert bad.returncode != 0 and "config.client.lr=-3.0" in bad.stderr
+
+
+def _close_rows(a, b, atol=1e-5):
+  assert len(a) == len(b)
+  for ra, rb in zip(_strip(a), _strip(b)):
+    assert ra.keys() == rb.keys()
+    for k in ra:
+      if isinstance(ra[k], float):
+        assert ra[k] == pytest.approx(rb[k], abs=atol, rel=1e-5), k
+      else:
+        assert ra[k] == rb[k], k
+
+
+def test_run_many_over_seeds_equals_separate_runs():
+  c = helpers.tiny_config(rounds=3, eval_every=1, seeds=(0, 1, 2))
+  many = ff.run_many(c)
+  assert [(r.method, r.seed) for r in many.records] == [("fedavg", s) for s in (0, 1, 2)]
+  for seed in (0, 1, 2):
+    single = ff.run(helpers.tiny_config(rounds=3, eval_every=1, seeds=(seed,)))
+    _close_rows(many.record("fedavg", seed).rows, single.records[0].rows)
+
+
+def test_run_many_over_an_option_grid_equals_separate_runs():
+  c = helpers.tiny_config(rounds=2, eval_every=1, seeds=(0,))
+  many = ff.run_many(c, grid={"server_lr": [0.5, 1.0]})
+  assert many.methods() == ["fedavg[server_lr=0.5]", "fedavg[server_lr=1.0]"]
+  for value in (0.5, 1.0):
+    single_cfg = helpers.tiny_config(rounds=2, eval_every=1, seeds=(0,))
+    single_cfg.methods.fedavg.server_lr = value
+    single = ff.run(single_cfg)
+    got = many.record(f"fedavg[server_lr={value}]", 0).rows
+    want = [dict(r, method=f"fedavg[server_lr={value}]") for r in single.records[0].rows]
+    _close_rows(got, want)
+  with pytest.raises(config_lib.ConfigError, match="server_lr=-1"):
+    ff.run_many(c, grid={"server_lr": [-1.0]})

@@ -25,3 +25,6 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0) -> Model:
     raise ValueError(f"model.name={name!r}: allowed values are {', '.join(MODELS)}")
   module = SplitModel(extractor=extractor, head=LinearHead(num_outputs))
   return Model(module, tuple(input_shape), int(num_outputs), float(input_scale), name)
+
+from fedfrac.models.regression import (WindowGRU, WindowLSTM, WindowMLP, huber_loss,  # noqa: E402
+                                       mse_loss)
