@@ -23,8 +23,17 @@ REGISTRY = {
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
 # a "client" entry overrides the shared client optimizer settings.
+# FIRMA-family entries use 1 head + 1 extractor epoch so the quickstart stays fast;
+# the paper's setting (E_h = 1, E_e = 20, ...) is configs/firma/digits.py.
+_FIRMA_QUICK = {"head_epochs": 1, "extractor_epochs": 1,
+                "client": {"optimizer": "adam", "lr": 0.01}}
 QUICKSTART = {
     "fedavg": {},
+    "fedrep": {"head_epochs": 1, "extractor_epochs": 1},
+    "rdfl": {},
+    "fibfl": dict(_FIRMA_QUICK),
+    "fibfl_plus": dict(_FIRMA_QUICK),
+    "fibfl_pp": dict(_FIRMA_QUICK),
 }
 
 
