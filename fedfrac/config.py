@@ -53,6 +53,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.test_fraction = 0.2
   c.data.split_seed = 0
   c.data.seed = -1                   # partition seed; -1 = the run's seed
+  c.data.compat = "paper"            # paper | reference_code (FIRMA authors' pipeline)
   c.data.synthetic = ml_collections.ConfigDict(dict(
       alpha=1.0, beta=1.0, dim=60, num_classes=10, iid=False, max_client_size=2000))
   c.data.tfds = ml_collections.ConfigDict(dict(
@@ -69,7 +70,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.task = ml_collections.ConfigDict(dict(loss="cross_entropy", huber_delta=1.0))
 
   c.engine = ml_collections.ConfigDict(dict(
-      client_parallelism="auto", unroll=0, eval_batch_size=1024))
+      client_parallelism="auto", unroll=0, eval_batch_size=1024,
+      dynamic_steps=False))
   c.churn = ml_collections.ConfigDict(dict(p_leave=0.0, p_join=1.0))
 
   # How the server combines the cohort's updates (fedfrac.algorithms.server):
@@ -288,6 +290,13 @@ def validate(config) -> None:
          d.test_fraction, "must be in (0, 1)")
   _check(_is_int(d.seed) and d.seed >= -1, "data.seed", d.seed,
          "must be an integer >= 0, or -1 for the run's seed")
+  compat = d.get("compat", "paper")
+  _check(compat in ("paper", "reference_code"), "data.compat", compat,
+         "allowed values are 'paper', 'reference_code'")
+  if compat == "reference_code":
+    _check(d.partition in ("iid", "dirichlet", "label_skew"), "data.partition",
+           d.partition, "data.compat='reference_code' supports 'iid', "
+           "'dirichlet', 'label_skew' (the FIRMA authors' splits)")
   if d.source == "tfds":
     _check(d.tfds.name in sources.TFDS_DATASETS, "data.tfds.name", d.tfds.name,
            f"allowed values are {', '.join(sources.TFDS_DATASETS)}")
@@ -309,6 +318,8 @@ def validate(config) -> None:
   _check(e.client_parallelism in ("vmap", "map", "auto"), "engine.client_parallelism",
          e.client_parallelism, "allowed values are 'vmap', 'map', 'auto'")
   _int_at_least(config, "engine.unroll", 0)
+  _check(isinstance(e.get("dynamic_steps", False), bool), "engine.dynamic_steps",
+         e.get("dynamic_steps", False), "must be True or False")
   _int_at_least(config, "engine.eval_batch_size", 1)
   ch = config.churn
   _check(_is_num(ch.p_leave) and 0 <= ch.p_leave <= 1, "churn.p_leave", ch.p_leave,

@@ -216,12 +216,19 @@ class Simulation:
     self._comm = None
 
   # ------------------------------------------------------------------ state
-  def init(self, seed) -> SimState:
-    """Initial state for ``seed``; params0 comes from ``fold_in(root, INIT)``."""
+  def init(self, seed, data: Optional[FederatedData] = None) -> SimState:
+    """Initial state for ``seed``; params0 comes from ``fold_in(root, INIT)``.
+
+    ``data`` (default: the simulation's own) is the dataset whose
+    :class:`DataInfo` the algorithm's ``init`` sees (batched runs over several
+    partitions initialise each run from its own partition, e.g. FibFL++'s ring
+    order from its class proportions).
+    """
     key = jax.random.PRNGKey(seed)
     params0 = self.model.init(jax.random.fold_in(key, _INIT_TAG))
+    info = (self.data if data is None else data).info()
     server, clients = self.algorithm.init(jax.random.fold_in(key, _INIT_TAG - 1), params0,
-                                          self.num_clients, self.data.info())
+                                          self.num_clients, info)
     available = jnp.ones((self.num_clients,), bool)
     byzantine = None
     if self.attack is not None:
@@ -472,6 +479,10 @@ def _pad_to(a, shape):
   return np.pad(a, pad, mode="edge")
 
 
+# vmap axes of a batched SimState: everything per run except the shared round.
+STATE_AXES = SimState(server=0, clients=0, available=0, key=0, round=None)
+
+
 class BatchedSimulation:
   """R independent runs of one :class:`Simulation`, vmapped into one program.
 
@@ -480,10 +491,16 @@ class BatchedSimulation:
   across runs are shared, not copied) and in hyper-parameters (a dict of
   scalars per run, passed to the simulation's ``algorithm_fn``). Results equal
   separate runs.
+
+  All runs advance in lockstep, so the round counter ``SimState.round`` is one
+  unbatched scalar shared by every run: a ``lax.cond`` on the round inside an
+  algorithm (e.g. FibFL++'s warm-up) stays a branch instead of becoming a
+  select that executes both sides for every run.
   """
 
   def __init__(self, sim: Simulation, run_data, run_hps=None):
     self.sim = sim
+    self.run_data = list(run_data)
     self.num_runs = len(run_data)
     per_run = [data_arrays(d, sim.training) for d in run_data]
     for d in run_data:
@@ -514,17 +531,21 @@ class BatchedSimulation:
 
     def chunk(arrays, states, hp, num_rounds):
       return jax.vmap(lambda a, st, h: sim._run_chunk(a, st, h, num_rounds),
-                      in_axes=(in_axes, 0, hp_axes))(arrays, states, hp)
+                      in_axes=(in_axes, STATE_AXES, hp_axes),
+                      out_axes=(STATE_AXES, 0))(arrays, states, hp)
     self._chunk = jax.jit(chunk, static_argnums=(3,))
-    self._eval = jax.jit(jax.vmap(sim._evaluate, in_axes=(self.in_axes, 0, hp_axes)))
+    self._eval = jax.jit(jax.vmap(sim._evaluate,
+                                  in_axes=(self.in_axes, STATE_AXES, hp_axes)))
     self._compiled = {}
 
   def init(self, seeds) -> SimState:
     """Stacked initial states, one per run (``seeds`` has one entry per run)."""
     if len(seeds) != self.num_runs:
       raise ValueError(f"seeds: need one seed per run ({self.num_runs}), got {len(seeds)}")
-    states = [self.sim.init(s) for s in seeds]
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+    states = [self.sim.init(s, d) for s, d in zip(seeds, self.run_data)]
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *[st._replace(round=None)
+                                                        for st in states])
+    return stacked._replace(round=states[0].round)
 
   def compile(self, num_rounds, states) -> float:
     num_rounds = int(num_rounds)

@@ -55,8 +55,13 @@ def default_unroll(max_steps):
   return 1
 
 
-def make_training(client_cfg, client_size, rounds, unroll=0) -> base.LocalTraining:
-  """LocalTraining from a (merged) client config and the clients' sizes."""
+def make_training(client_cfg, client_size, rounds, unroll=0,
+                  dynamic_steps=False) -> base.LocalTraining:
+  """LocalTraining from a (merged) client config and the clients' sizes.
+
+  ``dynamic_steps=True`` makes local-step loops run each client's own step count
+  (see :class:`fedfrac.algorithms.base.LocalTraining`).
+  """
   tx = schedules.client_optimizer(client_cfg.optimizer, momentum=client_cfg.momentum,
                                   weight_decay=client_cfg.weight_decay)
   sched = schedules.lr_schedule(client_cfg.schedule, client_cfg.lr, rounds,
@@ -69,7 +74,8 @@ def make_training(client_cfg, client_size, rounds, unroll=0) -> base.LocalTraini
   return base.LocalTraining(
       optimizer=tx, lr_schedule=sched, batch_size=b, local_epochs=epochs,
       local_steps=steps, max_steps=max(int(max_steps), 1),
-      unroll=unroll or default_unroll(max_steps))
+      unroll=1 if dynamic_steps else (unroll or default_unroll(max_steps)),
+      dynamic_steps=bool(dynamic_steps))
 
 
 def engine_config(config, label=None) -> engine_lib.EngineConfig:
@@ -100,7 +106,8 @@ def build_simulation(config, label, fed_data, all_client_sizes=None,
                        fed_data.input_scale)
   client_cfg = config_lib.client_config(config, label)
   sizes = fed_data.client_size if all_client_sizes is None else all_client_sizes
-  training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll)
+  training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll,
+                           config.engine.get("dynamic_steps", False))
   ctx = base.BuildContext(model=model, task=task, training=training,
                           data_info=fed_data.info(), rounds=config.rounds,
                           client_cfg=client_cfg,
@@ -340,7 +347,8 @@ class RunLog:
     self.label, self.algorithm_name, self.seed = label, algorithm_name, seed
     self.host_metrics = host_metrics
     self._host_keys = set()
-    self.comm, self.payload_bytes, self.message_bytes = comm, payload_bytes, message_bytes
+    self.comm = round_communication(comm)
+    self.payload_bytes, self.message_bytes = payload_bytes, message_bytes
     self.on_divergence = on_divergence
     h = history or {}
     self.rows = h.get("rows", [])
@@ -369,7 +377,8 @@ class RunLog:
     self.wall += seconds
     for i in range(n):
       participants = float(round_metrics["cohort"][i])
-      up, down = self.comm(self.payload_bytes, self.message_bytes, participants)
+      up, down = self.comm(self.payload_bytes, self.message_bytes, participants,
+                           first_round + i)
       self.cum_up += up
       self.cum_down += down
       row = {"method": self.label, "algorithm": self.algorithm_name, "seed": self.seed,
@@ -461,7 +470,8 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
 
 
 def _slice_run(tree, i):
-  return jax.tree.map(lambda x: x[i], tree)
+  """Run ``i`` of a batched tree (0-d leaves, e.g. the shared round, are kept)."""
+  return jax.tree.map(lambda x: x[i] if np.ndim(x) else x, tree)
 
 
 def run_many(config, seeds=None, grid: Optional[dict] = None,
@@ -550,6 +560,22 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     _atomic_write(os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2))
     write_outputs(results, workdir)
   return results
+
+
+def round_communication(comm):
+  """``(payload_bytes, message_bytes, participants, round_index) -> (up, down)``.
+
+  An algorithm's ``comm`` may take a ``round_index`` keyword (0-based) when its
+  traffic changes between rounds (e.g. FibFL++ warm-up rounds).
+  """
+  import inspect
+  try:
+    takes_round = "round_index" in inspect.signature(comm).parameters
+  except (TypeError, ValueError):
+    takes_round = False
+  if takes_round:
+    return lambda p, m, n, r: comm(p, m, n, round_index=r)
+  return lambda p, m, n, r: comm(p, m, n)
 
 
 def _data_seed(config, seed):

@@ -29,6 +29,11 @@ REGISTRY = {
     "fo_ri_fedavg": ("fo_ri_fedavg", {}),
     "ri_fedavg": ("fo_ri_fedavg", {"alpha": 1.0}),
     "fo_fedavg": ("fo_ri_fedavg", {"lam": 0.0}),
+    "fedrep": ("fedrep", {}),
+    "rdfl": ("rdfl", {}),
+    "fibfl": ("fibfl", {"gate": "none"}),
+    "fibfl_plus": ("fibfl", {"gate": "accuracy"}),
+    "fibfl_pp": ("fibfl_pp", {}),
 }
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
@@ -52,6 +57,17 @@ QUICKSTART = {
     "fo_ri_fedavg": {**_SMALL_PROBE, **_INV_SQRT},
     "ri_fedavg": {**_SMALL_PROBE, **_INV_SQRT},
     "fo_fedavg": dict(_INV_SQRT),
+# FIRMA-family entries use 1 head + 1 extractor epoch so the quickstart stays fast;
+# the paper's setting (E_h = 1, E_e = 20, ...) is configs/firma/digits.py.
+_FIRMA_QUICK = {"head_epochs": 1, "extractor_epochs": 1,
+                "client": {"optimizer": "adam", "lr": 0.01}}
+QUICKSTART = {
+    "fedavg": {},
+    "fedrep": {"head_epochs": 1, "extractor_epochs": 1},
+    "rdfl": {},
+    "fibfl": dict(_FIRMA_QUICK),
+    "fibfl_plus": dict(_FIRMA_QUICK),
+    "fibfl_pp": dict(_FIRMA_QUICK),
 }
 
 

@@ -178,6 +178,12 @@ class LocalTraining:
     local_steps: H (step mode: every client runs exactly H steps) or None.
     max_steps: static scan length (the largest step count of any client).
     unroll: ``lax.scan`` unroll factor for the local-step loop.
+    dynamic_steps: if True the local-step loop is a ``lax.fori_loop`` whose trip
+      count is the client's own ``num_steps`` (a while loop; under ``vmap`` it runs
+      the cohort's largest count and leaves finished clients bit-identical), so
+      ``max_steps`` is not baked into the compiled program: one compiled program
+      serves datasets whose clients need different step counts, and a cohort
+      never runs more steps than its largest client needs. No unrolling.
   """
   optimizer: optax.GradientTransformation
   lr_schedule: Callable
@@ -186,6 +192,7 @@ class LocalTraining:
   local_steps: Optional[int]
   max_steps: int
   unroll: int = 1
+  dynamic_steps: bool = False
 
   def steps_for(self, client_size):
     """Local steps per client ``[K]`` (host-side NumPy)."""
@@ -247,8 +254,9 @@ def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
 
   The scan runs ``training.max_steps`` iterations; step h is active iff
   ``h < view.num_steps``; an inactive step leaves params and optimizer state
-  bit-identical. Samples past ``view.size`` in a partial batch are masked out of
-  the loss.
+  bit-identical. With ``training.dynamic_steps`` the loop runs exactly
+  ``view.num_steps`` iterations instead (see :class:`LocalTraining`). Samples
+  past ``view.size`` in a partial batch are masked out of the loss.
 
   Args:
     params: model params pytree.
@@ -285,6 +293,9 @@ def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
       grads = step_hook(grads, params, step)
     updates, new_opt_state = optimizer.update(grads, opt_state, params)
     new_params = jax.tree.map(lambda p, u: p + lr * u, params, updates)
+    if training.dynamic_steps:   # every iteration of the dynamic loop is active
+      return (new_params, new_opt_state, loss_sum + loss,
+              gnorm_sum + optax.global_norm(grads)), None
     params = select_tree(active, new_params, params)
     opt_state = select_tree(active, new_opt_state, opt_state)
     act = active.astype(jnp.float32)
@@ -292,9 +303,15 @@ def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
             gnorm_sum + act * optax.global_norm(grads)), None
 
   init = (params, opt_state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
-  (params, opt_state, loss_sum, gnorm_sum), _ = jax.lax.scan(
-      body, init, jnp.arange(training.max_steps), unroll=training.unroll)
-  steps = jnp.minimum(view.num_steps, training.max_steps).astype(jnp.float32)
+  if training.dynamic_steps:
+    # Trip count = this client's steps; every iteration is active.
+    (params, opt_state, loss_sum, gnorm_sum) = jax.lax.fori_loop(
+        0, view.num_steps, lambda step, carry: body(carry, step)[0], init)
+    steps = jnp.maximum(view.num_steps, 0).astype(jnp.float32)
+  else:
+    (params, opt_state, loss_sum, gnorm_sum), _ = jax.lax.scan(
+        body, init, jnp.arange(training.max_steps), unroll=training.unroll)
+    steps = jnp.minimum(view.num_steps, training.max_steps).astype(jnp.float32)
   denom = jnp.maximum(steps, 1.0)
   return params, opt_state, {"loss": loss_sum / denom, "steps": steps,
                              "grad_norm": gnorm_sum / denom}

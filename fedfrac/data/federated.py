@@ -9,6 +9,7 @@ the global test set.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -113,6 +114,68 @@ PARTITION_OPTIONS = {
 }
 
 
+def reference_code_parts(dataset: sources.Dataset, data_cfg, data_seed):
+  """Train and test client splits exactly as the FIRMA authors' code makes them.
+
+  ``fibfl/data.py`` (``partition``) splits the train labels AND, independently,
+  the test labels with the same scheme and seed (``iid``: permutation +
+  ``array_split``; ``dirichlet``: :func:`~fedfrac.data.partition.dirichlet_reference`;
+  ``label_skew``: :func:`~fedfrac.data.partition.label_skew_parts` with
+  ``min_take=1``), so a client's Dirichlet test classes need not match its train
+  classes. It then drops every client with fewer than ``min_client_size`` train
+  samples (their code: fewer than one batch, 64) and keeps the FIRST as many test
+  splits as clients remain (positional pairing: if a client other than the last
+  ones is dropped, later clients are paired with a neighbour's test split; a
+  warning says so). Returns ``(train_parts, test_parts)``.
+  """
+  scheme = data_cfg.partition
+  n = data_cfg.num_clients
+
+  def split(labels):
+    labels = np.asarray(labels)
+    if scheme == "iid":
+      perm = np.random.default_rng(data_seed).permutation(labels.size)
+      return [np.asarray(p, np.int64) for p in np.array_split(perm, n)]
+    if scheme == "dirichlet":
+      return partition_lib.dirichlet_reference(labels, n, data_seed, data_cfg.alpha,
+                                               dataset.num_classes)
+    if scheme == "label_skew":
+      return partition_lib.label_skew_parts(labels, n, data_seed,
+                                            data_cfg.classes_per_client, min_take=1)
+    raise ValueError(f"data.partition={scheme!r}: data.compat='reference_code' "
+                     f"supports 'iid', 'dirichlet', 'label_skew'")
+
+  train_parts, test_parts = split(dataset.y_train), split(dataset.y_test)
+  floor = max(int(data_cfg.get("min_client_size", 64)), 1)
+  keep = [k for k, p in enumerate(train_parts) if len(p) >= floor]
+  if not keep:
+    raise ValueError(f"data.compat='reference_code': every client has fewer than "
+                     f"min_client_size={floor} train samples")
+  if len(keep) < n:
+    dropped = sorted(set(range(n)) - set(keep))
+    msg = (f"reference_code split: dropping clients {dropped} with fewer than "
+           f"{floor} train samples")
+    if keep != list(range(len(keep))):
+      msg += ("; as in the authors' code the remaining clients take the first "
+              f"{len(keep)} test splits, so some are paired with another client's")
+    warnings.warn(msg)
+  return [train_parts[k] for k in keep], test_parts[:len(keep)]
+
+
+def pad_tables(fed: FederatedData, n_max: int, m_max: int) -> FederatedData:
+  """The same data with index tables padded to widths ``n_max`` / ``m_max``
+  (padding repeats each row's first index), so datasets with different client
+  sizes share array shapes (one compiled program serves them all)."""
+  def pad(table, width):
+    if width < table.shape[1]:
+      raise ValueError(f"pad_tables: width {width} is smaller than the table's "
+                       f"{table.shape[1]}")
+    return np.concatenate(
+        [table, np.repeat(table[:, :1], width - table.shape[1], axis=1)], axis=1)
+  return dataclasses.replace(fed, client_index=pad(fed.client_index, n_max),
+                             client_test_index=pad(fed.client_test_index, m_max))
+
+
 def build(data_cfg, seed) -> FederatedData:
   """Config -> :class:`FederatedData`: load the source, partition, split the test set.
 
@@ -120,9 +183,14 @@ def build(data_cfg, seed) -> FederatedData:
   global test set is divided into per-client test splits: ``"like_train"``
   (each client's own class mix, the FIRMA protocol), ``"iid"`` or ``"natural"``
   (the source's own per-client test data, e.g. FedProx synthetic).
+  ``data_cfg.compat="reference_code"`` instead reproduces the FIRMA authors'
+  pipeline (:func:`reference_code_parts`; digits split by one permutation).
   """
   data_seed = seed if data_cfg.get("seed", -1) < 0 else data_cfg.seed
   dataset = sources.load(data_cfg, data_seed)
+  if data_cfg.get("compat", "paper") == "reference_code":
+    train_parts, test_parts = reference_code_parts(dataset, data_cfg, data_seed)
+    return federate(dataset, train_parts, test_parts)
   scheme = data_cfg.partition
   kwargs = {k: data_cfg[k] for k in PARTITION_OPTIONS[scheme]}
   kwargs["min_size"] = data_cfg.min_size

@@ -56,20 +56,31 @@ def _stratified_split(labels, test_fraction, seed):
   return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-def sklearn_digits(test_fraction=0.2, split_seed=0):
+def sklearn_digits(test_fraction=0.2, split_seed=0, split="stratified"):
   """scikit-learn's bundled 8x8 digits (1,797 real images; offline).
 
   Pixel values 0..16 are scaled to [0, 1]; inputs are ``[N, 8, 8, 1]`` float32.
-  The global test set is a stratified ``test_fraction`` split drawn with
-  ``split_seed``.
+  The global test set is a ``test_fraction`` split drawn with ``split_seed``:
+  ``split="stratified"`` (default) splits every class separately and keeps the
+  original sample order; ``split="permutation"`` is the FIRMA authors' split
+  (``fibfl/data.py``): one random permutation of all samples, the first
+  ``int((1 - test_fraction) * 1797)`` (1,437 at 0.2, with seed 42 in their code)
+  form the train set, in permutation order.
   """
   if not 0.0 < test_fraction < 1.0:
     raise ValueError(f"data.test_fraction={test_fraction!r}: must be in (0, 1)")
+  if split not in ("stratified", "permutation"):
+    raise ValueError(f"split={split!r}: allowed values are 'stratified', 'permutation'")
   from sklearn.datasets import load_digits
   d = load_digits()
   x = (d.images.astype(np.float32) / 16.0)[..., None]
   y = d.target.astype(np.int32)
-  tr, te = _stratified_split(y, test_fraction, split_seed)
+  if split == "stratified":
+    tr, te = _stratified_split(y, test_fraction, split_seed)
+  else:
+    perm = np.random.default_rng(split_seed).permutation(y.size)
+    n_train = int((1.0 - test_fraction) * y.size)
+    tr, te = perm[:n_train], perm[n_train:]
   return Dataset("sklearn_digits", x[tr], y[tr], x[te], y[te], num_classes=10)
 
 
@@ -191,8 +202,10 @@ def load(data_cfg, seed):
   """Build the :class:`Dataset` named by ``data_cfg.source``."""
   source = data_cfg.source
   if source == "sklearn_digits":
+    split = ("permutation" if data_cfg.get("compat", "paper") == "reference_code"
+             else "stratified")
     return sklearn_digits(test_fraction=data_cfg.test_fraction,
-                          split_seed=data_cfg.get("split_seed", 0))
+                          split_seed=data_cfg.get("split_seed", 0), split=split)
   if source == "synthetic":
     s = data_cfg.synthetic
     return synthetic(alpha=s.alpha, beta=s.beta, num_clients=data_cfg.num_clients,
