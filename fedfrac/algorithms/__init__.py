@@ -40,6 +40,10 @@ REGISTRY = {
 # a "client" entry overrides the shared client optimizer settings.
 _INV_SQRT = {"client": {"schedule": "inv_sqrt"}}   # μ_t, η_t = lr/sqrt(t+1)
 _SMALL_PROBE = {"num_directions": 4, "grid": 16, "probe_batch": 32}
+# FIRMA-family entries use 1 head + 1 extractor epoch so the quickstart stays fast;
+# the paper's setting (E_h = 1, E_e = 20, ...) is configs/firma/digits.py.
+_FIRMA_QUICK = {"head_epochs": 1, "extractor_epochs": 1,
+                "client": {"optimizer": "adam", "lr": 0.01}}
 QUICKSTART = {
     "fedavg": {},
     "fedavgm": {},
@@ -57,12 +61,6 @@ QUICKSTART = {
     "fo_ri_fedavg": {**_SMALL_PROBE, **_INV_SQRT},
     "ri_fedavg": {**_SMALL_PROBE, **_INV_SQRT},
     "fo_fedavg": dict(_INV_SQRT),
-# FIRMA-family entries use 1 head + 1 extractor epoch so the quickstart stays fast;
-# the paper's setting (E_h = 1, E_e = 20, ...) is configs/firma/digits.py.
-_FIRMA_QUICK = {"head_epochs": 1, "extractor_epochs": 1,
-                "client": {"optimizer": "adam", "lr": 0.01}}
-QUICKSTART = {
-    "fedavg": {},
     "fedrep": {"head_epochs": 1, "extractor_epochs": 1},
     "rdfl": {},
     "fibfl": dict(_FIRMA_QUICK),
