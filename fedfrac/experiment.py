@@ -44,7 +44,8 @@ FIRST_COLUMNS = ("method", "algorithm", "seed", "round")
 def make_task(config):
   if config.task.loss == "cross_entropy":
     return base.classification_task()
-  return base.regression_task(config.task.loss, config.task.huber_delta)
+  return base.regression_task(config.task.loss, config.task.huber_delta,
+                              config.task.get("mape_eps", 1.0))
 
 
 def default_unroll(max_steps):
@@ -72,10 +73,34 @@ def make_training(client_cfg, client_size, rounds, unroll=0) -> base.LocalTraini
       unroll=unroll or default_unroll(max_steps))
 
 
-def engine_config(config) -> engine_lib.EngineConfig:
-  churn = None
-  if config.churn.p_leave > 0 or config.churn.p_join < 1:
-    churn = (float(config.churn.p_leave), float(config.churn.p_join))
+def churn_rates(config, fed_data=None):
+  """``None`` (no churn) or ``(p_leave, p_join)`` for the engine.
+
+  Scalars from ``config.churn.p_leave/p_join``; with ``config.churn.per_class``
+  (group -> (p_leave, p_join), asymmetric churn) per-client ``[K]`` arrays built
+  from ``fed_data.client_group`` (BEV: vehicle class), other groups keeping the
+  scalar rates.
+  """
+  ch = config.churn
+  per_class = dict(ch.get("per_class", {}) or {})
+  if not per_class:
+    if ch.p_leave > 0 or ch.p_join < 1:
+      return (float(ch.p_leave), float(ch.p_join))
+    return None
+  if fed_data is None or fed_data.client_group is None:
+    raise ValueError("config.churn.per_class needs data with client groups "
+                     "(vehicle classes of a BEV source)")
+  groups = np.asarray(fed_data.client_group).astype(str)
+  p_leave = np.full(groups.shape, float(ch.p_leave), np.float32)
+  p_join = np.full(groups.shape, float(ch.p_join), np.float32)
+  for cls, (leave, join) in per_class.items():
+    sel = groups == cls
+    p_leave[sel], p_join[sel] = float(leave), float(join)
+  return (p_leave, p_join)
+
+
+def engine_config(config, fed_data=None) -> engine_lib.EngineConfig:
+  churn = churn_rates(config, fed_data)
   return engine_lib.EngineConfig(
       rounds=config.rounds, participation=config.participation,
       client_parallelism=config.engine.client_parallelism,
@@ -108,7 +133,8 @@ def build_simulation(config, label, fed_data, all_client_sizes=None,
   if traced_options:
     algorithm_fn = lambda hp: algorithms.make(method.name, ctx, **{**options, **hp})
   return engine_lib.Simulation(algorithm, fed_data, model, task, training,
-                               engine_config(config), algorithm_fn=algorithm_fn)
+                               engine_config(config, fed_data),
+                               algorithm_fn=algorithm_fn)
 
 
 # --------------------------------------------------------------------------- results
