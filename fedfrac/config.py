@@ -68,6 +68,7 @@ def base_config() -> ml_collections.ConfigDict:
       holdout_vehicles=(),               # vehicles whose windows all go to test
       min_windows=1,                     # drop vehicles with fewer windows
       eval_split="test",                 # split the engine evaluates: test | val
+      input_clip=0.0,                    # clip normalised inputs to ±this (0 = off)
       ved_path="",                       # VED dynamic CSVs: file, dir or a,b,c
       ved_resample_dt_s=1.0, ved_max_gap_s=10.0, ved_vehicles=(),
       ved_current_sign="auto"))
@@ -211,6 +212,8 @@ def _validate_bev(config):
          "allowed values are 'test', 'val'")
   _check(b.eval_split != "val" or fr[1] > 0, "data.bev.eval_split", b.eval_split,
          "'val' needs a validation fraction > 0 in data.bev.fractions")
+  _check(_is_num(b.input_clip) and b.input_clip >= 0, "data.bev.input_clip",
+         b.input_clip, "must be >= 0 (0 = off)")
   if d.source == "ved_csv":
     _check(isinstance(b.ved_path, str) and b.ved_path != "", "data.bev.ved_path",
            b.ved_path, "give the VED dynamic-data CSV file(s) or their directory")

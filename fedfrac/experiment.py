@@ -478,7 +478,8 @@ def _slice_run(tree, i):
 
 
 def run_many(config, seeds=None, grid: Optional[dict] = None,
-             workdir: Optional[str] = None, progress: Optional[bool] = None) -> Results:
+             workdir: Optional[str] = None, progress: Optional[bool] = None,
+             data_cache: Optional[dict] = None) -> Results:
   """Every method's runs over ``seeds`` (× a ``grid``) vmapped as ONE compiled program.
 
   Args:
@@ -488,6 +489,9 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     grid: optional ``{option: [values]}`` for one continuous algorithm option
       (e.g. ``{"alpha": [0.5, 0.8, 1.0]}``); methods that have the option run
       every value (labelled ``method[option=value]``), the others run once.
+    data_cache: optional dict reused across calls (sweep scripts): federated
+      datasets are memoised in it by (data config, data seed), so a sweep
+      generates or loads each dataset once.
   Returns:
     :class:`Results` equal (to float rounding) to separate ``run`` calls.
     No checkpoints are written (a batched job restarts from scratch).
@@ -496,14 +500,16 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   seeds = tuple(config.seeds if seeds is None else seeds)
   if grid is not None and len(grid) != 1:
     raise ValueError(f"grid={grid!r}: give exactly one option and its values")
-  data_cache, records = {}, []
+  data_cache = {} if data_cache is None else data_cache
+  records = []
+  data_key = config.data.to_json_best_effort(sort_keys=True)
   show = config.progress if progress is None else progress
   for label in config_lib.method_labels(config):
     feds = []
     for seed in seeds:
-      ds = _data_seed(config, seed)
+      ds = (data_key, _data_seed(config, seed))
       if ds not in data_cache:
-        data_cache[ds] = data_lib.build(config.data, ds)
+        data_cache[ds] = data_lib.build(config.data, ds[1])
       feds.append(data_cache[ds])
     method = config.methods[label]
     options = config_lib.method_options(method)
@@ -532,7 +538,8 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
       logs.append(RunLog(run_label, method.name, seed, sim.algorithm.comm, payload_bytes,
                          message_bytes, config.on_divergence))
     bar = _Progress(show, config.rounds, f"{label} x{len(runs)} runs", 0)
-    r, compile_s = 0, 0.0
+    # Compile evaluation up front so wall_s counts only running rounds and evals.
+    r, compile_s = 0, batch.compile_eval(states)
     try:
       while r < config.rounds and any(l.status == "ok" for l in logs):
         n = min(config.eval_every, config.rounds - r)

@@ -125,7 +125,8 @@ def federate(dataset: sources.Dataset, train_parts, test_parts) -> FederatedData
       client_test_size=test_size, class_counts=counts)
 
 
-def federate_bev(bev_data, eval_split: str = "test") -> FederatedData:
+def federate_bev(bev_data, eval_split: str = "test",
+                 input_clip: float = 0.0) -> FederatedData:
   """Vehicles as clients: BEV windows -> :class:`FederatedData` (natural partition).
 
   Client k is vehicle k: its train rows are its train windows, its per-client test
@@ -143,6 +144,10 @@ def federate_bev(bev_data, eval_split: str = "test") -> FederatedData:
     eval_split: ``"test"`` (default) or ``"val"``: the split placed in the test
       slot the engine evaluates (``"val"`` for tuning / early stopping; the test
       split then stays untouched in ``meta["bev"]``).
+    input_clip: if > 0, normalised inputs are clipped to ``[-input_clip,
+      input_clip]`` (winsorising: a feature that barely varies in a vehicle's
+      train trips, e.g. outside temperature, has a tiny IQR, so other trips can
+      map to tens of IQRs and a model extrapolates wildly). 0 = no clipping.
   Returns:
     :class:`FederatedData` with ``task="regression"``, ``x [N, L, F]``, ``y [N]``
     float32 (normalised), ``client_group [K]`` the vehicle classes.
@@ -151,6 +156,12 @@ def federate_bev(bev_data, eval_split: str = "test") -> FederatedData:
     raise ValueError(f"data.bev.eval_split={eval_split!r}: allowed values are 'test', "
                      f"'val'")
   nb = bev_data if bev_data.is_normalized else bev_data.normalized()
+  if not input_clip >= 0:
+    raise ValueError(f"data.bev.input_clip={input_clip!r}: must be >= 0 (0 = off)")
+  if input_clip > 0:
+    nb = dataclasses.replace(nb, **{f"x_{s}": np.clip(getattr(nb, f"x_{s}"), -input_clip,
+                                                      input_clip) for s in
+                                    ("train", "val", "test")})
   k = nb.num_clients
   yc, ys = (np.asarray(a, np.float32) for a in nb.y_norm_stats)
 
@@ -210,7 +221,8 @@ def build(data_cfg, seed) -> FederatedData:
           f"data.partition={data_cfg.partition!r}: source {data_cfg.source!r} has "
           f"one client per vehicle; set data.partition='natural'")
     return federate_bev(sources.load_bev(data_cfg, data_seed),
-                        eval_split=data_cfg.bev.eval_split)
+                        eval_split=data_cfg.bev.eval_split,
+                        input_clip=data_cfg.bev.get("input_clip", 0.0))
   dataset = sources.load(data_cfg, data_seed)
   scheme = data_cfg.partition
   kwargs = {k: data_cfg[k] for k in PARTITION_OPTIONS[scheme]}
