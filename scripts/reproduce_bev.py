@@ -50,6 +50,7 @@ PAPER_NAMES = {
     "fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD",
     "fednova": "FedNova", "fedadam": "FedAdam", "moon": "MOON", "feddyn": "FedDyn",
     "ri_fedavg": "RI-FedAvg", "fo_fedavg": "FO-FedAvg", "fo_ri_fedavg": "FO-RI-FedAvg",
+    "fo_ri_fedavg_lr05": "FO-RI-FedAvg (η = 0.05)",
 }
 OURS = "fo_ri_fedavg"
 
@@ -115,11 +116,14 @@ METRIC_COLS = (("rmse", "RMSE (Wh)"), ("mae", "MAE (Wh)"), ("mape", "MAPE (%)"),
                ("mape_macro", "macro MAPE (%)"))
 
 
-def group(results):
-  """label -> records (seed order), keeping the method order."""
+def group(results, order=None):
+  """label -> records (seed order), in ``order`` (default: as run)."""
   out = {}
   for rec in results.records:
     out.setdefault(rec.method, []).append(rec)
+  if order:
+    out = {k: out[k] for k in sorted(out, key=lambda k: (
+        list(order).index(k) if k in order else len(order), k))}
   return out
 
 
@@ -150,6 +154,7 @@ class Suite:
   def __init__(self, args):
     self.args = args
     self.cache = {}
+    self.memo = {}
     self.raw = {}
     self.sections = []
     self.main_results = None
@@ -173,11 +178,20 @@ class Suite:
     return c
 
   def run(self, c, grid=None):
+    """``run_many`` memoised on the config (less its name) and grid, so studies
+    that share a configuration (e.g. C = 0.5 and no churn) run it once."""
+    key_cfg = ml_collections.ConfigDict(c.to_dict())
+    key_cfg.name = ""
+    key = (key_cfg.to_json_best_effort(sort_keys=True), json.dumps(grid, sort_keys=True))
+    if key in self.memo:
+      print(f"  [  same ] {c.name}: reusing an identical earlier run", file=sys.stderr)
+      return self.memo[key]
     t0 = time.perf_counter()
     res = experiment.run_many(c, grid=grid, data_cache=self.cache, progress=False)
     dt = time.perf_counter() - t0
     labels = ", ".join(group(res))
     print(f"  [{dt:6.1f}s] {c.name}: {labels}", file=sys.stderr, flush=True)
+    self.memo[key] = res
     return res
 
   def keep(self, study, key, results):
@@ -210,7 +224,7 @@ class Suite:
     self.main_results = res
     self.main_config = c
     self.keep("main", "main", res)
-    groups = group(res)
+    groups = group(res, base.MAIN_METHODS)
     missing = [PAPER_NAMES.get(l, l) for l, (n, _) in base.MAIN_METHODS.items()
                if n not in algorithms.names()]
     header, rows = metric_rows(groups, c.target_rmse,
@@ -224,29 +238,38 @@ class Suite:
     return "Main table", "\n".join(t for t in text if t)
 
   def _paired(self, groups):
-    if OURS not in groups:
+    mine = [l for l in (OURS, OURS + "_lr05") if l in groups]
+    if not mine:
       return f"\n{PAPER_NAMES[OURS]} is not available: no paired comparison."
-    ours = {r.seed: final(r, "rmse") for r in groups[OURS]}
     rows = []
     for label, recs in groups.items():
-      if label == OURS:
+      if label in mine:
         continue
-      diffs, wins = [], 0
-      for r in recs:
-        a, b = ours.get(r.seed), final(r, "rmse")
-        if a is None or b is None:
-          continue
-        diffs.append(a - b)
-        wins += a < b
-      if diffs:
-        s = stats(diffs)
-        rows.append([PAPER_NAMES.get(label, label), f"{s['mean']:+.1f} ± {s['std']:.1f}",
-                     f"± {s['ci95']:.1f}", f"{wins}/{len(diffs)}"])
+      row = [PAPER_NAMES.get(label, label)]
+      for m in mine:
+        ours = {r.seed: final(r, "rmse") for r in groups[m]}
+        diffs, wins = [], 0
+        for r in recs:
+          a, b = ours.get(r.seed), final(r, "rmse")
+          if a is None or b is None:
+            continue
+          diffs.append(a - b)
+          wins += a < b
+        if diffs:
+          s = stats(diffs)
+          row += [f"{s['mean']:+.1f} ± {s['std']:.1f} (CI ± {s['ci95']:.1f})",
+                  f"{wins}/{len(diffs)}"]
+        else:
+          row += ["n/a", "n/a"]
+      rows.append(row)
+    header = ["baseline"]
+    for m in mine:
+      header += [f"Δ RMSE, {PAPER_NAMES[m]} − baseline (Wh)", "seeds better"]
     return ("\nPaired by seed (same initial model, client sampling and data): final "
-            f"RMSE of {PAPER_NAMES[OURS]} minus the baseline's (negative = "
-            f"{PAPER_NAMES[OURS]} better), 95% t-interval half-width, and the number of "
-            "seeds where it is lower.\n\n" +
-            md_table([f"baseline", "Δ RMSE (Wh)", "95% CI", "seeds better"], rows))
+            "RMSE difference (negative = the FO-RI-FedAvg row is better), mean ± std "
+            "over seeds with the 95% t-interval half-width, and the number of seeds "
+            "where the FO-RI-FedAvg row has the lower RMSE.\n\n" +
+            md_table(header, rows))
 
   def _diagnostics(self, groups):
     names = ("server/drift_mean", "server/drift_cv", "server/roughness_mean",
@@ -280,7 +303,7 @@ class Suite:
     kinds = list(dict.fromkeys(classes))
     n_test = fed.client_test_size.astype(np.float64)
     rows = []
-    for label, recs in group(res).items():
+    for label, recs in group(res, load_config_module("base").MAIN_METHODS).items():
       row = [PAPER_NAMES.get(label, label)]
       for kind in kinds:
         sel = np.asarray([k == kind for k in classes]) & (n_test > 0)
@@ -318,16 +341,18 @@ class Suite:
     for study, (values, gridable) in mod.STUDIES.items():
       groups = {}
       if gridable:
-        c = mod.get_config(f"{study}={values[0]}")
-        name, opts = mod.base.MAIN_METHODS[OURS]
+        c = self.configure(mod.get_config(f"{study}={values[0]}"))
+        label = next(iter(c.methods.keys()))
+        method = c.methods[label]
         c.methods = ml_collections.ConfigDict()
-        c.methods[OURS] = mod.base.method(name, **opts)
+        c.methods[OURS] = method
         c.name = f"BEV ablation {study}, SYNTHETIC fleet"
-        c = self.configure(c)
         res = self.run(c, grid={study: list(values)})
         self.keep("ablations", study, res)
-        for label, recs in group(res).items():
-          groups[label.split("=", 1)[1].rstrip("]")] = recs
+        by_value = {label.split("=", 1)[1].rstrip("]"): recs
+                    for label, recs in group(res).items()}
+        for v in values:
+          groups[str(v)] = by_value[str(v)]
       else:
         for v in values:
           c = self.configure(mod.get_config(f"{study}={v}"))
@@ -338,23 +363,16 @@ class Suite:
       header[0] = study
       parts.append(f"**{study}**\n\n" + md_table(header, rows))
     note = ("FO-RI-FedAvg with the paper's defaults (α 0.8, λ 0.1, R_probe 5, p ∈ "
-            "[0.2, 5], β_κ 0) except the option varied; main-table setup. Continuous "
-            "options (α, λ, β_κ) run as one vmapped grid (per-round time is then shared "
-            "and not shown). Safeguard: `paper` p ∈ [0.2, 5], `tight` [0.5, 2], `none` "
-            "no clip.")
+            "[0.2, 5], β_κ 0) except the option varied, and the light roughness probe "
+            "(M 4, m 20, B_probe 64); main-table setup otherwise (η = 0.02). α = 1 is "
+            "RI-FedAvg and λ = 0 is FO-FedAvg (here with the light probe). Continuous "
+            "options (α, λ, β_κ) run as one vmapped grid (results equal separate runs; "
+            "per-round time is then shared and not shown). Safeguard: `paper` p ∈ "
+            "[0.2, 5], `tight` [0.5, 2], `none` no clip.")
     return "Ablations (FO-RI-FedAvg)", note + "\n\n" + "\n\n".join(parts)
 
   def target(self):
     return load_config_module("base").get_config().target_rmse
-
-  def _reuse_main(self, labels):
-    """Main-table groups for ``labels`` (same setup), if the main study ran."""
-    if self.main_results is None:
-      return None
-    g = group(self.main_results)
-    if not all(l in g for l in labels):
-      return None
-    return {l: g[l] for l in labels}
 
   def study_participation(self):
     mod = load_config_module("participation")
@@ -362,12 +380,9 @@ class Suite:
     main_c = load_config_module("base").get_config().participation
     for v in mod.VALUES:
       c = self.configure(mod.get_config(str(v)))
-      reused = self._reuse_main(list(c.methods.keys())) if v == main_c else None
-      if reused is None:
-        res = self.run(c)
-        self.keep("participation", str(v), res)
-        reused = group(res)
-      rows_by[v] = reused
+      res = self.run(c)
+      self.keep("participation", str(v), res)
+      rows_by[v] = group(res, mod.METHODS)
     rows = []
     for v, groups in rows_by.items():
       for label, recs in groups.items():
@@ -377,8 +392,8 @@ class Suite:
                      cell([final(r, "mape") for r in recs]),
                      r2t_cell(recs, self.target()), status_cell(recs)])
     return "Participation sweep", (
-        f"Client fraction C (|S_t| = ceil(C·K) of K = 10 vehicles per round); the C = "
-        f"{main_c:g} rows are the main-table runs.\n\n" +
+        f"Client fraction C (|S_t| = ceil(C·K) of K = 10 vehicles per round; the main "
+        f"table uses C = {main_c:g}); FO-RI-FedAvg with the light roughness probe.\n\n" +
         md_table(["C", "method", "RMSE (Wh)", "MAE (Wh)", "MAPE (%)",
                   f"rounds to RMSE ≤ {self.target():g}", "status"], rows))
 
@@ -390,13 +405,9 @@ class Suite:
     rows = []
     for s in settings:
       c = self.configure(mod.get_config(s))
-      reused = self._reuse_main(list(c.methods.keys())) if s == "0.0" else None
-      if reused is None:
-        res = self.run(c)
-        self.keep("churn", s, res)
-        groups = group(res)
-      else:
-        groups = reused
+      res = self.run(c)
+      self.keep("churn", s, res)
+      groups = group(res, mod.METHODS)
       if s == "asym_rates":
         desc = "asym. (0.2, 0.05)"
       elif s == "asym_class":
@@ -414,7 +425,8 @@ class Suite:
         "Availability per vehicle is a two-state Markov chain (p_leave, p_join); all "
         "vehicles start available; S_t (ceil(0.5·10) = 5 slots) is drawn from the "
         "available ones, so fewer take part when few are available (mean cohort "
-        "column). The `none` rows are the main-table runs.\n\n" +
+        "column). FO-RI-FedAvg with the light roughness probe; the `none` rows are the "
+        "participation sweep's C = 0.5 runs.\n\n" +
         md_table(["churn (p_leave, p_join)", "method", "RMSE (Wh)", "MAE (Wh)",
                   "mean cohort", f"rounds to RMSE ≤ {self.target():g}", "status"], rows))
 
@@ -428,7 +440,7 @@ class Suite:
       res = self.run(c)
       self.keep("scaling", str(k), res)
       fed = self.fed_data(c)
-      for label, recs in group(res).items():
+      for label, recs in group(res, mod.METHODS).items():
         rounds = max(recs[0].rows[-1]["round"], 1) if recs[0].rows else 1
         rows.append([str(k), str(int(fed.client_size.sum())),
                      PAPER_NAMES.get(label, label),
@@ -439,7 +451,8 @@ class Suite:
                      f"{np.mean([r.compile_s for r in recs]) * len(recs):.0f}",
                      status_cell(recs)])
     return "Client scaling", (
-        "K vehicles (2 h of driving each, C = 0.2, 40 rounds); time per round is for "
+        "K vehicles (2 h of driving each, C = 0.2, 20 rounds; FO-RI-FedAvg with the "
+        "light roughness probe); time per round is for "
         f"the whole {len(self.seeds)}-seed vmapped program, compile time separate.\n\n" +
         md_table(["K", "train windows", "method", "RMSE (Wh)", "macro RMSE",
                   "MAE (Wh)", "s/round (all seeds)", "compile s", "status"], rows))
@@ -449,20 +462,26 @@ class Suite:
     c = self.configure(load_config_module("main_table").get_config())
     fed = self.fed_data(c)
     variants = [("FedAvg", "fedavg", {})]
-    if OURS in algorithms.names():
+    have = OURS in algorithms.names()
+    if have:
+      off = {"diagnostics": False}
       variants += [
-          ("FO-RI-FedAvg (probes + diagnostics)", OURS, {}),
-          ("FO-RI-FedAvg, diagnostics off", OURS, {"diagnostics": False}),
-          ("FO-FedAvg (λ = 0: no probes), diagnostics off", "fo_fedavg",
-           {"diagnostics": False}),
+          ("FO-FedAvg (λ = 0: no probe), diagnostics off", "fo_fedavg", off),
+          ("FO-RI-FedAvg, paper probe, R_probe 1, diagnostics off", OURS,
+           {**off, "probe_every": 1}),
+          ("FO-RI-FedAvg, paper probe, R_probe 5, diagnostics off", OURS, off),
+          ("FO-RI-FedAvg, paper probe, R_probe 10, diagnostics off", OURS,
+           {**off, "probe_every": 10}),
+          ("FO-RI-FedAvg, paper probe, R_probe 5 (main-table setting)", OURS, {}),
+          ("FO-RI-FedAvg, light probe, R_probe 5, diagnostics off", OURS,
+           {**off, **base.PROBE_LIGHT}),
       ]
     times = {}
     chunk, repeats = 10, int(self.args.timing_repeats)
     for desc, name, opts in variants:
       cc = ml_collections.ConfigDict(c.to_dict())
       cc.methods = ml_collections.ConfigDict()
-      cc.methods["m"] = base.method(name, **{**dict(base.MAIN_METHODS.get(name, (name, {}))[1]),
-                                             **opts})
+      cc.methods["m"] = base.method(name, **{**dict(base.MAIN_METHODS[name][1]), **opts})
       sim = experiment.build_simulation(cc, "m", fed)
       state = sim.init(0)
       compile_s = sim.compile(chunk, state)
@@ -475,26 +494,36 @@ class Suite:
         jax.block_until_ready(state)
         samples.append((time.perf_counter() - t0) / chunk)
       times[desc] = (float(np.median(samples)), float(np.min(samples)), compile_s)
+      print(f"  timing {desc}: {times[desc][0] * 1e3:.1f} ms/round", file=sys.stderr)
     rows = [[d, f"{t * 1e3:.1f}", f"{lo * 1e3:.1f}", f"{cs:.1f}"]
             for d, (t, lo, cs) in times.items()]
     text = md_table(["method (one seed, 10 vehicles, C = 0.5)", "median ms/round",
                      "min ms/round", "compile s"], rows)
-    if OURS in algorithms.names():
-      full = times["FO-RI-FedAvg (probes + diagnostics)"][0]
-      nodiag = times["FO-RI-FedAvg, diagnostics off"][0]
-      noprobe = times["FO-FedAvg (λ = 0: no probes), diagnostics off"][0]
-      text += (f"\n\nShare of an FO-RI-FedAvg round spent on roughness probes "
-               f"(R_probe = 5, M = 10, m = 100, B_probe = 128): "
-               f"{100 * (nodiag - noprobe) / full:.0f}%; on drift/roughness diagnostics: "
-               f"{100 * (full - nodiag) / full:.0f}% (differences of median round times "
-               f"of otherwise equal runs; the probe also runs only in rounds where a "
-               f"sampled client is due, so it is averaged over {repeats} chunks of "
-               f"{chunk} rounds).")
+    if have:
+      fo = times["FO-FedAvg (λ = 0: no probe), diagnostics off"][0]
+      full = times["FO-RI-FedAvg, paper probe, R_probe 5 (main-table setting)"][0]
+      shares = []
+      for r in (1, 5, 10):
+        t = times[f"FO-RI-FedAvg, paper probe, R_probe {r}, diagnostics off"][0]
+        shares.append(f"R_probe {r}: {100 * max(t - fo, 0) / t:.0f}%")
+      light = times["FO-RI-FedAvg, light probe, R_probe 5, diagnostics off"][0]
+      nodiag = times["FO-RI-FedAvg, paper probe, R_probe 5, diagnostics off"][0]
+      text += (
+          "\n\nShare of an FO-RI-FedAvg round spent in roughness probes (paper probe: M "
+          "10, m 100, B_probe 128), from the difference to FO-FedAvg (the same client "
+          f"step without the probe and the tiny λ term): {', '.join(shares)}; light "
+          f"probe at R_probe 5: {100 * max(light - fo, 0) / light:.0f}%. Share spent on "
+          f"the per-round drift/roughness diagnostics (main-table setting): "
+          f"{100 * (full - nodiag) / full:.0f}%. A client probes on its 1st, "
+          f"(R+1)-th, ... participation, so with C = 0.5 about one probe runs per "
+          f"round at R_probe 5; times are medians over {repeats} chunks of {chunk} "
+          f"rounds.")
     return "Per-round time and diagnostics share", (
         f"Compiled rounds timed with `Simulation.run_chunk` ({repeats} chunks of "
         f"{chunk} rounds after a warm-up chunk), single seed, on this machine "
         f"({platform.processor() or platform.machine()}, {os.cpu_count()} cores, shared "
-        f"with other jobs: load average {os.getloadavg()[0]:.1f}).\n\n" + text)
+        f"with other jobs: load average {os.getloadavg()[0]:.1f}, so absolute times "
+        f"are inflated and noisy; ratios are the informative part).\n\n" + text)
 
   def study_latency(self):
     c = self.configure(load_config_module("base").get_config())

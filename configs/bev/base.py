@@ -32,9 +32,11 @@ import ml_collections
 
 from fedfrac.config import base_config
 
-# Main-table methods: label -> (algorithm, options). Baselines use their library
-# defaults (not tuned for this task); the fractional family uses the paper's
-# defaults (§IV-P) with the shared client learning rate.
+# Main-table methods: label -> (algorithm, options). Every method uses the same
+# client optimizer (SGD, lr 0.02: FedAvg was stable at 0.01-0.03 and diverged at
+# 0.05 in validation runs; 0.02 keeps a margin); baselines use their library defaults
+# (not tuned for this task); the fractional family uses the paper's defaults
+# (§IV-P).
 MAIN_METHODS = {
     "fedavg": ("fedavg", {}),
     "fedprox": ("fedprox", {"mu": 0.01}),
@@ -46,10 +48,33 @@ MAIN_METHODS = {
     "ri_fedavg": ("ri_fedavg", {}),
     "fo_fedavg": ("fo_fedavg", {}),
     "fo_ri_fedavg": ("fo_ri_fedavg", {}),
+    # The fractional preconditioner rescales every step, so the shared learning
+    # rate is not neutral for it: the paper's η0 = 0.05 as an extra row.
+    "fo_ri_fedavg_lr05": ("fo_ri_fedavg", {"client": {"lr": 0.05}}),
 }
 
 
+# A lighter roughness probe for the secondary studies (participation, churn,
+# scaling, ablations other than the probe's own): M = 4 directions, m = 20 grid
+# steps, B_probe = 64 — 5,376 loss evaluations per probe instead of the paper's
+# 129,280 (M 10, m 100, B_probe 128), which cost most of an FO-RI-FedAvg round on a
+# CPU. The main table and the timing study keep the paper's probe.
+PROBE_LIGHT = {"num_directions": 4, "grid": 20, "probe_batch": 64}
+
+
+def secondary_methods(labels):
+  """label -> (algorithm, options) for the secondary studies (light probe)."""
+  out = {}
+  for label in labels:
+    name, options = MAIN_METHODS[label]
+    if name in ("fo_ri_fedavg", "ri_fedavg"):
+      options = {**options, **PROBE_LIGHT}
+    out[label] = (name, options)
+  return out
+
+
 def method(name, **options):
+  """A ``methods.<label>`` entry; a ``client`` option overrides client settings."""
   return ml_collections.ConfigDict(dict(name=name, **options))
 
 

@@ -8,7 +8,8 @@ Arguments: a number p for symmetric churn p_leave = p_join = p (0 = no churn;
 stationary availability 1/2 for p > 0); ``asym_rates`` for p_leave = 0.2,
 p_join = 0.05 (vehicles leave fast and return slowly: stationary availability
 0.2); ``asym_class`` for per-class rates: passenger cars (0.2, 0.2), trucks and
-buses, depot-based fleet vehicles, (0.02, 0.5).
+buses, depot-based fleet vehicles, (0.02, 0.5). FO-RI-FedAvg runs with the light
+roughness probe (configs/bev/base.py).
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def get_config(arg="0.1"):
     c.churn.p_join = p if p > 0 else 1.0
   c.name = f"BEV churn {arg}, SYNTHETIC fleet"
   c.methods = ml_collections.ConfigDict()
-  for label in base.available(METHODS):
-    name, options = base.MAIN_METHODS[label]
-    c.methods[label] = base.method(name, **options)
+  for label, (name, options) in base.secondary_methods(METHODS).items():
+    if name in base.available([name]):
+      c.methods[label] = base.method(name, **options)
   return c

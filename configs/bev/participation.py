@@ -3,6 +3,7 @@
   python -m fedfrac.main --config=configs/bev/participation.py:0.2 --workdir=runs/bev_c02
 
 The argument after ``:`` is the client fraction C (default 0.5, the main table's).
+FO-RI-FedAvg runs with the light roughness probe (configs/bev/base.py).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def get_config(arg="0.5"):
   c.participation = float(arg)
   c.name = f"BEV participation C={c.participation}, SYNTHETIC fleet"
   c.methods = ml_collections.ConfigDict()
-  for label in base.available(METHODS):
-    name, options = base.MAIN_METHODS[label]
-    c.methods[label] = base.method(name, **options)
+  for label, (name, options) in base.secondary_methods(METHODS).items():
+    if name in base.available([name]):
+      c.methods[label] = base.method(name, **options)
   return c

@@ -2,8 +2,10 @@
 
   python -m fedfrac.main --config=configs/bev/scaling.py:100 --workdir=runs/bev_k100
 
-Every vehicle drives 2 h (less than the main table's 6 h, to keep 200 vehicles
-affordable on a CPU), so K = 10 here is not the main-table fleet; C = 0.2.
+Every vehicle drives 2 h (less than the main table's 6 h) and runs are 20 rounds
+(not 40), to keep 200 vehicles affordable on a CPU; so K = 10 here is not the
+main-table fleet. C = 0.2. FO-RI-FedAvg runs with the light roughness probe
+(configs/bev/base.py).
 """
 from __future__ import annotations
 
@@ -26,10 +28,11 @@ def get_config(arg="10"):
   c.data.num_clients = int(arg)
   c.data.bev.hours_per_vehicle = 2.0
   c.participation = 0.2
+  c.rounds = 20
   c.target_rmse = 0.0
   c.name = f"BEV scaling K={c.data.num_clients}, SYNTHETIC fleet"
   c.methods = ml_collections.ConfigDict()
-  for label in base.available(METHODS):
-    name, options = base.MAIN_METHODS[label]
-    c.methods[label] = base.method(name, **options)
+  for label, (name, options) in base.secondary_methods(METHODS).items():
+    if name in base.available([name]):
+      c.methods[label] = base.method(name, **options)
   return c
