@@ -12,6 +12,8 @@ import math
 import ml_collections
 
 from fedfrac import algorithms
+from fedfrac import engine as engine_lib
+from fedfrac.algorithms import server as server_lib
 import importlib
 partition_lib = importlib.import_module("fedfrac.data.partition")
 from fedfrac.data import sources
@@ -92,7 +94,19 @@ def base_config() -> ml_collections.ConfigDict:
   # groups not listed use p_leave/p_join above.
   c.churn.per_class = ml_collections.ConfigDict()
 
-  # label -> {name: <algorithm>, <options>..., client: {<client overrides>}}
+  # How the server combines the cohort's updates (fedfrac.algorithms.server):
+  # mean | median | trimmed_mean (trim_beta per side) | krum | multi_krum
+  # (num_byzantine = f; multi = clients averaged, 0 = cohort − f).
+  c.server = ml_collections.ConfigDict(dict(
+      aggregator="mean", trim_beta=0.1, num_byzantine=0, multi=0))
+  # Byzantine clients, fixed per seed: kind none | sign_flip (send −scale·Δ) |
+  # gaussian (send N(0, std²) noise) | scaled (send scale·Δ) | label_flip
+  # (train on C−1−y); fraction of the K clients; seed -1 = the run's seed.
+  c.attack = ml_collections.ConfigDict(dict(
+      kind="none", fraction=0.0, scale=1.0, std=1.0, seed=-1))
+
+  # label -> {name: <algorithm>, <options>..., client: {<client overrides>},
+  #           server: {<server overrides>}, attack: {<attack overrides>}}
   c.methods = ml_collections.ConfigDict()
   c.methods.fedavg = ml_collections.ConfigDict(dict(name="fedavg"))
   return c
@@ -138,22 +152,102 @@ def method_labels(config):
   return labels
 
 
+# Sections a method entry may override for itself (``methods.<label>.<section>``).
+METHOD_SECTIONS = ("client", "server", "attack")
+
+
 def method_options(method_cfg) -> dict:
-  """Algorithm options of one ``methods.<label>`` entry (without name/client)."""
-  return {k: v for k, v in method_cfg.items() if k not in ("name", "client")}
+  """Algorithm options of one ``methods.<label>`` entry (without name and the
+  per-method ``client`` / ``server`` / ``attack`` overrides)."""
+  return {k: v for k, v in method_cfg.items()
+          if k != "name" and k not in METHOD_SECTIONS}
+
+
+def _section(config, section) -> ml_collections.ConfigDict:
+  """``config.<section>``; the defaults when a hand-built config lacks it."""
+  value = config.get(section, None)
+  return base_config()[section] if value is None else value
+
+
+def _section_config(config, label, section) -> ml_collections.ConfigDict:
+  """``config.<section>`` with ``methods.<label>.<section>`` overrides applied."""
+  merged = ml_collections.ConfigDict(_section(config, section).to_dict())
+  overrides = config.methods[label].get(section, None)
+  if overrides:
+    for k, v in overrides.items():
+      if k not in merged:
+        _fail(f"methods.{label}.{section}.{k}", v,
+              f"unknown {section} option; allowed: {', '.join(merged.keys())}")
+      merged[k] = v
+  return merged
 
 
 def client_config(config, label) -> ml_collections.ConfigDict:
   """``config.client`` with the method's ``client`` overrides applied."""
-  merged = ml_collections.ConfigDict(config.client.to_dict())
-  overrides = config.methods[label].get("client", None)
-  if overrides:
-    for k, v in overrides.items():
-      if k not in merged:
-        _fail(f"methods.{label}.client.{k}", v,
-              f"unknown client option; allowed: {', '.join(merged.keys())}")
-      merged[k] = v
-  return merged
+  return _section_config(config, label, "client")
+
+
+def server_config(config, label) -> ml_collections.ConfigDict:
+  """``config.server`` with the method's ``server`` overrides applied."""
+  return _section_config(config, label, "server")
+
+
+def attack_config(config, label) -> ml_collections.ConfigDict:
+  """``config.attack`` with the method's ``attack`` overrides applied."""
+  return _section_config(config, label, "attack")
+
+
+def _spec(sc) -> server_lib.AggregatorSpec:
+  return server_lib.AggregatorSpec(name=sc.aggregator, trim_beta=sc.trim_beta,
+                                   num_byzantine=sc.num_byzantine, multi=sc.multi)
+
+
+def aggregator_spec(config, label) -> server_lib.AggregatorSpec:
+  """The :class:`AggregatorSpec` of method ``label``."""
+  return _spec(server_config(config, label))
+
+
+def engine_attack(config, label):
+  """The engine's :class:`AttackConfig` of method ``label`` (None: no attack)."""
+  ac = attack_config(config, label)
+  if ac.kind == "none":
+    return None
+  return engine_lib.AttackConfig(kind=ac.kind, fraction=float(ac.fraction),
+                                 scale=float(ac.scale), std=float(ac.std),
+                                 seed=None if ac.seed < 0 else int(ac.seed))
+
+
+def _validate_server(config, sc, prefix, label=None):
+  """Check a ``server`` section; with ``label``, also that the method supports it."""
+  spec = _spec(sc)
+  cohort = engine_lib.cohort_size(config.participation, config.data.num_clients)
+  try:
+    spec.check(cohort, prefix=f"{prefix}.")
+  except ValueError as e:
+    raise ConfigError(f"config.{e}") from None
+  if label is not None and not spec.is_mean:
+    name = config.methods[label].name
+    if not algorithms.supports_robust_aggregation(name):
+      supported = [n for n in algorithms.names() if algorithms.supports_robust_aggregation(n)]
+      _fail(f"{prefix}.aggregator", spec.name,
+            f"algorithm {name!r} (method {label!r}) does not combine client updates "
+            f"through server.combine_deltas; robust aggregators work with "
+            f"{', '.join(supported)}")
+
+
+def _validate_attack(config, ac, prefix):
+  """Check an ``attack`` section."""
+  _check(ac.kind in engine_lib.ATTACKS, f"{prefix}.kind", ac.kind,
+         f"allowed values are {', '.join(engine_lib.ATTACKS)}")
+  _check(_is_num(ac.fraction) and 0 <= ac.fraction <= 1, f"{prefix}.fraction",
+         ac.fraction, "must be in [0, 1]")
+  _check(_is_num(ac.scale), f"{prefix}.scale", ac.scale, "must be a finite number")
+  _check(_is_num(ac.std) and ac.std >= 0, f"{prefix}.std", ac.std, "must be >= 0")
+  _check(_is_int(ac.seed) and ac.seed >= -1, f"{prefix}.seed", ac.seed,
+         "must be an integer >= 0, or -1 for the run's seed")
+  if ac.kind == "label_flip":
+    _check(config.task.loss == "cross_entropy", f"{prefix}.kind", ac.kind,
+           "label_flip needs a classification task (task.loss='cross_entropy')")
 
 
 def _validate_client(cc, prefix):
@@ -315,6 +409,8 @@ def validate(config) -> None:
            f"churn.per_class.{cls}", rates, "must be (p_leave, p_join), each in [0, 1]")
 
   _validate_client(config.client, "client")
+  _validate_server(config, _section(config, "server"), "server")
+  _validate_attack(config, _section(config, "attack"), "attack")
   _check(len(config.methods) > 0, "methods", "{}", "must name at least one method")
   for label in method_labels(config):
     mc = config.methods[label]
@@ -322,6 +418,10 @@ def validate(config) -> None:
     _check(name in algorithms.names(), f"methods.{label}.name", name,
            f"allowed values are {', '.join(algorithms.names())}")
     _validate_client(client_config(config, label), f"methods.{label}.client")
+    server_prefix = "server" if "server" not in mc else f"methods.{label}.server"
+    _validate_server(config, server_config(config, label), server_prefix, label)
+    attack_prefix = "attack" if "attack" not in mc else f"methods.{label}.attack"
+    _validate_attack(config, attack_config(config, label), attack_prefix)
     try:
       algorithms.hparams(name, method_options(mc), prefix=f"methods.{label}.")
     except ConfigError:

@@ -1,13 +1,20 @@
 """The simulator: vmap over the sampled cohort, lax.scan over rounds (DESIGN §2.2).
 
 One round: availability update (churn) → sample S_t → gather client states →
-``client_update`` over the cohort (vmap or lax.map, same numbers) → scatter →
-``aggregate``. Rounds run in ``lax.scan`` chunks inside one ``jit``; between
-chunks the caller (``fedfrac.experiment``) evaluates, logs and checkpoints.
+(optional ``prepare_cohort``) → ``client_update`` over the cohort (vmap or
+lax.map, same numbers) → scatter → ``aggregate`` (+ optional ``cohort_metrics``).
+Rounds run in ``lax.scan`` chunks inside one ``jit``; between chunks the caller
+(``fedfrac.experiment``) evaluates, logs and checkpoints.
 
 Randomness: one root key per run; round t uses ``fold_in(root, t)`` and client k
 ``fold_in(fold_in(root_t, CLIENT), k)``, so results do not depend on cohort
 order, chunk size or device count.
+
+Adversarial clients (``EngineConfig.attack``): a fixed set of Byzantine clients
+per seed (``ops.attacks.byzantine_mask``, kept in ``SimState.byzantine``) whose
+uploaded messages are transformed after ``client_update`` (sign flip, Gaussian
+noise, scaling), or whose labels are flipped (y -> C − 1 − y) in the view their
+``client_update`` trains on. Honest clients run exactly as without an attack.
 
 Nothing here knows about files, flags or logging.
 """
@@ -26,12 +33,64 @@ from fedfrac.algorithms.base import ClientView, FedAlgorithm, LocalTraining, Tas
 from fedfrac.data.federated import FederatedData
 from fedfrac.metrics import gini_jnp
 from fedfrac.models.base import Model
+from fedfrac.ops import attacks as attacks_lib
 
 # fold_in tags for the per-round key.
 _SAMPLE, _CLIENT, _AGGREGATE, _AVAILABILITY = 0, 1, 2, 3
 _INIT_TAG = 0x7FFFFFFF
+_ATTACK_TAG = 0x7FFFFFFE   # folded into a Byzantine client's key for its attack noise
 
 PARALLELISM = ("vmap", "map", "auto")
+ATTACKS = ("none", "sign_flip", "gaussian", "scaled", "label_flip")
+MESSAGE_ATTACKS = ("sign_flip", "gaussian", "scaled")
+
+
+@dataclasses.dataclass(frozen=True)
+class AttackConfig:
+  """Byzantine clients, fixed per seed.
+
+  Attributes:
+    kind: ``none``; ``sign_flip`` (upload −scale·m instead of the message m);
+      ``gaussian`` (upload N(0, std² I) noise of the message's shape);
+      ``scaled`` (upload scale·m); ``label_flip`` (train on labels C − 1 − y).
+    fraction: share of the K clients that are Byzantine: round(fraction·K)
+      clients chosen by ``ops.attacks.byzantine_mask(K, fraction, seed)``.
+    scale: factor of ``sign_flip`` / ``scaled``.
+    std: noise standard deviation of ``gaussian``.
+    seed: seed of the Byzantine set; None = the run's seed.
+  Message attacks change only floating-point leaves of the message.
+  """
+  kind: str = "none"
+  fraction: float = 0.0
+  scale: float = 1.0
+  std: float = 1.0
+  seed: Optional[int] = None
+
+  @property
+  def active(self) -> bool:
+    return self.kind != "none"
+
+
+def attack_message(message, attack: AttackConfig, byzantine, key):
+  """The message a client uploads: attacked if ``byzantine`` (bool scalar), else
+  ``message`` unchanged (bit for bit). ``key``: the client's round key."""
+  leaves, treedef = jax.tree.flatten(message)
+  floats = [i for i, x in enumerate(leaves) if jnp.issubdtype(jnp.result_type(x),
+                                                               jnp.inexact)]
+  honest = [leaves[i] for i in floats]
+  if attack.kind == "sign_flip":
+    bad = attacks_lib.sign_flip(honest, attack.scale)
+  elif attack.kind == "scaled":
+    bad = attacks_lib.scaled_update(honest, attack.scale)
+  elif attack.kind == "gaussian":
+    bad = attacks_lib.gaussian_attack(honest, jax.random.fold_in(key, _ATTACK_TAG),
+                                      attack.std)
+  else:
+    return message
+  out = list(leaves)
+  for i, h, b in zip(floats, honest, bad):
+    out[i] = jnp.where(byzantine, b, h)
+  return jax.tree.unflatten(treedef, out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +110,7 @@ class EngineConfig:
     cohort_permutation_seed: ``None`` keeps the cohort sorted by client id; an int
       applies a fixed random permutation to the cohort order (results must not
       change — used to test order invariance).
+    attack: ``None`` or an :class:`AttackConfig` (Byzantine clients).
   """
   rounds: int
   participation: float = 1.0
@@ -58,6 +118,7 @@ class EngineConfig:
   eval_batch_size: int = 1024
   availability: Optional[tuple] = None
   cohort_permutation_seed: Optional[int] = None
+  attack: Optional[AttackConfig] = None
 
 
 class SimState(NamedTuple):
@@ -67,6 +128,7 @@ class SimState(NamedTuple):
   available: jax.Array   # [K] bool
   key: jax.Array         # root key of the run
   round: jax.Array       # int32, next round to run
+  byzantine: Any = None  # [K] bool Byzantine clients (None: no attack)
 
 
 def cohort_size(participation, num_clients) -> int:
@@ -152,6 +214,15 @@ class Simulation:
                                             np.shape(rate)[0] != self.num_clients):
           raise ValueError(f"engine.availability {name}: a scalar or one rate per "
                            f"client ({self.num_clients}), got shape {np.shape(rate)}")
+    self.attack = config.attack if config.attack is not None and config.attack.active \
+        else None
+    if self.attack is not None:
+      if self.attack.kind not in ATTACKS:
+        raise ValueError(f"attack.kind={self.attack.kind!r}: allowed values are "
+                         f"{', '.join(ATTACKS)}")
+      if self.attack.kind == "label_flip" and task.name != "classification":
+        raise ValueError("attack.kind='label_flip': needs a classification task, "
+                         f"got {task.name!r}")
     self._run_chunk_jit = jax.jit(self._run_chunk, static_argnums=(3,))
     self._compiled = {}
     self._evaluate_jit = jax.jit(self._evaluate)
@@ -165,7 +236,15 @@ class Simulation:
     server, clients = self.algorithm.init(jax.random.fold_in(key, _INIT_TAG - 1), params0,
                                           self.num_clients, self.data.info())
     available = jnp.ones((self.num_clients,), bool)
-    return SimState(server, clients, available, key, jnp.zeros((), jnp.int32))
+    byzantine = None
+    if self.attack is not None:
+      attack_seed = seed if self.attack.seed is None else self.attack.seed
+      if isinstance(attack_seed, jax.core.Tracer):   # under eval_shape: shape only
+        attack_seed = 0
+      byzantine = jnp.asarray(attacks_lib.byzantine_mask(
+          self.num_clients, self.attack.fraction, int(attack_seed)))
+    return SimState(server, clients, available, key, jnp.zeros((), jnp.int32),
+                    byzantine)
 
   # ------------------------------------------------------------------ rounds
   def _sample(self, key, available):
@@ -197,15 +276,31 @@ class Simulation:
     return self.algorithm_fn(hp)
 
   def _client_fn(self, algorithm, payload, arrays, t):
-    def one(client_state, index, size, num_steps, client_id, key):
-      view = ClientView(arrays["x"], arrays["y"], index, size, num_steps, client_id)
-      return algorithm.client_update(payload, client_state, view, key, t)
+    attack = self.attack
+    y_flipped = None
+    if attack is not None and attack.kind == "label_flip":
+      y_flipped = attacks_lib.label_flip(arrays["y"], self.data.num_classes)
+
+    def one(client_state, index, size, num_steps, client_id, key, byzantine=None):
+      y = arrays["y"]
+      if y_flipped is not None:
+        # Data poisoning: Byzantine clients see C-1-y (under vmap this is one
+        # [S, N] int label array per round, only when label_flip is on).
+        y = jnp.where(byzantine, y_flipped, y)
+      view = ClientView(arrays["x"], y, index, size, num_steps, client_id)
+      out = algorithm.client_update(payload, client_state, view, key, t)
+      if attack is not None and attack.kind in MESSAGE_ATTACKS:
+        out = (attack_message(out[0], attack, byzantine, key),) + tuple(out[1:])
+      return out
     return one
 
-  def _run_clients(self, algorithm, payload, arrays, t, client_states, ids, keys):
+  def _run_clients(self, algorithm, payload, arrays, t, client_states, ids, keys,
+                   byzantine=None):
     one = self._client_fn(algorithm, payload, arrays, t)
     args = (client_states, arrays["client_index"][ids], arrays["client_size"][ids],
             arrays["num_steps"][ids], ids, keys)
+    if byzantine is not None:
+      args = args + (byzantine,)
     if self.parallelism == "vmap":
       return jax.vmap(one)(*args)
     return jax.lax.map(lambda a: one(*a), args)
@@ -220,16 +315,28 @@ class Simulation:
     keys = jax.vmap(lambda i: jax.random.fold_in(client_key, i))(ids)
     payload = algorithm.broadcast(state.server)
     cohort_states = _gather(state.clients, ids)
+    byzantine = None if state.byzantine is None else state.byzantine[ids]
+    if algorithm.prepare_cohort is not None:
+      views = ClientView(arrays["x"], arrays["y"], arrays["client_index"][ids],
+                         arrays["client_size"][ids], arrays["num_steps"][ids], ids)
+      cohort_states = algorithm.prepare_cohort(payload, cohort_states, views, keys, mask, t)
     messages, new_states, client_metrics = self._run_clients(
-        algorithm, payload, arrays, t, cohort_states, ids, keys)
+        algorithm, payload, arrays, t, cohort_states, ids, keys, byzantine)
     clients = _scatter(state.clients, ids, new_states, mask)
     weights = arrays["client_size"][ids].astype(jnp.float32) * mask
     out = algorithm.aggregate(state.server, clients, messages, weights, mask,
                                    jax.random.fold_in(key_t, _AGGREGATE))
     server, clients = out[0], out[1]
     server_metrics = out[2] if len(out) > 2 else {}
+    if algorithm.cohort_metrics is not None:
+      server_metrics = {**server_metrics,
+                        **algorithm.cohort_metrics(client_metrics, weights, mask)}
     metrics = self._round_metrics(client_metrics, server_metrics, weights, mask, ids)
-    return SimState(server, clients, available, state.key, t + 1), metrics
+    if byzantine is not None:
+      metrics["clients/byzantine"] = byzantine
+      metrics["byzantine_clients"] = jnp.sum((byzantine & mask).astype(jnp.float32))
+    return SimState(server, clients, available, state.key, t + 1,
+                    state.byzantine), metrics
 
   @staticmethod
   def _round_metrics(client_metrics, server_metrics, weights, mask, ids):

@@ -99,12 +99,16 @@ def churn_rates(config, fed_data=None):
   return (p_leave, p_join)
 
 
-def engine_config(config, fed_data=None) -> engine_lib.EngineConfig:
+def engine_config(config, label=None, fed_data=None) -> engine_lib.EngineConfig:
+  """Engine settings of the run (with ``label``: that method's attack settings;
+  with ``fed_data``: per-client churn rates from ``config.churn.per_class``)."""
   churn = churn_rates(config, fed_data)
+  attack = None if label is None else config_lib.engine_attack(config, label)
   return engine_lib.EngineConfig(
       rounds=config.rounds, participation=config.participation,
       client_parallelism=config.engine.client_parallelism,
-      eval_batch_size=config.engine.eval_batch_size, availability=churn)
+      eval_batch_size=config.engine.eval_batch_size, availability=churn,
+      attack=attack)
 
 
 def build_simulation(config, label, fed_data, all_client_sizes=None,
@@ -125,7 +129,9 @@ def build_simulation(config, label, fed_data, all_client_sizes=None,
   training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll)
   ctx = base.BuildContext(model=model, task=task, training=training,
                           data_info=fed_data.info(), rounds=config.rounds,
-                          client_cfg=client_cfg)
+                          client_cfg=client_cfg,
+                          aggregator=config_lib.aggregator_spec(config, label),
+                          participation=float(config.participation))
   method = config.methods[label]
   options = config_lib.method_options(method)
   algorithm = algorithms.make(method.name, ctx, **options)
@@ -133,7 +139,7 @@ def build_simulation(config, label, fed_data, all_client_sizes=None,
   if traced_options:
     algorithm_fn = lambda hp: algorithms.make(method.name, ctx, **{**options, **hp})
   return engine_lib.Simulation(algorithm, fed_data, model, task, training,
-                               engine_config(config, fed_data),
+                               engine_config(config, label, fed_data),
                                algorithm_fn=algorithm_fn)
 
 
@@ -357,8 +363,10 @@ class RunLog:
   """Rows, cumulative traffic, wall time and status of one (method, seed) run."""
 
   def __init__(self, label, algorithm_name, seed, comm, payload_bytes, message_bytes,
-               on_divergence="stop", history=None):
+               on_divergence="stop", history=None, host_metrics=None):
     self.label, self.algorithm_name, self.seed = label, algorithm_name, seed
+    self.host_metrics = host_metrics
+    self._host_keys = set()
     self.comm, self.payload_bytes, self.message_bytes = comm, payload_bytes, message_bytes
     self.on_divergence = on_divergence
     h = history or {}
@@ -399,6 +407,10 @@ class RunLog:
           value = _scalar(v[i])
           if value is not None:
             row[k] = value
+      if self.host_metrics is not None:
+        extra = {k: float(v) for k, v in self.host_metrics(first_round + i + 1).items()}
+        self._host_keys.update(extra)
+        row.update(extra)
       self.round_rows.append(row)
     row = dict(self.round_rows[-1])
     row.update({k: float(v) for k, v in evaluation.items() if not k.startswith("clients/")})
@@ -407,7 +419,8 @@ class RunLog:
     self.client_arrays = {k: np.asarray(v) for k, v in evaluation.items()
                           if k.startswith("clients/")}
     bad = [k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)
-           and not k.startswith("server/") and not k.endswith(("_min", "_max"))]
+           and not k.startswith("server/") and not k.endswith(("_min", "_max"))
+           and k not in self._host_keys]   # e.g. ε = inf without noise
     if bad:
       r = row["round"]
       msg = (f"method {self.label!r} seed {self.seed} diverged at round {r}: "
@@ -444,7 +457,8 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
       state, history = ckpt.restore(step, state)
   payload_bytes, message_bytes = sim.communication_bytes(state)
   log = RunLog(label, config.methods[label].name, seed, sim.algorithm.comm,
-               payload_bytes, message_bytes, config.on_divergence, history)
+               payload_bytes, message_bytes, config.on_divergence, history,
+               sim.algorithm.host_metrics)
   start_round = int(state.round)
   end_round = config.rounds if stop_after_round is None else min(config.rounds,
                                                                  stop_after_round)
@@ -535,8 +549,11 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     logs = []
     for _, seed, v in runs:
       run_label = label if grid_key is None else f"{label}[{grid_key}={v}]"
+      # Host-side metrics (e.g. DP ε) from the run's own concrete option values.
+      run_algorithm = sim.algorithm if grid_key is None else sim.algorithm_fn({grid_key: v})
       logs.append(RunLog(run_label, method.name, seed, sim.algorithm.comm, payload_bytes,
-                         message_bytes, config.on_divergence))
+                         message_bytes, config.on_divergence,
+                         host_metrics=run_algorithm.host_metrics))
     bar = _Progress(show, config.rounds, f"{label} x{len(runs)} runs", 0)
     # Compile evaluation up front so wall_s counts only running rounds and evals.
     r, compile_s = 0, batch.compile_eval(states)

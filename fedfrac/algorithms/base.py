@@ -10,6 +10,19 @@ An algorithm is a value, :class:`FedAlgorithm`, of pure functions:
       -> (server_state, client_states) or (server_state, client_states, metrics)
   eval_params(server_state, client_state) -> params used to evaluate that client
 
+Two optional hooks (``None`` = not used):
+
+  prepare_cohort(payload, cohort_states, views, keys, mask, round) -> cohort_states
+      runs once per round on the whole sampled cohort, outside the per-client
+      vmap, before ``client_update`` (``views`` is a :class:`ClientView` whose
+      per-client fields carry a leading ``[S]`` axis). Work that only some
+      clients need this round (e.g. a periodic loss-landscape probe) can run for
+      exactly those clients here, instead of for every client under a vmapped
+      ``lax.cond`` (which becomes a select).
+  cohort_metrics(client_metrics, weights, mask) -> dict of scalars
+      round diagnostics computed from the stacked ``[S]`` client metrics
+      (e.g. drift statistics); recorded as ``server/<name>``.
+
 ``client_states`` is one pytree whose leaves have a leading axis K (all clients);
 the engine gathers the sampled rows, vmaps ``client_update`` and scatters them
 back before calling ``aggregate`` with the stacked ``messages [S, ...]``,
@@ -18,6 +31,23 @@ back before calling ``aggregate`` with the stacked ``messages [S, ...]``,
 Continuous hyper-parameters may arrive as traced JAX values (so whole runs can be
 vmapped over a grid): builders must use them only in ``jnp`` arithmetic, never in
 Python control flow.
+
+Server-side combination of updates: an algorithm whose server averages the
+cohort's updates (FedAvg, FedAvgM, FedOpt, FedProx, SCAFFOLD, ...) combines them
+with one line,
+
+    combined, info = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
+
+(``fedfrac.algorithms.server``) instead of calling ``weighted_mean`` itself, and
+sets ``ROBUST_AGGREGATION = True`` in its module; the config's ``server``
+section then selects the mean, coordinate median, trimmed mean or (Multi-)Krum
+for it (the mean is the default and gives identical numbers). ``info`` holds
+server metrics to return as ``aggregate``'s third value.
+
+Adversarial clients (``config.attack``) are simulated by the engine, not by the
+algorithms: Byzantine clients' uploaded messages are transformed after
+``client_update`` (so messages should be updates, e.g. model deltas), and
+label-flipping clients see poisoned labels in ``ClientView.y``.
 """
 from __future__ import annotations
 
@@ -47,6 +77,11 @@ class FedAlgorithm(NamedTuple):
   ``comm(payload_bytes, message_bytes, participants) -> (up, down)`` turns the
   message and payload shapes into a round's traffic (decentralised algorithms
   override it, e.g. a ring sends each message to two neighbours per pass).
+  ``host_metrics(rounds_done) -> dict of float`` (optional, host side, not
+  jitted) adds metrics computed from the round count alone to every round's
+  row, e.g. DP-FedAvg's privacy budget ε.
+  ``prepare_cohort`` and ``cohort_metrics`` are the optional hooks described in
+  the module docstring.
   """
   name: str
   init: Callable
@@ -56,6 +91,9 @@ class FedAlgorithm(NamedTuple):
   eval_params: Callable
   personalized: bool = False
   comm: Callable = star_communication
+  host_metrics: Optional[Callable] = None
+  prepare_cohort: Optional[Callable] = None
+  cohort_metrics: Optional[Callable] = None
 
 
 class ClientView(NamedTuple):
@@ -294,13 +332,20 @@ def supervised_loss(model: Model, task: Task):
 
 @dataclasses.dataclass(frozen=True)
 class BuildContext:
-  """Everything an algorithm builder may close over (static, host-side)."""
+  """Everything an algorithm builder may close over (static, host-side).
+
+  ``aggregator`` is the :class:`fedfrac.algorithms.server.AggregatorSpec` the
+  config's ``server`` section selects (pass it to ``server.combine_deltas``);
+  ``participation`` is the client fraction C of the run.
+  """
   model: Model
   task: Task
   training: LocalTraining
   data_info: DataInfo
   rounds: int
   client_cfg: Any = None
+  aggregator: Any = None        # server.AggregatorSpec; None = weighted mean
+  participation: float = 1.0    # client fraction C (sampling rate of a round)
 
 
 class HParam(NamedTuple):
@@ -308,6 +353,20 @@ class HParam(NamedTuple):
   default: Any
   check: Optional[Callable] = None
   allowed: str = ""
+
+
+class HParams(dict):
+  """An algorithm's ``{name: HParam}`` plus checks that involve several options.
+
+  Each entry of ``checks`` is ``check(hp) -> None or str``: given the resolved
+  options it returns None when they are consistent, else a message that starts
+  with the offending ``key=value`` (e.g. ``"alpha=1.5: needs
+  allow_heuristic_alpha=True"``). Checks must ignore traced values.
+  """
+
+  def __init__(self, specs, checks=()):
+    super().__init__(specs)
+    self.checks = tuple(checks)
 
 
 def positive(v):
@@ -324,6 +383,17 @@ def unit_interval(v):
 
 def one_of(*values):
   return lambda v: v in values
+
+
+def boolean(v):
+  return isinstance(v, bool)
+
+
+def concrete(v):
+  """``v`` as a Python float when it is a concrete number, else None (traced)."""
+  if _is_traced(v):
+    return None
+  return float(v)
 
 
 def _is_number(v):
@@ -343,6 +413,10 @@ def resolve_hparams(algorithm_name, spec: dict, given: dict, prefix="") -> dict:
     if hp.check is not None and not _is_traced(value) and not hp.check(value):
       raise ValueError(f"{prefix}{key}={value!r}: {hp.allowed or 'invalid value'}")
     out[key] = value
+  for check in getattr(spec, "checks", ()):
+    message = check(out)
+    if message:
+      raise ValueError(f"{prefix}{message}")
   return out
 
 

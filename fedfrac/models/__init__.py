@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from fedfrac.models.base import Model, SplitModel, param_bytes, param_count
-from fedfrac.models.cnn import CNNCifarExtractor, CNNMnistExtractor, max_pool_2x2
+from fedfrac.models.cnn import (CNN4Extractor, CNNCifarExtractor, CNNMnistExtractor,
+                                VGG11Extractor, max_pool_2x2)
 from fedfrac.models.mlp import FirmaExtractor, Identity, LinearHead, MLPExtractor
 
-MODELS = ("mlp", "firma_mlp", "logistic", "cnn_mnist", "cnn_cifar", "window_mlp",
-          "window_gru", "window_lstm")
+MODELS = ("mlp", "firma_mlp", "logistic", "cnn_mnist", "cnn_cifar", "cnn4", "vgg11",
+          "vgg11_gn", "window_mlp", "window_gru", "window_lstm")
 # Window regressors (BEV energy): [B, L, F] -> [B]; their own extractor/head split.
 WINDOW_MODELS = ("window_mlp", "window_gru", "window_lstm")
 
@@ -37,6 +38,10 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0) -> Model:
     extractor = CNNMnistExtractor(padding=model_cfg.padding, dropout=model_cfg.dropout)
   elif name == "cnn_cifar":
     extractor = CNNCifarExtractor(padding=model_cfg.padding)
+  elif name == "cnn4":
+    extractor = CNN4Extractor(padding=model_cfg.padding)
+  elif name in ("vgg11", "vgg11_gn"):
+    extractor = VGG11Extractor(norm="group" if name == "vgg11_gn" else None)
   else:
     raise ValueError(f"model.name={name!r}: allowed values are {', '.join(MODELS)}")
   module = SplitModel(extractor=extractor, head=LinearHead(num_outputs))
