@@ -58,21 +58,43 @@ def base_config() -> ml_collections.ConfigDict:
       alpha=1.0, beta=1.0, dim=60, num_classes=10, iid=False, max_client_size=2000))
   c.data.tfds = ml_collections.ConfigDict(dict(
       name="mnist", data_dir="", download=False, max_train=0, max_test=0))
+  # BEV energy sources (synthetic_bev, ved_csv): one client per vehicle, so
+  # data.partition must be "natural"; data.num_clients = vehicles in the synthetic
+  # fleet (ved_csv: 0 = every usable vehicle in the files).
+  c.data.bev = ml_collections.ConfigDict(dict(
+      hours_per_vehicle=3.0,             # synthetic fleet: driving hours per vehicle
+      class_mix=(0.6, 0.2, 0.2),         # synthetic fleet: passenger, truck, bus
+      temperature_range_c=(-5.0, 30.0),  # synthetic fleet: per-vehicle climate range
+      window=60,                         # L_win samples per window
+      stride=10,                         # window stride (the VED paper uses 1)
+      fractions=(0.7, 0.1, 0.2),         # train/val/test trips per vehicle
+      holdout_vehicles=(),               # vehicles whose windows all go to test
+      min_windows=1,                     # drop vehicles with fewer windows
+      eval_split="test",                 # split the engine evaluates: test | val
+      input_clip=0.0,                    # clip normalised inputs to ±this (0 = off)
+      ved_path="",                       # VED dynamic CSVs: file, dir or a,b,c
+      ved_resample_dt_s=1.0, ved_max_gap_s=10.0, ved_vehicles=(),
+      ved_current_sign="auto"))
 
   c.model = ml_collections.ConfigDict(dict(
-      name="mlp", hidden=(200, 200), padding="VALID", dropout=0.5))
+      name="mlp", hidden=(200, 200), padding="VALID", dropout=0.5, rnn_hidden=64))
 
   c.client = ml_collections.ConfigDict(dict(
       optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=0.0,
       schedule="constant", final_lr_fraction=0.0, lr_decay=1.0,
       batch_size=32, local_epochs=1, local_steps=0))
 
-  c.task = ml_collections.ConfigDict(dict(loss="cross_entropy", huber_delta=1.0))
+  # mape_eps: ε_Y (label units, Wh for BEV): MAPE counts samples with |y| > ε_Y.
+  c.task = ml_collections.ConfigDict(dict(loss="cross_entropy", huber_delta=1.0,
+                                          mape_eps=1.0))
 
   c.engine = ml_collections.ConfigDict(dict(
       client_parallelism="auto", unroll=0, eval_batch_size=1024,
       dynamic_steps=False))
   c.churn = ml_collections.ConfigDict(dict(p_leave=0.0, p_join=1.0))
+  # Asymmetric churn: client group (BEV: vehicle class) -> (p_leave, p_join);
+  # groups not listed use p_leave/p_join above.
+  c.churn.per_class = ml_collections.ConfigDict()
 
   # How the server combines the cohort's updates (fedfrac.algorithms.server):
   # mean | median | trimmed_mean (trim_beta per side) | krum | multi_krum
@@ -253,6 +275,52 @@ def _validate_client(cc, prefix):
            cc.local_epochs, "must be an integer >= 1 (or set local_steps > 0)")
 
 
+_BEV_CLASSES = ("passenger", "truck", "bus", "ev", "phev")
+
+
+def _validate_bev(config):
+  d, b = config.data, config.data.bev
+  _check(d.partition == "natural", "data.partition", d.partition,
+         f"source {d.source!r} has one client per vehicle: must be 'natural'")
+  _check(config.task.loss in ("mse", "huber"), "task.loss", config.task.loss,
+         f"source {d.source!r} is a regression task: allowed values are 'mse', 'huber'")
+  _check(_is_num(b.hours_per_vehicle) and b.hours_per_vehicle > 0,
+         "data.bev.hours_per_vehicle", b.hours_per_vehicle, "must be > 0")
+  _check(isinstance(b.class_mix, (tuple, list)) and len(b.class_mix) == 3
+         and all(_is_num(v) and v >= 0 for v in b.class_mix) and sum(b.class_mix) > 0,
+         "data.bev.class_mix", b.class_mix,
+         "must be 3 non-negative weights (passenger, truck, bus), not all 0")
+  tr = b.temperature_range_c
+  _check(isinstance(tr, (tuple, list)) and len(tr) == 2 and all(_is_num(v) for v in tr)
+         and tr[0] <= tr[1], "data.bev.temperature_range_c", tr,
+         "must be (low, high) in °C with low <= high")
+  _int_at_least(config, "data.bev.window", 1)
+  _int_at_least(config, "data.bev.stride", 1)
+  _int_at_least(config, "data.bev.min_windows", 1)
+  fr = b.fractions
+  _check(isinstance(fr, (tuple, list)) and len(fr) == 3
+         and all(_is_num(v) and v >= 0 for v in fr) and abs(sum(fr) - 1) < 1e-6
+         and fr[0] > 0, "data.bev.fractions", fr,
+         "must be 3 non-negative train/val/test fractions summing to 1, train > 0")
+  _check(isinstance(b.holdout_vehicles, (tuple, list)), "data.bev.holdout_vehicles",
+         b.holdout_vehicles, "must be a tuple of vehicle ids")
+  _check(b.eval_split in ("test", "val"), "data.bev.eval_split", b.eval_split,
+         "allowed values are 'test', 'val'")
+  _check(b.eval_split != "val" or fr[1] > 0, "data.bev.eval_split", b.eval_split,
+         "'val' needs a validation fraction > 0 in data.bev.fractions")
+  _check(_is_num(b.input_clip) and b.input_clip >= 0, "data.bev.input_clip",
+         b.input_clip, "must be >= 0 (0 = off)")
+  if d.source == "ved_csv":
+    _check(isinstance(b.ved_path, str) and b.ved_path != "", "data.bev.ved_path",
+           b.ved_path, "give the VED dynamic-data CSV file(s) or their directory")
+    _check(_is_num(b.ved_resample_dt_s) and b.ved_resample_dt_s > 0,
+           "data.bev.ved_resample_dt_s", b.ved_resample_dt_s, "must be > 0")
+    _check(_is_num(b.ved_max_gap_s) and b.ved_max_gap_s > 0, "data.bev.ved_max_gap_s",
+           b.ved_max_gap_s, "must be > 0")
+    _check(b.ved_current_sign in ("auto", 1, -1), "data.bev.ved_current_sign",
+           b.ved_current_sign, "allowed values are 'auto', 1, -1")
+
+
 def validate(config) -> None:
   """Check every field; raise :class:`ConfigError` on the first bad one."""
   seeds = config.seeds
@@ -274,7 +342,7 @@ def validate(config) -> None:
   d = config.data
   _check(d.source in sources.SOURCES, "data.source", d.source,
          f"allowed values are {', '.join(sources.SOURCES)}")
-  _int_at_least(config, "data.num_clients", 1)
+  _int_at_least(config, "data.num_clients", 0 if d.source == "ved_csv" else 1)
   _check(d.partition in partition_lib.SCHEMES, "data.partition", d.partition,
          f"allowed values are {', '.join(partition_lib.SCHEMES)}")
   _check(_is_num(d.alpha) and d.alpha > 0, "data.alpha", d.alpha, "must be > 0")
@@ -300,6 +368,9 @@ def validate(config) -> None:
   if d.source == "tfds":
     _check(d.tfds.name in sources.TFDS_DATASETS, "data.tfds.name", d.tfds.name,
            f"allowed values are {', '.join(sources.TFDS_DATASETS)}")
+  bev_source = d.source in sources.BEV_SOURCES
+  if bev_source:
+    _validate_bev(config)
 
   m = config.model
   _check(m.name in models.MODELS, "model.name", m.name,
@@ -313,6 +384,17 @@ def validate(config) -> None:
 
   _check(config.task.loss in ("cross_entropy", "mse", "huber"), "task.loss",
          config.task.loss, "allowed values are 'cross_entropy', 'mse', 'huber'")
+  _check(_is_num(config.task.huber_delta) and config.task.huber_delta > 0,
+         "task.huber_delta", config.task.huber_delta, "must be > 0")
+  _check(_is_num(config.task.get("mape_eps", 1.0)) and config.task.get("mape_eps", 1.0) >= 0,
+         "task.mape_eps", config.task.get("mape_eps"), "must be >= 0")
+  _check(_is_num(config.target_rmse) and config.target_rmse >= 0, "target_rmse",
+         config.target_rmse, "must be >= 0 (0 = off)")
+  _check(_is_int(m.get("rnn_hidden", 64)) and m.get("rnn_hidden", 64) >= 1,
+         "model.rnn_hidden", m.get("rnn_hidden"), "must be an integer >= 1")
+  if m.name in models.WINDOW_MODELS:
+    _check(config.task.loss in ("mse", "huber"), "task.loss", config.task.loss,
+           f"model.name={m.name!r} is a regressor: allowed values are 'mse', 'huber'")
 
   e = config.engine
   _check(e.client_parallelism in ("vmap", "map", "auto"), "engine.client_parallelism",
@@ -326,6 +408,16 @@ def validate(config) -> None:
          "must be in [0, 1]")
   _check(_is_num(ch.p_join) and 0 <= ch.p_join <= 1, "churn.p_join", ch.p_join,
          "must be in [0, 1]")
+
+  for cls, rates in ch.get("per_class", {}).items():
+    _check(bev_source, f"churn.per_class.{cls}", rates,
+           f"per-class churn needs a source with client groups "
+           f"({', '.join(sources.BEV_SOURCES)}); data.source={d.source!r}")
+    _check(cls in _BEV_CLASSES, f"churn.per_class.{cls}", rates,
+           f"unknown vehicle class {cls!r}; allowed: {', '.join(_BEV_CLASSES)}")
+    _check(isinstance(rates, (tuple, list)) and len(rates) == 2
+           and all(_is_num(r) and 0 <= r <= 1 for r in rates),
+           f"churn.per_class.{cls}", rates, "must be (p_leave, p_join), each in [0, 1]")
 
   _validate_client(config.client, "client")
   _validate_server(config, _section(config, "server"), "server")

@@ -105,7 +105,8 @@ class EngineConfig:
     eval_batch_size: test examples per evaluation batch.
     availability: ``None`` (always available) or ``(p_leave, p_join)``: each
       client's availability is a two-state Markov chain; S_t is sampled from the
-      available clients (padded slots are masked).
+      available clients (padded slots are masked). Each rate is a scalar or a
+      ``[K]`` array (per-client rates, e.g. asymmetric churn by vehicle class).
     cohort_permutation_seed: ``None`` keeps the cohort sorted by client id; an int
       applies a fixed random permutation to the cohort order (results must not
       change — used to test order invariance).
@@ -149,6 +150,12 @@ def data_arrays(data: FederatedData, training: LocalTraining) -> dict:
       "x_test": data.x_test, "y_test": data.y_test,
       "client_test_index": data.client_test_index,
       "client_test_size": data.client_test_size,
+      # Per-test-sample inverse of a label normalisation (regression metrics in
+      # physical units): y_phys = y * scale + center.
+      "y_test_scale": (np.ones(len(data.y_test), np.float32)
+                       if data.y_test_scale is None else data.y_test_scale),
+      "y_test_center": (np.zeros(len(data.y_test), np.float32)
+                        if data.y_test_center is None else data.y_test_center),
   }
 
 
@@ -201,6 +208,12 @@ class Simulation:
       raise ValueError(f"engine.client_parallelism={parallelism!r}: allowed values "
                        f"are {', '.join(PARALLELISM)}")
     self.parallelism = "vmap" if parallelism == "auto" else parallelism
+    if config.availability is not None:
+      for name, rate in zip(("p_leave", "p_join"), config.availability):
+        if np.ndim(rate) not in (0, 1) or (np.ndim(rate) == 1 and
+                                            np.shape(rate)[0] != self.num_clients):
+          raise ValueError(f"engine.availability {name}: a scalar or one rate per "
+                           f"client ({self.num_clients}), got shape {np.shape(rate)}")
     self.attack = config.attack if config.attack is not None and config.attack.active \
         else None
     if self.attack is not None:
@@ -383,20 +396,27 @@ class Simulation:
     return self._compiled[num_rounds](self.arrays, state, None)
 
   # ------------------------------------------------------------- evaluation
-  def _example_stats(self, params, x, y):
+  def _stats(self, out, y, scale, center):
+    """Task stats; regression stats are in physical units (per-sample inverse)."""
+    if self.task.name == "regression":
+      return self.task.example_stats(out, y, scale, center)
+    return self.task.example_stats(out, y)
+
+  def _example_stats(self, params, x, y, scale, center):
     """Per-example stats dict over a test array, in batches of eval_batch_size."""
     n = x.shape[0]
     b = min(self.config.eval_batch_size, n)
     nb = -(-n // b)
     pad = nb * b - n
-    xp = jnp.pad(x, ((0, pad),) + ((0, 0),) * (x.ndim - 1))
-    yp = jnp.pad(y, ((0, pad),) + ((0, 0),) * (y.ndim - 1))
+
+    def pad_rows(a):
+      return jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1)).reshape(
+          (nb, b) + a.shape[1:])
 
     def batch_stats(args):
-      xb, yb = args
-      return self.task.example_stats(self.model.apply(params, xb), yb)
-    stats = jax.lax.map(batch_stats, (xp.reshape((nb, b) + x.shape[1:]),
-                                      yp.reshape((nb, b) + y.shape[1:])))
+      xb, yb, sb, cb = args
+      return self._stats(self.model.apply(params, xb), yb, sb, cb)
+    stats = jax.lax.map(batch_stats, tuple(map(pad_rows, (x, y, scale, center))))
     return jax.tree.map(lambda s: s.reshape(-1)[:n], stats)
 
   def _evaluate(self, arrays, state, hp=None):
@@ -407,7 +427,8 @@ class Simulation:
     if not algorithm.personalized:
       first = jax.tree.map(lambda x: x[0], state.clients)
       params = algorithm.eval_params(state.server, first)
-      stats = self._example_stats(params, arrays["x_test"], arrays["y_test"])
+      stats = self._example_stats(params, arrays["x_test"], arrays["y_test"],
+                                  arrays["y_test_scale"], arrays["y_test_center"])
       sums = {k: jnp.sum(v * valid, axis=1) for k, v in
               ((k, v[test_index]) for k, v in stats.items())}
       out = {k: jnp.mean(v) for k, v in stats.items()}
@@ -415,7 +436,8 @@ class Simulation:
       def client_stats(client_state, index, ok):
         params = algorithm.eval_params(state.server, client_state)
         out = self.model.apply(params, arrays["x_test"][index])
-        s = self.task.example_stats(out, arrays["y_test"][index])
+        s = self._stats(out, arrays["y_test"][index], arrays["y_test_scale"][index],
+                        arrays["y_test_center"][index])
         return {k: jnp.sum(v * ok) for k, v in s.items()}
       sums = jax.vmap(client_stats)(state.clients, test_index, valid)
       total = jnp.maximum(test_size.sum(), 1)
@@ -432,13 +454,26 @@ class Simulation:
       client_metric = per_client["correct"]
       name = "client_accuracy"
     else:
+      # Physical units (labels de-normalised per sample); *_macro = mean over
+      # clients with test data of each client's metric.
       result["rmse"] = jnp.sqrt(out["sq_err"])
       result["mae"] = out["abs_err"]
+      result["mape"] = out["ape"] / jnp.maximum(out["ape_count"], 1e-12)
+      result["rmse_norm"] = jnp.sqrt(out["sq_err_norm"])
       result["loss"] = out["loss"]
       client_metric = jnp.sqrt(per_client["sq_err"])
       name = "client_rmse"
     w = has_test.astype(jnp.float32)
     n = jnp.maximum(w.sum(), 1.0)
+    if self.task.name != "classification":
+      result["rmse_macro"] = jnp.sum(w * client_metric) / n
+      result["mae_macro"] = jnp.sum(w * per_client["abs_err"]) / n
+      has_ape = has_test & (per_client["ape_count"] > 0)
+      client_mape = per_client["ape"] / jnp.maximum(per_client["ape_count"], 1e-12)
+      result["mape_macro"] = (jnp.sum(jnp.where(has_ape, client_mape, 0.0)) /
+                              jnp.maximum(has_ape.sum(), 1))
+      result["clients/client_mae"] = per_client["abs_err"]
+      result["clients/client_mape"] = client_mape
     result[f"{name}_mean"] = jnp.sum(w * client_metric) / n
     result[f"{name}_min"] = jnp.min(jnp.where(has_test, client_metric, jnp.inf))
     result[f"{name}_max"] = jnp.max(jnp.where(has_test, client_metric, -jnp.inf))
@@ -562,5 +597,15 @@ class BatchedSimulation:
       self.compile(num_rounds, states)
     return self._compiled[int(num_rounds)](self.arrays, states, self.hp)
 
+  def compile_eval(self, states) -> float:
+    """Compile ``evaluate`` ahead of time (so run timings exclude it); seconds."""
+    if getattr(self, "_eval_compiled", None) is not None:
+      return 0.0
+    t0 = time.perf_counter()
+    self._eval_compiled = self._eval.lower(self.arrays, states, self.hp).compile()
+    return time.perf_counter() - t0
+
   def evaluate(self, states):
+    if getattr(self, "_eval_compiled", None) is not None:
+      return self._eval_compiled(self.arrays, states, self.hp)
     return self._eval(self.arrays, states, self.hp)

@@ -44,7 +44,8 @@ FIRST_COLUMNS = ("method", "algorithm", "seed", "round")
 def make_task(config):
   if config.task.loss == "cross_entropy":
     return base.classification_task()
-  return base.regression_task(config.task.loss, config.task.huber_delta)
+  return base.regression_task(config.task.loss, config.task.huber_delta,
+                              config.task.get("mape_eps", 1.0))
 
 
 def default_unroll(max_steps):
@@ -78,11 +79,36 @@ def make_training(client_cfg, client_size, rounds, unroll=0,
       dynamic_steps=bool(dynamic_steps))
 
 
-def engine_config(config, label=None) -> engine_lib.EngineConfig:
-  """Engine settings of the run (with ``label``: that method's attack settings)."""
-  churn = None
-  if config.churn.p_leave > 0 or config.churn.p_join < 1:
-    churn = (float(config.churn.p_leave), float(config.churn.p_join))
+def churn_rates(config, fed_data=None):
+  """``None`` (no churn) or ``(p_leave, p_join)`` for the engine.
+
+  Scalars from ``config.churn.p_leave/p_join``; with ``config.churn.per_class``
+  (group -> (p_leave, p_join), asymmetric churn) per-client ``[K]`` arrays built
+  from ``fed_data.client_group`` (BEV: vehicle class), other groups keeping the
+  scalar rates.
+  """
+  ch = config.churn
+  per_class = dict(ch.get("per_class", {}) or {})
+  if not per_class:
+    if ch.p_leave > 0 or ch.p_join < 1:
+      return (float(ch.p_leave), float(ch.p_join))
+    return None
+  if fed_data is None or fed_data.client_group is None:
+    raise ValueError("config.churn.per_class needs data with client groups "
+                     "(vehicle classes of a BEV source)")
+  groups = np.asarray(fed_data.client_group).astype(str)
+  p_leave = np.full(groups.shape, float(ch.p_leave), np.float32)
+  p_join = np.full(groups.shape, float(ch.p_join), np.float32)
+  for cls, (leave, join) in per_class.items():
+    sel = groups == cls
+    p_leave[sel], p_join[sel] = float(leave), float(join)
+  return (p_leave, p_join)
+
+
+def engine_config(config, label=None, fed_data=None) -> engine_lib.EngineConfig:
+  """Engine settings of the run (with ``label``: that method's attack settings;
+  with ``fed_data``: per-client churn rates from ``config.churn.per_class``)."""
+  churn = churn_rates(config, fed_data)
   attack = None if label is None else config_lib.engine_attack(config, label)
   return engine_lib.EngineConfig(
       rounds=config.rounds, participation=config.participation,
@@ -120,7 +146,8 @@ def build_simulation(config, label, fed_data, all_client_sizes=None,
   if traced_options:
     algorithm_fn = lambda hp: algorithms.make(method.name, ctx, **{**options, **hp})
   return engine_lib.Simulation(algorithm, fed_data, model, task, training,
-                               engine_config(config, label), algorithm_fn=algorithm_fn)
+                               engine_config(config, label, fed_data),
+                               algorithm_fn=algorithm_fn)
 
 
 # --------------------------------------------------------------------------- results
@@ -475,7 +502,8 @@ def _slice_run(tree, i):
 
 
 def run_many(config, seeds=None, grid: Optional[dict] = None,
-             workdir: Optional[str] = None, progress: Optional[bool] = None) -> Results:
+             workdir: Optional[str] = None, progress: Optional[bool] = None,
+             data_cache: Optional[dict] = None) -> Results:
   """Every method's runs over ``seeds`` (× a ``grid``) vmapped as ONE compiled program.
 
   Args:
@@ -485,6 +513,9 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     grid: optional ``{option: [values]}`` for one continuous algorithm option
       (e.g. ``{"alpha": [0.5, 0.8, 1.0]}``); methods that have the option run
       every value (labelled ``method[option=value]``), the others run once.
+    data_cache: optional dict reused across calls (sweep scripts): federated
+      datasets are memoised in it by (data config, data seed), so a sweep
+      generates or loads each dataset once.
   Returns:
     :class:`Results` equal (to float rounding) to separate ``run`` calls.
     No checkpoints are written (a batched job restarts from scratch).
@@ -493,14 +524,16 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   seeds = tuple(config.seeds if seeds is None else seeds)
   if grid is not None and len(grid) != 1:
     raise ValueError(f"grid={grid!r}: give exactly one option and its values")
-  data_cache, records = {}, []
+  data_cache = {} if data_cache is None else data_cache
+  records = []
+  data_key = config.data.to_json_best_effort(sort_keys=True)
   show = config.progress if progress is None else progress
   for label in config_lib.method_labels(config):
     feds = []
     for seed in seeds:
-      ds = _data_seed(config, seed)
+      ds = (data_key, _data_seed(config, seed))
       if ds not in data_cache:
-        data_cache[ds] = data_lib.build(config.data, ds)
+        data_cache[ds] = data_lib.build(config.data, ds[1])
       feds.append(data_cache[ds])
     method = config.methods[label]
     options = config_lib.method_options(method)
@@ -532,7 +565,8 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
                          message_bytes, config.on_divergence,
                          host_metrics=run_algorithm.host_metrics))
     bar = _Progress(show, config.rounds, f"{label} x{len(runs)} runs", 0)
-    r, compile_s = 0, 0.0
+    # Compile evaluation up front so wall_s counts only running rounds and evals.
+    r, compile_s = 0, batch.compile_eval(states)
     try:
       while r < config.rounds and any(l.status == "ok" for l in logs):
         n = min(config.eval_every, config.rounds - r)

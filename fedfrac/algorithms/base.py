@@ -148,16 +148,34 @@ def classification_task() -> Task:
   return Task("classification", cross_entropy, stats)
 
 
-def regression_task(loss="mse", huber_delta=1.0) -> Task:
+def regression_task(loss="mse", huber_delta=1.0, mape_eps=1.0) -> Task:
+  """Scalar regression with an MSE or Huber loss on (possibly normalised) labels.
+
+  ``example_stats(pred [B], y [B], scale=None, center=None)`` returns per-example
+  ``loss`` (training units), ``sq_err``/``abs_err`` in PHYSICAL units, where
+  ``y_phys = y · scale + center`` inverts a per-sample label normalisation (so
+  ``ŷ_phys − y_phys = (ŷ − y) · scale``; ``scale=None`` means 1, ``center=None``
+  0), ``sq_err_norm`` (training units), and for MAPE ``ape`` = 100·|e|/|y_phys|
+  with ``ape_count`` = 1 on samples with ``|y_phys| > mape_eps`` (0 elsewhere).
+  """
   def example_loss(pred, y):
     err = pred.reshape(y.shape) - y
     if loss == "huber":
       return optax.huber_loss(err, delta=huber_delta)
     return err ** 2
 
-  def stats(pred, y):
+  def stats(pred, y, scale=None, center=None):
     err = pred.reshape(y.shape) - y
-    return {"loss": example_loss(pred, y), "sq_err": err ** 2, "abs_err": jnp.abs(err)}
+    scale = jnp.ones_like(y) if scale is None else scale
+    center = jnp.zeros_like(y) if center is None else center
+    err_phys = err * scale
+    y_phys = y * scale + center
+    counted = jnp.abs(y_phys) > mape_eps
+    ape = jnp.where(counted, 100.0 * jnp.abs(err_phys) /
+                    jnp.where(counted, jnp.abs(y_phys), 1.0), 0.0)
+    return {"loss": example_loss(pred, y), "sq_err": err_phys ** 2,
+            "abs_err": jnp.abs(err_phys), "sq_err_norm": err ** 2, "ape": ape,
+            "ape_count": counted.astype(err.dtype)}
   return Task("regression", example_loss, stats)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -41,6 +41,17 @@ class FederatedData:
     client_test_index: ``[K, m_max]`` int32 indices into the test set.
     client_test_size: ``[K]`` int32 (may be 0 for a client with no test data).
     class_counts: ``[K, C]`` train class histogram.
+    y_test_scale, y_test_center: optional ``[M]`` float32 per-test-sample inverse
+      of the label normalisation, ``y_phys = y · scale + center`` (BEV sources:
+      the scale/center of the sample's own vehicle, fitted on that vehicle's
+      train split). ``None`` means the labels are already in physical units.
+    x_val, y_val, client_val_index, client_val_size, y_val_scale, y_val_center:
+      optional validation split in the same layout (BEV sources: each vehicle's
+      validation trips), for early stopping and tuning; the engine does not read
+      it (set ``data.bev.eval_split="val"`` to evaluate on it instead of test).
+    client_group: optional ``[K]`` str group of each client (BEV: vehicle class).
+    meta: source details (BEV: ``"bev"`` holds the normalised
+      :class:`fedfrac.data.bev.BEVData`, ``"eval_split"`` the evaluated split).
   """
   name: str
   task: str
@@ -55,6 +66,16 @@ class FederatedData:
   client_test_index: np.ndarray
   client_test_size: np.ndarray
   class_counts: np.ndarray
+  y_test_scale: Optional[np.ndarray] = None
+  y_test_center: Optional[np.ndarray] = None
+  x_val: Optional[np.ndarray] = None
+  y_val: Optional[np.ndarray] = None
+  client_val_index: Optional[np.ndarray] = None
+  client_val_size: Optional[np.ndarray] = None
+  y_val_scale: Optional[np.ndarray] = None
+  y_val_center: Optional[np.ndarray] = None
+  client_group: Optional[np.ndarray] = None
+  meta: dict = dataclasses.field(default_factory=dict)
 
   @property
   def num_clients(self) -> int:
@@ -103,6 +124,75 @@ def federate(dataset: sources.Dataset, train_parts, test_parts) -> FederatedData
       y_train=dataset.y_train, client_index=client_index, client_size=client_size,
       x_test=dataset.x_test, y_test=dataset.y_test, client_test_index=test_index,
       client_test_size=test_size, class_counts=counts)
+
+
+def federate_bev(bev_data, eval_split: str = "test",
+                 input_clip: float = 0.0) -> FederatedData:
+  """Vehicles as clients: BEV windows -> :class:`FederatedData` (natural partition).
+
+  Client k is vehicle k: its train rows are its train windows, its per-client test
+  split its test windows (the global test set is the union over vehicles), its
+  validation rows its validation windows. Inputs and labels are standardised per
+  vehicle by that vehicle's TRAIN statistics only
+  (:meth:`fedfrac.data.bev.BEVData.normalized`); models train on the normalised
+  labels. For evaluation in physical units (Wh per window) every test/val sample
+  carries its vehicle's label scale and center (``y_test_scale``,
+  ``y_test_center``), so the engine inverts the normalisation per sample inside
+  its jitted evaluation: ``ŷ_phys = ŷ · s + c`` and ``ŷ_phys − y_phys = (ŷ − y) · s``.
+
+  Args:
+    bev_data: :class:`fedfrac.data.bev.BEVData` in physical units (or normalised).
+    eval_split: ``"test"`` (default) or ``"val"``: the split placed in the test
+      slot the engine evaluates (``"val"`` for tuning / early stopping; the test
+      split then stays untouched in ``meta["bev"]``).
+    input_clip: if > 0, normalised inputs are clipped to ``[-input_clip,
+      input_clip]`` (winsorising: a feature that barely varies in a vehicle's
+      train trips, e.g. outside temperature, has a tiny IQR, so other trips can
+      map to tens of IQRs and a model extrapolates wildly). 0 = no clipping.
+  Returns:
+    :class:`FederatedData` with ``task="regression"``, ``x [N, L, F]``, ``y [N]``
+    float32 (normalised), ``client_group [K]`` the vehicle classes.
+  """
+  if eval_split not in ("test", "val"):
+    raise ValueError(f"data.bev.eval_split={eval_split!r}: allowed values are 'test', "
+                     f"'val'")
+  nb = bev_data if bev_data.is_normalized else bev_data.normalized()
+  if not input_clip >= 0:
+    raise ValueError(f"data.bev.input_clip={input_clip!r}: must be >= 0 (0 = off)")
+  if input_clip > 0:
+    nb = dataclasses.replace(nb, **{f"x_{s}": np.clip(getattr(nb, f"x_{s}"), -input_clip,
+                                                      input_clip) for s in
+                                    ("train", "val", "test")})
+  k = nb.num_clients
+  yc, ys = (np.asarray(a, np.float32) for a in nb.y_norm_stats)
+
+  def parts(client_ids):
+    return [np.flatnonzero(client_ids == i) for i in range(k)]
+
+  train_parts = parts(nb.client_train)
+  if not any(len(p) for p in train_parts):
+    raise ValueError("BEV data has no train windows; lower data.bev.window or add "
+                     "trips")
+  eval_name = eval_split
+  x_ev, y_ev, c_ev = nb.split(eval_name)
+  if len(y_ev) == 0:
+    raise ValueError(f"data.bev.eval_split={eval_split!r}: the {eval_name} split is "
+                     f"empty (data.bev.fractions gives it no trips)")
+  ev_index, ev_size = index_table(parts(c_ev))
+  val_index, val_size = index_table(parts(nb.client_val))
+  client_index, client_size = index_table(train_parts)
+  return FederatedData(
+      name=str(nb.meta.get("source", "bev")), task="regression", num_classes=0,
+      input_scale=1.0, x_train=nb.x_train, y_train=nb.y_train,
+      client_index=client_index, client_size=client_size, x_test=x_ev, y_test=y_ev,
+      client_test_index=ev_index, client_test_size=ev_size,
+      class_counts=np.zeros((k, 0), np.int64),
+      y_test_scale=ys[c_ev], y_test_center=yc[c_ev],
+      x_val=nb.x_val, y_val=nb.y_val, client_val_index=val_index,
+      client_val_size=val_size, y_val_scale=ys[nb.client_val],
+      y_val_center=yc[nb.client_val], client_group=np.asarray(nb.vehicle_class),
+      meta={"bev": nb, "eval_split": eval_name,
+            "source": nb.meta.get("source", "bev")})
 
 
 PARTITION_OPTIONS = {
@@ -185,8 +275,20 @@ def build(data_cfg, seed) -> FederatedData:
   (the source's own per-client test data, e.g. FedProx synthetic).
   ``data_cfg.compat="reference_code"`` instead reproduces the FIRMA authors'
   pipeline (:func:`reference_code_parts`; digits split by one permutation).
+  BEV sources (``synthetic_bev``, ``ved_csv``) need ``partition="natural"`` (one
+  client per vehicle) and go through :func:`federate_bev`; ``test_split`` does
+  not apply.
   """
   data_seed = seed if data_cfg.get("seed", -1) < 0 else data_cfg.seed
+  if data_cfg.source in sources.BEV_SOURCES:
+    # Vehicles are the clients (natural partition); test/val are their own trips.
+    if data_cfg.partition != "natural":
+      raise ValueError(
+          f"data.partition={data_cfg.partition!r}: source {data_cfg.source!r} has "
+          f"one client per vehicle; set data.partition='natural'")
+    return federate_bev(sources.load_bev(data_cfg, data_seed),
+                        eval_split=data_cfg.bev.eval_split,
+                        input_clip=data_cfg.bev.get("input_clip", 0.0))
   dataset = sources.load(data_cfg, data_seed)
   if data_cfg.get("compat", "paper") == "reference_code":
     train_parts, test_parts = reference_code_parts(dataset, data_cfg, data_seed)

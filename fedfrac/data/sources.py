@@ -195,7 +195,83 @@ def tfds_source(name, data_dir=None, download=False, train_split="train",
                  y_te, num_classes=num_classes, input_scale=1.0 / 255.0)
 
 
-SOURCES = ("sklearn_digits", "synthetic", "tfds")
+# Battery-electric-vehicle energy sources: clients are vehicles (natural partition),
+# samples are windows ``[L, F]`` of driving signals, labels the window energy (Wh).
+BEV_SOURCES = ("synthetic_bev", "ved_csv")
+SOURCES = ("sklearn_digits", "synthetic", "tfds") + BEV_SOURCES
+
+
+def _opt_tuple(v):
+  """``()`` / ``None`` / ``""`` -> None, else a tuple (config tuples of ids)."""
+  if v is None or v == "" or (isinstance(v, (tuple, list)) and len(v) == 0):
+    return None
+  return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+
+def load_bev(data_cfg, seed):
+  """The :class:`fedfrac.data.bev.BEVData` named by ``data_cfg.source`` (physical units).
+
+  ``synthetic_bev``: a seeded physics-based fleet of ``data_cfg.num_clients``
+  vehicles (``data_cfg.bev.hours_per_vehicle`` h each, class mix
+  ``data_cfg.bev.class_mix``), generated from ``seed``. ``ved_csv``: the VED
+  dynamic-data CSVs at ``data_cfg.bev.ved_path`` (file, directory or
+  comma-separated list); ``data_cfg.num_clients`` is 0 (keep every EV/PHEV) or the
+  number of vehicles expected. Both use windows of ``data_cfg.bev.window`` samples
+  with stride ``data_cfg.bev.stride``, a trip-level train/val/test split with
+  ``data_cfg.bev.fractions`` seeded by ``seed``, and the vehicles in
+  ``data_cfg.bev.holdout_vehicles`` held out (all their windows in test).
+  """
+  b = data_cfg.bev
+  hold = _opt_tuple(b.holdout_vehicles)
+  if data_cfg.source == "synthetic_bev":
+    from fedfrac.data.synthetic_bev import synthetic_bev as make_fleet
+    return make_fleet(
+        num_vehicles=data_cfg.num_clients, hours_per_vehicle=b.hours_per_vehicle,
+        seed=seed, class_mix=tuple(b.class_mix), window=b.window, stride=b.stride,
+        temperature_range_c=tuple(b.temperature_range_c), holdout_vehicles=hold,
+        min_windows=b.min_windows, fractions=tuple(b.fractions))
+  if data_cfg.source == "ved_csv":
+    from fedfrac.data.ved import load_ved_csv
+    path = b.ved_path
+    if not path:
+      raise ValueError(
+          "data.bev.ved_path='': give the VED dynamic-data CSV file(s) or the "
+          "directory holding them (the Vehicle Energy Dataset, "
+          "https://github.com/gsoh/VED; unzip its 'Dynamic Data' weekly CSVs)")
+    paths = [q.strip() for q in str(path).split(",") if q.strip()]
+    for q in paths:
+      if not os.path.exists(q):
+        raise FileNotFoundError(
+            f"data.bev.ved_path={path!r}: {q!r} does not exist; point it at the VED "
+            f"dynamic-data CSVs (https://github.com/gsoh/VED)")
+    vehicles = _opt_tuple(b.ved_vehicles)
+    data = load_ved_csv(
+        paths if len(paths) > 1 else paths[0], window=b.window, stride=b.stride,
+        resample_dt_s=b.ved_resample_dt_s, max_gap_s=b.ved_max_gap_s,
+        vehicles=vehicles, min_windows=b.min_windows, seed=seed,
+        holdout_vehicles=hold, current_sign=b.ved_current_sign,
+        fractions=tuple(b.fractions))
+    if data_cfg.num_clients and data_cfg.num_clients != data.num_clients:
+      raise ValueError(
+          f"data.num_clients={data_cfg.num_clients}: the VED files hold "
+          f"{data.num_clients} usable vehicles; set data.num_clients=0 (all) or "
+          f"select vehicles with data.bev.ved_vehicles")
+    return data
+  raise ValueError(f"data.source={data_cfg.source!r}: not a BEV source; BEV sources "
+                   f"are {', '.join(BEV_SOURCES)}")
+
+
+def bev_dataset(bev_data) -> Dataset:
+  """A normalised :class:`Dataset` view of BEV data (vehicle ids as groups).
+
+  Train inputs/labels are standardised per vehicle with that vehicle's TRAIN
+  statistics (:meth:`fedfrac.data.bev.BEVData.normalized`); the test set is the
+  union of the vehicles' test windows.
+  """
+  nb = bev_data if bev_data.is_normalized else bev_data.normalized()
+  return Dataset(f"{nb.meta.get('source', 'bev')}", nb.x_train, nb.y_train, nb.x_test,
+                 nb.y_test, num_classes=0, task="regression",
+                 train_groups=nb.client_train, test_groups=nb.client_test)
 
 
 def load(data_cfg, seed):
@@ -216,4 +292,6 @@ def load(data_cfg, seed):
     t = data_cfg.tfds
     return tfds_source(t.name, data_dir=t.data_dir or None, download=t.download,
                        max_train=t.max_train or None, max_test=t.max_test or None)
+  if source in BEV_SOURCES:
+    return bev_dataset(load_bev(data_cfg, seed))
   raise ValueError(f"data.source={source!r}: allowed values are {', '.join(SOURCES)}")
