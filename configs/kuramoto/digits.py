@@ -6,7 +6,7 @@ equal shards, dealt without replacement; s ∈ {3, 5, 10} in the paper), 2 local
 epochs, batch 64, SGD with momentum 0.9, learning rate 0.01 with cosine decay
 over 100 rounds, full participation. The model is a small MLP (64→128→64→10) so
 that whole sweeps run on a CPU in minutes; ``--config.model.name=cnn4`` gives the
-paper's 2-conv + 2-FC CNN (about 13 s per round for 10 clients on two CPU cores).
+paper's 2-conv + 2-FC CNN (on a CPU about 80× slower per round than the MLP).
 Methods: FedAvg and Kuramoto-FedAvg in its three weightings at κ0 = 0.1, β = 0.01.
 
   python -m fedfrac.main --config=configs/kuramoto/digits.py --workdir=runs/k_digits
