@@ -282,6 +282,16 @@ class Simulation:
       raise ValueError("hyper-parameter overrides need a Simulation built with algorithm_fn")
     return self.algorithm_fn(hp)
 
+  def _cohort_poisoned_labels(self, arrays, ids, byzantine):
+    """Train labels ``[N]`` with every row owned by a label-flipping client of the
+    cohort flipped (the shared ``y`` of ``prepare_cohort``'s views; partitions
+    give each row to one client)."""
+    rows = arrays["client_index"][ids]                                # [S, n_max]
+    owned = jnp.broadcast_to(byzantine[:, None], rows.shape).astype(jnp.int32)
+    hit = jnp.zeros(arrays["y"].shape, jnp.int32).at[rows].max(owned) > 0
+    return jnp.where(hit, attacks_lib.label_flip(arrays["y"], self.data.num_classes),
+                     arrays["y"])
+
   def _client_fn(self, algorithm, payload, arrays, t):
     attack = self.attack
     y_flipped = None
@@ -324,7 +334,10 @@ class Simulation:
     cohort_states = _gather(state.clients, ids)
     byzantine = None if state.byzantine is None else state.byzantine[ids]
     if algorithm.prepare_cohort is not None:
-      views = ClientView(arrays["x"], arrays["y"], arrays["client_index"][ids],
+      y = arrays["y"]
+      if byzantine is not None and self.attack.kind == "label_flip":
+        y = self._cohort_poisoned_labels(arrays, ids, byzantine)
+      views = ClientView(arrays["x"], y, arrays["client_index"][ids],
                          arrays["client_size"][ids], arrays["num_steps"][ids], ids)
       cohort_states = algorithm.prepare_cohort(payload, cohort_states, views, keys, mask, t)
     messages, new_states, client_metrics = self._run_clients(

@@ -150,8 +150,7 @@ def test_robust_rules_of_identical_updates_equal_the_mean():
   fed = identical_clients()
   specs = [server.AggregatorSpec(), server.AggregatorSpec("median"),
            server.AggregatorSpec("trimmed_mean", trim_beta=0.2),
-           server.AggregatorSpec("krum", num_byzantine=1),
-           server.AggregatorSpec("multi_krum", num_byzantine=1)]
+           server.AggregatorSpec("krum", num_byzantine=1)]
   finals = []
   for spec in specs:
     sim = robust_simulation(fed, spec)

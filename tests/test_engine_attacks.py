@@ -162,3 +162,44 @@ def test_attack_config_reaches_the_engine_and_rows():
   c.methods.fedavg.attack = {"kind": "none"}
   sim = experiment.build_simulation(c, "fedavg", helpers.unequal_digits(sizes=(20,) * 6))
   assert sim.config.attack is None and sim.init(0).byzantine is None
+
+
+def label_sum_recorder(ctx):
+  """FedAvg whose client state keeps Σ y over the client's rows as seen by
+  ``prepare_cohort`` (the cohort-wide hook) and by ``client_update``."""
+  fedavg = algorithms.make("fedavg", ctx)
+  n_max = ctx.data_info.client_size.max()
+
+  def own_sum(y, index, size):
+    return jnp.sum(jnp.where(jnp.arange(n_max) < size, y[index], 0))
+
+  def init(key, params0, num_clients, data_info):
+    server, _ = fedavg.init(key, params0, num_clients, data_info)
+    zeros = jnp.zeros((num_clients,), jnp.int32)
+    return server, {"prepare": zeros, "update": zeros}
+
+  def prepare_cohort(payload, states, views, keys, mask, t):
+    sums = jax.vmap(lambda i, s: own_sum(views.y, i, s))(views.index, views.size)
+    return {**states, "prepare": sums}
+
+  def client_update(payload, state, view, key, t):
+    message, _, metrics = fedavg.client_update(payload, None, view, key, t)
+    return message, {**state, "update": own_sum(view.y, view.index, view.size)}, metrics
+
+  return fedavg._replace(init=init, client_update=client_update,
+                         prepare_cohort=prepare_cohort)
+
+
+def test_label_flip_reaches_the_prepare_cohort_hook(fed):
+  attack = engine_lib.AttackConfig(kind="label_flip", fraction=1 / 3)
+  sim = helpers.simulation(fed, label_sum_recorder, {"batch_size": 16}, rounds=1,
+                           attack=attack)
+  state = sim.init(0)
+  byz = np.asarray(state.byzantine)
+  state, _ = sim.run_chunk(state, 1)
+  want = []
+  for k in range(len(SIZES)):
+    y = fed.y_train[fed.client_index[k, :fed.client_size[k]]]
+    want.append((fed.num_classes - 1 - y).sum() if byz[k] else y.sum())
+  np.testing.assert_array_equal(np.asarray(state.clients["prepare"]), want)
+  np.testing.assert_array_equal(np.asarray(state.clients["update"]), want)
