@@ -47,16 +47,25 @@ def make_task(config):
   return base.regression_task(config.task.loss, config.task.huber_delta)
 
 
-def default_unroll(max_steps):
-  """Local-step scan unroll: full up to 16 steps on CPU (loop overhead dominates
-  there), 1 elsewhere."""
-  if jax.default_backend() == "cpu":
+def default_unroll(max_steps, dynamic_steps=False):
+  """Local steps per loop iteration when ``engine.unroll=0``.
+
+  A static scan on CPU is unrolled fully up to 16 steps (loop overhead dominates
+  there); dynamic loops (which stop at each client's own step count) and other
+  backends use 1.
+  """
+  if jax.default_backend() == "cpu" and not dynamic_steps:
     return int(max(1, min(max_steps, 16)))
   return 1
 
 
-def make_training(client_cfg, client_size, rounds, unroll=0) -> base.LocalTraining:
-  """LocalTraining from a (merged) client config and the clients' sizes."""
+def make_training(client_cfg, client_size, rounds, unroll=0,
+                  dynamic_steps=False) -> base.LocalTraining:
+  """LocalTraining from a (merged) client config and the clients' sizes.
+
+  ``dynamic_steps=True`` makes local-step loops run each client's own step count
+  (see :class:`fedfrac.algorithms.base.LocalTraining`).
+  """
   tx = schedules.client_optimizer(client_cfg.optimizer, momentum=client_cfg.momentum,
                                   weight_decay=client_cfg.weight_decay)
   sched = schedules.lr_schedule(client_cfg.schedule, client_cfg.lr, rounds,
@@ -69,17 +78,20 @@ def make_training(client_cfg, client_size, rounds, unroll=0) -> base.LocalTraini
   return base.LocalTraining(
       optimizer=tx, lr_schedule=sched, batch_size=b, local_epochs=epochs,
       local_steps=steps, max_steps=max(int(max_steps), 1),
-      unroll=unroll or default_unroll(max_steps))
+      unroll=unroll or default_unroll(max_steps, dynamic_steps),
+      dynamic_steps=bool(dynamic_steps))
 
 
 def engine_config(config) -> engine_lib.EngineConfig:
   churn = None
   if config.churn.p_leave > 0 or config.churn.p_join < 1:
     churn = (float(config.churn.p_leave), float(config.churn.p_join))
+  e = config.engine
   return engine_lib.EngineConfig(
       rounds=config.rounds, participation=config.participation,
-      client_parallelism=config.engine.client_parallelism,
-      eval_batch_size=config.engine.eval_batch_size, availability=churn)
+      client_parallelism=e.client_parallelism,
+      eval_batch_size=e.eval_batch_size, availability=churn,
+      step_buckets=int(e.get("step_buckets", 0)))
 
 
 def build_simulation(config, label, fed_data, all_client_sizes=None,
@@ -97,7 +109,8 @@ def build_simulation(config, label, fed_data, all_client_sizes=None,
                        fed_data.input_scale)
   client_cfg = config_lib.client_config(config, label)
   sizes = fed_data.client_size if all_client_sizes is None else all_client_sizes
-  training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll)
+  training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll,
+                           config.engine.get("dynamic_steps", False))
   ctx = base.BuildContext(model=model, task=task, training=training,
                           data_info=fed_data.info(), rounds=config.rounds,
                           client_cfg=client_cfg)

@@ -139,7 +139,16 @@ class LocalTraining:
     local_epochs: E (epoch mode: client k runs E·ceil(n_k/B) steps) or None.
     local_steps: H (step mode: every client runs exactly H steps) or None.
     max_steps: static scan length (the largest step count of any client).
-    unroll: ``lax.scan`` unroll factor for the local-step loop.
+    unroll: local steps per loop iteration (``lax.scan`` unroll factor, or the
+      steps written out in one iteration of the dynamic loop).
+    dynamic_steps: if True the local-step loop is a ``lax.while_loop`` whose
+      trip count is the client's own ``ceil(num_steps / unroll)`` instead of a
+      scan over ``max_steps``: under ``vmap`` it runs the largest count of the
+      vmapped clients and leaves finished clients bit-identical, and a client
+      run on its own (``client_parallelism="map"``) never runs a masked step
+      beyond the last partial unrolled iteration. Same results as the scan;
+      not reverse-differentiable (nothing differentiates through local
+      training).
   """
   optimizer: optax.GradientTransformation
   lr_schedule: Callable
@@ -148,6 +157,7 @@ class LocalTraining:
   local_steps: Optional[int]
   max_steps: int
   unroll: int = 1
+  dynamic_steps: bool = False
 
   def steps_for(self, client_size):
     """Local steps per client ``[K]`` (host-side NumPy)."""
@@ -205,12 +215,14 @@ def select_tree(pred, on_true, on_false):
 
 def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
                 training: LocalTraining, optimizer=None, step_hook=None):
-  """Run a client's local steps as one masked ``lax.scan``.
+  """Run a client's local steps as one masked loop.
 
-  The scan runs ``training.max_steps`` iterations; step h is active iff
-  ``h < view.num_steps``; an inactive step leaves params and optimizer state
-  bit-identical. Samples past ``view.size`` in a partial batch are masked out of
-  the loss.
+  Step h is active iff ``h < min(view.num_steps, training.max_steps)``; an
+  inactive step leaves params and optimizer state bit-identical. The loop is a
+  ``lax.scan`` over ``training.max_steps`` steps, or with
+  ``training.dynamic_steps`` a ``lax.while_loop`` that stops after the client's
+  own steps (see :class:`LocalTraining`); both give the same results. Samples
+  past ``view.size`` in a partial batch are masked out of the loss.
 
   Args:
     params: model params pytree.
@@ -235,10 +247,10 @@ def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
   else:
     perms = None
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+  total = jnp.clip(view.num_steps, 0, training.max_steps)
 
-  def body(carry, step):
+  def step_fn(carry, step, masked=True):
     params, opt_state, loss_sum, gnorm_sum = carry
-    active = step < view.num_steps
     pos, sample_mask = batch_positions(view, batch_key, step, training, perms)
     rows = view.index[pos]
     x, y = view.x[rows], view.y[rows]
@@ -247,16 +259,32 @@ def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
       grads = step_hook(grads, params, step)
     updates, new_opt_state = optimizer.update(grads, opt_state, params)
     new_params = jax.tree.map(lambda p, u: p + lr * u, params, updates)
+    gnorm = optax.global_norm(grads)
+    if not masked:   # every step of this loop is active
+      return new_params, new_opt_state, loss_sum + loss, gnorm_sum + gnorm
+    active = step < total
     params = select_tree(active, new_params, params)
     opt_state = select_tree(active, new_opt_state, opt_state)
     act = active.astype(jnp.float32)
-    return (params, opt_state, loss_sum + act * loss,
-            gnorm_sum + act * optax.global_norm(grads)), None
+    return params, opt_state, loss_sum + act * loss, gnorm_sum + act * gnorm
 
   init = (params, opt_state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
-  (params, opt_state, loss_sum, gnorm_sum), _ = jax.lax.scan(
-      body, init, jnp.arange(training.max_steps), unroll=training.unroll)
-  steps = jnp.minimum(view.num_steps, training.max_steps).astype(jnp.float32)
+  unroll = max(int(training.unroll), 1)
+  if training.dynamic_steps:
+    trips = (total + unroll - 1) // unroll
+
+    def body(state):
+      i, carry = state
+      for j in range(unroll):   # written out: `unroll` steps per iteration
+        carry = step_fn(carry, i * unroll + j, masked=unroll > 1)
+      return i + 1, carry
+    _, (params, opt_state, loss_sum, gnorm_sum) = jax.lax.while_loop(
+        lambda state: state[0] < trips, body, (jnp.zeros((), jnp.int32), init))
+  else:
+    (params, opt_state, loss_sum, gnorm_sum), _ = jax.lax.scan(
+        lambda c, h: (step_fn(c, h), None), init, jnp.arange(training.max_steps),
+        unroll=unroll)
+  steps = total.astype(jnp.float32)
   denom = jnp.maximum(steps, 1.0)
   return params, opt_state, {"loss": loss_sum / denom, "steps": steps,
                              "grad_norm": gnorm_sum / denom}
