@@ -69,10 +69,11 @@ def base_config() -> ml_collections.ConfigDict:
   # client_parallelism: vmap | map | auto (map for conv models on CPU, else vmap);
   # unroll: local steps per loop iteration (0 = auto); dynamic_steps: local-step
   # loops stop at each client's own step count; step_buckets: vmapped groups of
-  # the step-sorted cohort (0 = auto). None of them changes results.
+  # the step-sorted cohort (0 = auto); shard_clients: shard the cohort over all
+  # devices (shard_map). None of them changes results.
   c.engine = ml_collections.ConfigDict(dict(
       client_parallelism="auto", unroll=0, eval_batch_size=1024,
-      dynamic_steps=True, step_buckets=0))
+      dynamic_steps=True, step_buckets=0, shard_clients=False))
   c.churn = ml_collections.ConfigDict(dict(p_leave=0.0, p_join=1.0))
 
   # label -> {name: <algorithm>, <options>..., client: {<client overrides>}}
@@ -220,7 +221,7 @@ def validate(config) -> None:
   _check(e.client_parallelism in ("vmap", "map", "auto"), "engine.client_parallelism",
          e.client_parallelism, "allowed values are 'vmap', 'map', 'auto'")
   _int_at_least(config, "engine.unroll", 0)
-  for key in ("dynamic_steps",):
+  for key in ("dynamic_steps", "shard_clients"):
     _check(isinstance(e.get(key, False), bool), f"engine.{key}", e.get(key, False),
            "must be True or False")
   if "step_buckets" in e:

@@ -57,6 +57,8 @@ class EngineConfig:
       group after another, each vmapped group only as long as its largest
       client (less masked work when client sizes differ). ``0`` = auto
       (:func:`auto_step_buckets`); ``1`` = one vmapped group.
+    shard_clients: shard the cohort over all devices with ``shard_map`` (one
+      mesh axis ``clients``); results equal a single-device run.
   """
   rounds: int
   participation: float = 1.0
@@ -65,6 +67,7 @@ class EngineConfig:
   availability: Optional[tuple] = None
   cohort_permutation_seed: Optional[int] = None
   step_buckets: int = 0
+  shard_clients: bool = False
 
 
 class SimState(NamedTuple):
@@ -117,6 +120,17 @@ def auto_parallelism(model: Model, backend: Optional[str] = None) -> str:
   if backend == "cpu" and is_convolutional(model):
     return "map"
   return "vmap"
+
+
+CLIENT_AXIS = "clients"
+
+
+def client_mesh(devices=None):
+  """A 1-D ``jax.sharding.Mesh`` named ``clients`` over ``devices`` (default: all
+  devices, every host's under ``jax.distributed.initialize``)."""
+  devices = list(jax.devices() if devices is None else devices)
+  return jax.make_mesh((len(devices),), (CLIENT_AXIS,),
+                       axis_types=(jax.sharding.AxisType.Auto,), devices=devices)
 
 
 def executed_steps(steps, groups: int, unroll: int = 1, dynamic: bool = True,
@@ -220,9 +234,9 @@ class Simulation:
     if not isinstance(config.step_buckets, int) or config.step_buckets < 0:
       raise ValueError(f"engine.step_buckets={config.step_buckets!r}: must be an "
                        f"integer >= 0 (0 = auto)")
-    self.mesh = None
-    self.num_shards = 1
-    local = self.cohort
+    self.mesh = client_mesh() if config.shard_clients else None
+    self.num_shards = 1 if self.mesh is None else self.mesh.devices.size
+    local = -(-self.cohort // self.num_shards)
     if self.parallelism == "map" or not training.dynamic_steps:
       buckets = 1
     elif config.step_buckets:
@@ -230,6 +244,10 @@ class Simulation:
     else:
       buckets = auto_step_buckets(self.num_steps, local, training.unroll)
     self.step_buckets = buckets
+    if self.mesh is not None:
+      # Data and state live replicated on every device of the mesh (on several
+      # hosts: global arrays built from each process's identical copy).
+      self.arrays = self.replicate(data_arrays(data, training))
     self._run_chunk_jit = jax.jit(self._run_chunk, static_argnums=(3,))
     self._compiled = {}
     self._evaluate_jit = jax.jit(self._evaluate)
@@ -243,7 +261,16 @@ class Simulation:
     server, clients = self.algorithm.init(jax.random.fold_in(key, _INIT_TAG - 1), params0,
                                           self.num_clients, self.data.info())
     available = jnp.ones((self.num_clients,), bool)
-    return SimState(server, clients, available, key, jnp.zeros((), jnp.int32))
+    state = SimState(server, clients, available, key, jnp.zeros((), jnp.int32))
+    return state if self.mesh is None else self.replicate(state)
+
+  def replicate(self, tree):
+    """Place ``tree`` replicated over the client mesh (identity without one)."""
+    if self.mesh is None:
+      return tree
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    host = jax.tree.map(np.asarray, jax.device_get(tree))
+    return jax.device_put(host, NamedSharding(self.mesh, P()))
 
   # ------------------------------------------------------------------ rounds
   def _sample(self, key, available):
@@ -285,7 +312,9 @@ class Simulation:
     executed_steps)`` in cohort order, whichever way the cohort is run."""
     args = (client_states, arrays["client_index"][ids], arrays["client_size"][ids],
             arrays["num_steps"][ids], ids, keys)
-    return self._run_local(algorithm, payload, arrays, t, args)
+    if self.mesh is None:
+      return self._run_local(algorithm, payload, arrays, t, args)
+    return self._run_sharded(algorithm, payload, arrays, t, args)
 
   def _run_local(self, algorithm, payload, arrays, t, args):
     """The cohort (or this device's share of it) as vmap / map / step buckets."""
@@ -316,6 +345,43 @@ class Simulation:
     inverse = jnp.argsort(order[pad:], stable=True) + pad
     out = jax.tree.map(lambda x: x.reshape((groups * m,) + x.shape[2:])[inverse], out)
     return out + (done,)
+
+  def _run_sharded(self, algorithm, payload, arrays, t, args):
+    """The cohort split over the ``clients`` mesh axis with ``shard_map``.
+
+    Each device runs its share as :meth:`_run_local` does; the outputs are then
+    replicated, so aggregation sees the same stacked cohort in the same order as
+    a single-device run. The cohort is padded to a multiple of the device count
+    with zero-step copies of its first client (dropped afterwards).
+    """
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    d = self.num_shards
+    s = args[3].shape[0]
+    pad = -(-s // d) * d - s
+    if pad:
+      rows = jnp.concatenate([jnp.arange(s), jnp.zeros((pad,), jnp.int32)])
+      args = jax.tree.map(lambda x: x[rows], args)
+      args = args[:3] + (jnp.where(jnp.arange(s + pad) < s, args[3], 0),) + args[4:]
+
+    def local(payload, arrays, t, args):
+      messages, states, metrics, done = self._run_local(algorithm, payload, arrays, t,
+                                                        args)
+      return messages, states, metrics, jnp.reshape(done, (1,))
+
+    # check_vma=False: each device runs plain per-client code on its shard, with
+    # no replication typing. With the default check_vma=True, replicated inputs
+    # (the payload) are "invariant" and gradients taken with respect to them
+    # inside client_update would be summed over devices by shard_map's autodiff
+    # unless every algorithm pcast them to "varying" (and every scan carry
+    # initialised from constants would need the same cast).
+    spec = P(CLIENT_AXIS)
+    messages, states, metrics, done = jax.shard_map(
+        local, mesh=self.mesh, in_specs=(P(), P(), P(), spec),
+        out_specs=(spec, spec, spec, spec), check_vma=False)(payload, arrays, t, args)
+    out = jax.lax.with_sharding_constraint((messages, states, metrics),
+                                           NamedSharding(self.mesh, P()))
+    out = jax.tree.map(lambda x: x[:s], out)
+    return out + (done.sum(),)
 
   def _round(self, algorithm, arrays, state: SimState):
     t = state.round

@@ -91,7 +91,8 @@ def engine_config(config) -> engine_lib.EngineConfig:
       rounds=config.rounds, participation=config.participation,
       client_parallelism=e.client_parallelism,
       eval_batch_size=e.eval_batch_size, availability=churn,
-      step_buckets=int(e.get("step_buckets", 0)))
+      step_buckets=int(e.get("step_buckets", 0)),
+      shard_clients=bool(e.get("shard_clients", False)))
 
 
 def build_simulation(config, label, fed_data, all_client_sizes=None,
