@@ -27,6 +27,7 @@ def get_config():
   c.client.lr = 0.1
   c.client.batch_size = 32
   c.client.local_epochs = 2
+  c.engine.unroll = 1          # short compiles: ~20 methods each compile once
   methods = type(c.methods)()
   for name, options in algorithms.quickstart_methods().items():
     methods[name] = type(c.methods)(dict(name=name, **options))

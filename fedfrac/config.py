@@ -12,6 +12,8 @@ import math
 import ml_collections
 
 from fedfrac import algorithms
+from fedfrac import engine as engine_lib
+from fedfrac.algorithms import server as server_lib
 import importlib
 partition_lib = importlib.import_module("fedfrac.data.partition")
 from fedfrac.data import sources
@@ -51,20 +53,40 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.test_fraction = 0.2
   c.data.split_seed = 0
   c.data.seed = -1                   # partition seed; -1 = the run's seed
+  c.data.compat = "paper"            # paper | reference_code (FIRMA authors' pipeline)
   c.data.synthetic = ml_collections.ConfigDict(dict(
       alpha=1.0, beta=1.0, dim=60, num_classes=10, iid=False, max_client_size=2000))
   c.data.tfds = ml_collections.ConfigDict(dict(
       name="mnist", data_dir="", download=False, max_train=0, max_test=0))
+  # BEV energy sources (synthetic_bev, ved_csv): one client per vehicle, so
+  # data.partition must be "natural"; data.num_clients = vehicles in the synthetic
+  # fleet (ved_csv: 0 = every usable vehicle in the files).
+  c.data.bev = ml_collections.ConfigDict(dict(
+      hours_per_vehicle=3.0,             # synthetic fleet: driving hours per vehicle
+      class_mix=(0.6, 0.2, 0.2),         # synthetic fleet: passenger, truck, bus
+      temperature_range_c=(-5.0, 30.0),  # synthetic fleet: per-vehicle climate range
+      window=60,                         # L_win samples per window
+      stride=10,                         # window stride (the VED paper uses 1)
+      fractions=(0.7, 0.1, 0.2),         # train/val/test trips per vehicle
+      holdout_vehicles=(),               # vehicles whose windows all go to test
+      min_windows=1,                     # drop vehicles with fewer windows
+      eval_split="test",                 # split the engine evaluates: test | val
+      input_clip=0.0,                    # clip normalised inputs to ±this (0 = off)
+      ved_path="",                       # VED dynamic CSVs: file, dir or a,b,c
+      ved_resample_dt_s=1.0, ved_max_gap_s=10.0, ved_vehicles=(),
+      ved_current_sign="auto"))
 
   c.model = ml_collections.ConfigDict(dict(
-      name="mlp", hidden=(200, 200), padding="VALID", dropout=0.5))
+      name="mlp", hidden=(200, 200), padding="VALID", dropout=0.5, rnn_hidden=64))
 
   c.client = ml_collections.ConfigDict(dict(
       optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=0.0,
       schedule="constant", final_lr_fraction=0.0, lr_decay=1.0,
       batch_size=32, local_epochs=1, local_steps=0))
 
-  c.task = ml_collections.ConfigDict(dict(loss="cross_entropy", huber_delta=1.0))
+  # mape_eps: ε_Y (label units, Wh for BEV): MAPE counts samples with |y| > ε_Y.
+  c.task = ml_collections.ConfigDict(dict(loss="cross_entropy", huber_delta=1.0,
+                                          mape_eps=1.0))
 
   # client_parallelism: vmap | map | auto (map for conv models on CPU, else vmap);
   # unroll: local steps per loop iteration (0 = auto); dynamic_steps: local-step
@@ -75,8 +97,23 @@ def base_config() -> ml_collections.ConfigDict:
       client_parallelism="auto", unroll=0, eval_batch_size=1024,
       dynamic_steps=True, step_buckets=0, shard_clients=False))
   c.churn = ml_collections.ConfigDict(dict(p_leave=0.0, p_join=1.0))
+  # Asymmetric churn: client group (BEV: vehicle class) -> (p_leave, p_join);
+  # groups not listed use p_leave/p_join above.
+  c.churn.per_class = ml_collections.ConfigDict()
 
-  # label -> {name: <algorithm>, <options>..., client: {<client overrides>}}
+  # How the server combines the cohort's updates (fedfrac.algorithms.server):
+  # mean | median | trimmed_mean (trim_beta per side) | krum | multi_krum
+  # (num_byzantine = f; multi = clients averaged, 0 = cohort − f).
+  c.server = ml_collections.ConfigDict(dict(
+      aggregator="mean", trim_beta=0.1, num_byzantine=0, multi=0))
+  # Byzantine clients, fixed per seed: kind none | sign_flip (send −scale·Δ) |
+  # gaussian (send N(0, std²) noise) | scaled (send scale·Δ) | label_flip
+  # (train on C−1−y); fraction of the K clients; seed -1 = the run's seed.
+  c.attack = ml_collections.ConfigDict(dict(
+      kind="none", fraction=0.0, scale=1.0, std=1.0, seed=-1))
+
+  # label -> {name: <algorithm>, <options>..., client: {<client overrides>},
+  #           server: {<server overrides>}, attack: {<attack overrides>}}
   c.methods = ml_collections.ConfigDict()
   c.methods.fedavg = ml_collections.ConfigDict(dict(name="fedavg"))
   return c
@@ -122,22 +159,102 @@ def method_labels(config):
   return labels
 
 
+# Sections a method entry may override for itself (``methods.<label>.<section>``).
+METHOD_SECTIONS = ("client", "server", "attack")
+
+
 def method_options(method_cfg) -> dict:
-  """Algorithm options of one ``methods.<label>`` entry (without name/client)."""
-  return {k: v for k, v in method_cfg.items() if k not in ("name", "client")}
+  """Algorithm options of one ``methods.<label>`` entry (without name and the
+  per-method ``client`` / ``server`` / ``attack`` overrides)."""
+  return {k: v for k, v in method_cfg.items()
+          if k != "name" and k not in METHOD_SECTIONS}
+
+
+def _section(config, section) -> ml_collections.ConfigDict:
+  """``config.<section>``; the defaults when a hand-built config lacks it."""
+  value = config.get(section, None)
+  return base_config()[section] if value is None else value
+
+
+def _section_config(config, label, section) -> ml_collections.ConfigDict:
+  """``config.<section>`` with ``methods.<label>.<section>`` overrides applied."""
+  merged = ml_collections.ConfigDict(_section(config, section).to_dict())
+  overrides = config.methods[label].get(section, None)
+  if overrides:
+    for k, v in overrides.items():
+      if k not in merged:
+        _fail(f"methods.{label}.{section}.{k}", v,
+              f"unknown {section} option; allowed: {', '.join(merged.keys())}")
+      merged[k] = v
+  return merged
 
 
 def client_config(config, label) -> ml_collections.ConfigDict:
   """``config.client`` with the method's ``client`` overrides applied."""
-  merged = ml_collections.ConfigDict(config.client.to_dict())
-  overrides = config.methods[label].get("client", None)
-  if overrides:
-    for k, v in overrides.items():
-      if k not in merged:
-        _fail(f"methods.{label}.client.{k}", v,
-              f"unknown client option; allowed: {', '.join(merged.keys())}")
-      merged[k] = v
-  return merged
+  return _section_config(config, label, "client")
+
+
+def server_config(config, label) -> ml_collections.ConfigDict:
+  """``config.server`` with the method's ``server`` overrides applied."""
+  return _section_config(config, label, "server")
+
+
+def attack_config(config, label) -> ml_collections.ConfigDict:
+  """``config.attack`` with the method's ``attack`` overrides applied."""
+  return _section_config(config, label, "attack")
+
+
+def _spec(sc) -> server_lib.AggregatorSpec:
+  return server_lib.AggregatorSpec(name=sc.aggregator, trim_beta=sc.trim_beta,
+                                   num_byzantine=sc.num_byzantine, multi=sc.multi)
+
+
+def aggregator_spec(config, label) -> server_lib.AggregatorSpec:
+  """The :class:`AggregatorSpec` of method ``label``."""
+  return _spec(server_config(config, label))
+
+
+def engine_attack(config, label):
+  """The engine's :class:`AttackConfig` of method ``label`` (None: no attack)."""
+  ac = attack_config(config, label)
+  if ac.kind == "none":
+    return None
+  return engine_lib.AttackConfig(kind=ac.kind, fraction=float(ac.fraction),
+                                 scale=float(ac.scale), std=float(ac.std),
+                                 seed=None if ac.seed < 0 else int(ac.seed))
+
+
+def _validate_server(config, sc, prefix, label=None):
+  """Check a ``server`` section; with ``label``, also that the method supports it."""
+  spec = _spec(sc)
+  cohort = engine_lib.cohort_size(config.participation, config.data.num_clients)
+  try:
+    spec.check(cohort, prefix=f"{prefix}.")
+  except ValueError as e:
+    raise ConfigError(f"config.{e}") from None
+  if label is not None and not spec.is_mean:
+    name = config.methods[label].name
+    if not algorithms.supports_robust_aggregation(name):
+      supported = [n for n in algorithms.names() if algorithms.supports_robust_aggregation(n)]
+      _fail(f"{prefix}.aggregator", spec.name,
+            f"algorithm {name!r} (method {label!r}) does not combine client updates "
+            f"through server.combine_deltas; robust aggregators work with "
+            f"{', '.join(supported)}")
+
+
+def _validate_attack(config, ac, prefix):
+  """Check an ``attack`` section."""
+  _check(ac.kind in engine_lib.ATTACKS, f"{prefix}.kind", ac.kind,
+         f"allowed values are {', '.join(engine_lib.ATTACKS)}")
+  _check(_is_num(ac.fraction) and 0 <= ac.fraction <= 1, f"{prefix}.fraction",
+         ac.fraction, "must be in [0, 1]")
+  _check(_is_num(ac.scale), f"{prefix}.scale", ac.scale, "must be a finite number")
+  _check(_is_num(ac.std) and ac.std >= 0, f"{prefix}.std", ac.std, "must be >= 0")
+  _check(_is_int(ac.seed) and ac.seed >= -1, f"{prefix}.seed", ac.seed,
+         "must be an integer >= 0, or -1 for the run's seed")
+  if ac.kind == "label_flip":
+    _check(config.task.loss == "cross_entropy", f"{prefix}.kind", ac.kind,
+           "label_flip needs a classification task (task.loss='cross_entropy')")
 
 
 def _validate_client(cc, prefix):
@@ -163,6 +280,52 @@ def _validate_client(cc, prefix):
            cc.local_epochs, "must be an integer >= 1 (or set local_steps > 0)")
 
 
+_BEV_CLASSES = ("passenger", "truck", "bus", "ev", "phev")
+
+
+def _validate_bev(config):
+  d, b = config.data, config.data.bev
+  _check(d.partition == "natural", "data.partition", d.partition,
+         f"source {d.source!r} has one client per vehicle: must be 'natural'")
+  _check(config.task.loss in ("mse", "huber"), "task.loss", config.task.loss,
+         f"source {d.source!r} is a regression task: allowed values are 'mse', 'huber'")
+  _check(_is_num(b.hours_per_vehicle) and b.hours_per_vehicle > 0,
+         "data.bev.hours_per_vehicle", b.hours_per_vehicle, "must be > 0")
+  _check(isinstance(b.class_mix, (tuple, list)) and len(b.class_mix) == 3
+         and all(_is_num(v) and v >= 0 for v in b.class_mix) and sum(b.class_mix) > 0,
+         "data.bev.class_mix", b.class_mix,
+         "must be 3 non-negative weights (passenger, truck, bus), not all 0")
+  tr = b.temperature_range_c
+  _check(isinstance(tr, (tuple, list)) and len(tr) == 2 and all(_is_num(v) for v in tr)
+         and tr[0] <= tr[1], "data.bev.temperature_range_c", tr,
+         "must be (low, high) in °C with low <= high")
+  _int_at_least(config, "data.bev.window", 1)
+  _int_at_least(config, "data.bev.stride", 1)
+  _int_at_least(config, "data.bev.min_windows", 1)
+  fr = b.fractions
+  _check(isinstance(fr, (tuple, list)) and len(fr) == 3
+         and all(_is_num(v) and v >= 0 for v in fr) and abs(sum(fr) - 1) < 1e-6
+         and fr[0] > 0, "data.bev.fractions", fr,
+         "must be 3 non-negative train/val/test fractions summing to 1, train > 0")
+  _check(isinstance(b.holdout_vehicles, (tuple, list)), "data.bev.holdout_vehicles",
+         b.holdout_vehicles, "must be a tuple of vehicle ids")
+  _check(b.eval_split in ("test", "val"), "data.bev.eval_split", b.eval_split,
+         "allowed values are 'test', 'val'")
+  _check(b.eval_split != "val" or fr[1] > 0, "data.bev.eval_split", b.eval_split,
+         "'val' needs a validation fraction > 0 in data.bev.fractions")
+  _check(_is_num(b.input_clip) and b.input_clip >= 0, "data.bev.input_clip",
+         b.input_clip, "must be >= 0 (0 = off)")
+  if d.source == "ved_csv":
+    _check(isinstance(b.ved_path, str) and b.ved_path != "", "data.bev.ved_path",
+           b.ved_path, "give the VED dynamic-data CSV file(s) or their directory")
+    _check(_is_num(b.ved_resample_dt_s) and b.ved_resample_dt_s > 0,
+           "data.bev.ved_resample_dt_s", b.ved_resample_dt_s, "must be > 0")
+    _check(_is_num(b.ved_max_gap_s) and b.ved_max_gap_s > 0, "data.bev.ved_max_gap_s",
+           b.ved_max_gap_s, "must be > 0")
+    _check(b.ved_current_sign in ("auto", 1, -1), "data.bev.ved_current_sign",
+           b.ved_current_sign, "allowed values are 'auto', 1, -1")
+
+
 def validate(config) -> None:
   """Check every field; raise :class:`ConfigError` on the first bad one."""
   seeds = config.seeds
@@ -184,7 +347,7 @@ def validate(config) -> None:
   d = config.data
   _check(d.source in sources.SOURCES, "data.source", d.source,
          f"allowed values are {', '.join(sources.SOURCES)}")
-  _int_at_least(config, "data.num_clients", 1)
+  _int_at_least(config, "data.num_clients", 0 if d.source == "ved_csv" else 1)
   _check(d.partition in partition_lib.SCHEMES, "data.partition", d.partition,
          f"allowed values are {', '.join(partition_lib.SCHEMES)}")
   _check(_is_num(d.alpha) and d.alpha > 0, "data.alpha", d.alpha, "must be > 0")
@@ -200,9 +363,19 @@ def validate(config) -> None:
          d.test_fraction, "must be in (0, 1)")
   _check(_is_int(d.seed) and d.seed >= -1, "data.seed", d.seed,
          "must be an integer >= 0, or -1 for the run's seed")
+  compat = d.get("compat", "paper")
+  _check(compat in ("paper", "reference_code"), "data.compat", compat,
+         "allowed values are 'paper', 'reference_code'")
+  if compat == "reference_code":
+    _check(d.partition in ("iid", "dirichlet", "label_skew"), "data.partition",
+           d.partition, "data.compat='reference_code' supports 'iid', "
+           "'dirichlet', 'label_skew' (the FIRMA authors' splits)")
   if d.source == "tfds":
     _check(d.tfds.name in sources.TFDS_DATASETS, "data.tfds.name", d.tfds.name,
            f"allowed values are {', '.join(sources.TFDS_DATASETS)}")
+  bev_source = d.source in sources.BEV_SOURCES
+  if bev_source:
+    _validate_bev(config)
 
   m = config.model
   _check(m.name in models.MODELS, "model.name", m.name,
@@ -216,6 +389,17 @@ def validate(config) -> None:
 
   _check(config.task.loss in ("cross_entropy", "mse", "huber"), "task.loss",
          config.task.loss, "allowed values are 'cross_entropy', 'mse', 'huber'")
+  _check(_is_num(config.task.huber_delta) and config.task.huber_delta > 0,
+         "task.huber_delta", config.task.huber_delta, "must be > 0")
+  _check(_is_num(config.task.get("mape_eps", 1.0)) and config.task.get("mape_eps", 1.0) >= 0,
+         "task.mape_eps", config.task.get("mape_eps"), "must be >= 0")
+  _check(_is_num(config.target_rmse) and config.target_rmse >= 0, "target_rmse",
+         config.target_rmse, "must be >= 0 (0 = off)")
+  _check(_is_int(m.get("rnn_hidden", 64)) and m.get("rnn_hidden", 64) >= 1,
+         "model.rnn_hidden", m.get("rnn_hidden"), "must be an integer >= 1")
+  if m.name in models.WINDOW_MODELS:
+    _check(config.task.loss in ("mse", "huber"), "task.loss", config.task.loss,
+           f"model.name={m.name!r} is a regressor: allowed values are 'mse', 'huber'")
 
   e = config.engine
   _check(e.client_parallelism in ("vmap", "map", "auto"), "engine.client_parallelism",
@@ -233,7 +417,19 @@ def validate(config) -> None:
   _check(_is_num(ch.p_join) and 0 <= ch.p_join <= 1, "churn.p_join", ch.p_join,
          "must be in [0, 1]")
 
+  for cls, rates in ch.get("per_class", {}).items():
+    _check(bev_source, f"churn.per_class.{cls}", rates,
+           f"per-class churn needs a source with client groups "
+           f"({', '.join(sources.BEV_SOURCES)}); data.source={d.source!r}")
+    _check(cls in _BEV_CLASSES, f"churn.per_class.{cls}", rates,
+           f"unknown vehicle class {cls!r}; allowed: {', '.join(_BEV_CLASSES)}")
+    _check(isinstance(rates, (tuple, list)) and len(rates) == 2
+           and all(_is_num(r) and 0 <= r <= 1 for r in rates),
+           f"churn.per_class.{cls}", rates, "must be (p_leave, p_join), each in [0, 1]")
+
   _validate_client(config.client, "client")
+  _validate_server(config, _section(config, "server"), "server")
+  _validate_attack(config, _section(config, "attack"), "attack")
   _check(len(config.methods) > 0, "methods", "{}", "must name at least one method")
   for label in method_labels(config):
     mc = config.methods[label]
@@ -241,6 +437,10 @@ def validate(config) -> None:
     _check(name in algorithms.names(), f"methods.{label}.name", name,
            f"allowed values are {', '.join(algorithms.names())}")
     _validate_client(client_config(config, label), f"methods.{label}.client")
+    server_prefix = "server" if "server" not in mc else f"methods.{label}.server"
+    _validate_server(config, server_config(config, label), server_prefix, label)
+    attack_prefix = "attack" if "attack" not in mc else f"methods.{label}.attack"
+    _validate_attack(config, attack_config(config, label), attack_prefix)
     try:
       algorithms.hparams(name, method_options(mc), prefix=f"methods.{label}.")
     except ConfigError:

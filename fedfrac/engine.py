@@ -1,13 +1,20 @@
 """The simulator: vmap over the sampled cohort, lax.scan over rounds (DESIGN §2.2).
 
 One round: availability update (churn) → sample S_t → gather client states →
-``client_update`` over the cohort (vmap or lax.map, same numbers) → scatter →
-``aggregate``. Rounds run in ``lax.scan`` chunks inside one ``jit``; between
-chunks the caller (``fedfrac.experiment``) evaluates, logs and checkpoints.
+(optional ``prepare_cohort``) → ``client_update`` over the cohort (vmap or
+lax.map, same numbers) → scatter → ``aggregate`` (+ optional ``cohort_metrics``).
+Rounds run in ``lax.scan`` chunks inside one ``jit``; between chunks the caller
+(``fedfrac.experiment``) evaluates, logs and checkpoints.
 
 Randomness: one root key per run; round t uses ``fold_in(root, t)`` and client k
 ``fold_in(fold_in(root_t, CLIENT), k)``, so results do not depend on cohort
 order, chunk size or device count.
+
+Adversarial clients (``EngineConfig.attack``): a fixed set of Byzantine clients
+per seed (``ops.attacks.byzantine_mask``, kept in ``SimState.byzantine``) whose
+uploaded messages are transformed after ``client_update`` (sign flip, Gaussian
+noise, scaling), or whose labels are flipped (y -> C − 1 − y) in the view their
+``client_update`` trains on. Honest clients run exactly as without an attack.
 
 Nothing here knows about files, flags or logging.
 """
@@ -26,12 +33,64 @@ from fedfrac.algorithms.base import ClientView, FedAlgorithm, LocalTraining, Tas
 from fedfrac.data.federated import FederatedData
 from fedfrac.metrics import gini_jnp
 from fedfrac.models.base import Model
+from fedfrac.ops import attacks as attacks_lib
 
 # fold_in tags for the per-round key.
 _SAMPLE, _CLIENT, _AGGREGATE, _AVAILABILITY = 0, 1, 2, 3
 _INIT_TAG = 0x7FFFFFFF
+_ATTACK_TAG = 0x7FFFFFFE   # folded into a Byzantine client's key for its attack noise
 
 PARALLELISM = ("vmap", "map", "auto")
+ATTACKS = ("none", "sign_flip", "gaussian", "scaled", "label_flip")
+MESSAGE_ATTACKS = ("sign_flip", "gaussian", "scaled")
+
+
+@dataclasses.dataclass(frozen=True)
+class AttackConfig:
+  """Byzantine clients, fixed per seed.
+
+  Attributes:
+    kind: ``none``; ``sign_flip`` (upload −scale·m instead of the message m);
+      ``gaussian`` (upload N(0, std² I) noise of the message's shape);
+      ``scaled`` (upload scale·m); ``label_flip`` (train on labels C − 1 − y).
+    fraction: share of the K clients that are Byzantine: round(fraction·K)
+      clients chosen by ``ops.attacks.byzantine_mask(K, fraction, seed)``.
+    scale: factor of ``sign_flip`` / ``scaled``.
+    std: noise standard deviation of ``gaussian``.
+    seed: seed of the Byzantine set; None = the run's seed.
+  Message attacks change only floating-point leaves of the message.
+  """
+  kind: str = "none"
+  fraction: float = 0.0
+  scale: float = 1.0
+  std: float = 1.0
+  seed: Optional[int] = None
+
+  @property
+  def active(self) -> bool:
+    return self.kind != "none"
+
+
+def attack_message(message, attack: AttackConfig, byzantine, key):
+  """The message a client uploads: attacked if ``byzantine`` (bool scalar), else
+  ``message`` unchanged (bit for bit). ``key``: the client's round key."""
+  leaves, treedef = jax.tree.flatten(message)
+  floats = [i for i, x in enumerate(leaves) if jnp.issubdtype(jnp.result_type(x),
+                                                               jnp.inexact)]
+  honest = [leaves[i] for i in floats]
+  if attack.kind == "sign_flip":
+    bad = attacks_lib.sign_flip(honest, attack.scale)
+  elif attack.kind == "scaled":
+    bad = attacks_lib.scaled_update(honest, attack.scale)
+  elif attack.kind == "gaussian":
+    bad = attacks_lib.gaussian_attack(honest, jax.random.fold_in(key, _ATTACK_TAG),
+                                      attack.std)
+  else:
+    return message
+  out = list(leaves)
+  for i, h, b in zip(floats, honest, bad):
+    out[i] = jnp.where(byzantine, b, h)
+  return jax.tree.unflatten(treedef, out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +107,8 @@ class EngineConfig:
     eval_batch_size: test examples per evaluation batch.
     availability: ``None`` (always available) or ``(p_leave, p_join)``: each
       client's availability is a two-state Markov chain; S_t is sampled from the
-      available clients (padded slots are masked).
+      available clients (padded slots are masked). Each rate is a scalar or a
+      ``[K]`` array (per-client rates, e.g. asymmetric churn by vehicle class).
     cohort_permutation_seed: ``None`` keeps the cohort sorted by client id; an int
       applies a fixed random permutation to the cohort order (results must not
       change — used to test order invariance).
@@ -59,6 +119,7 @@ class EngineConfig:
       (:func:`auto_step_buckets`); ``1`` = one vmapped group.
     shard_clients: shard the cohort over all devices with ``shard_map`` (one
       mesh axis ``clients``); results equal a single-device run.
+    attack: ``None`` or an :class:`AttackConfig` (Byzantine clients).
   """
   rounds: int
   participation: float = 1.0
@@ -68,6 +129,7 @@ class EngineConfig:
   cohort_permutation_seed: Optional[int] = None
   step_buckets: int = 0
   shard_clients: bool = False
+  attack: Optional[AttackConfig] = None
 
 
 class SimState(NamedTuple):
@@ -77,6 +139,7 @@ class SimState(NamedTuple):
   available: jax.Array   # [K] bool
   key: jax.Array         # root key of the run
   round: jax.Array       # int32, next round to run
+  byzantine: Any = None  # [K] bool Byzantine clients (None: no attack)
 
 
 def cohort_size(participation, num_clients) -> int:
@@ -98,6 +161,12 @@ def data_arrays(data: FederatedData, training: LocalTraining) -> dict:
       "x_test": data.x_test, "y_test": data.y_test,
       "client_test_index": data.client_test_index,
       "client_test_size": data.client_test_size,
+      # Per-test-sample inverse of a label normalisation (regression metrics in
+      # physical units): y_phys = y * scale + center.
+      "y_test_scale": (np.ones(len(data.y_test), np.float32)
+                       if data.y_test_scale is None else data.y_test_scale),
+      "y_test_center": (np.zeros(len(data.y_test), np.float32)
+                        if data.y_test_center is None else data.y_test_center),
   }
 
 
@@ -248,20 +317,50 @@ class Simulation:
       # Data and state live replicated on every device of the mesh (on several
       # hosts: global arrays built from each process's identical copy).
       self.arrays = self.replicate(data_arrays(data, training))
+    if config.availability is not None:
+      for name, rate in zip(("p_leave", "p_join"), config.availability):
+        if np.ndim(rate) not in (0, 1) or (np.ndim(rate) == 1 and
+                                            np.shape(rate)[0] != self.num_clients):
+          raise ValueError(f"engine.availability {name}: a scalar or one rate per "
+                           f"client ({self.num_clients}), got shape {np.shape(rate)}")
+    self.attack = config.attack if config.attack is not None and config.attack.active \
+        else None
+    if self.attack is not None:
+      if self.attack.kind not in ATTACKS:
+        raise ValueError(f"attack.kind={self.attack.kind!r}: allowed values are "
+                         f"{', '.join(ATTACKS)}")
+      if self.attack.kind == "label_flip" and task.name != "classification":
+        raise ValueError("attack.kind='label_flip': needs a classification task, "
+                         f"got {task.name!r}")
     self._run_chunk_jit = jax.jit(self._run_chunk, static_argnums=(3,))
     self._compiled = {}
     self._evaluate_jit = jax.jit(self._evaluate)
     self._comm = None
 
   # ------------------------------------------------------------------ state
-  def init(self, seed) -> SimState:
-    """Initial state for ``seed``; params0 comes from ``fold_in(root, INIT)``."""
+  def init(self, seed, data: Optional[FederatedData] = None) -> SimState:
+    """Initial state for ``seed``; params0 comes from ``fold_in(root, INIT)``.
+
+    ``data`` (default: the simulation's own) is the dataset whose
+    :class:`DataInfo` the algorithm's ``init`` sees (batched runs over several
+    partitions initialise each run from its own partition, e.g. FibFL++'s ring
+    order from its class proportions).
+    """
     key = jax.random.PRNGKey(seed)
     params0 = self.model.init(jax.random.fold_in(key, _INIT_TAG))
+    info = (self.data if data is None else data).info()
     server, clients = self.algorithm.init(jax.random.fold_in(key, _INIT_TAG - 1), params0,
-                                          self.num_clients, self.data.info())
+                                          self.num_clients, info)
     available = jnp.ones((self.num_clients,), bool)
-    state = SimState(server, clients, available, key, jnp.zeros((), jnp.int32))
+    byzantine = None
+    if self.attack is not None:
+      attack_seed = seed if self.attack.seed is None else self.attack.seed
+      if isinstance(attack_seed, jax.core.Tracer):   # under eval_shape: shape only
+        attack_seed = 0
+      byzantine = jnp.asarray(attacks_lib.byzantine_mask(
+          self.num_clients, self.attack.fraction, int(attack_seed)))
+    state = SimState(server, clients, available, key, jnp.zeros((), jnp.int32),
+                     byzantine)
     return state if self.mesh is None else self.replicate(state)
 
   def replicate(self, tree):
@@ -302,16 +401,32 @@ class Simulation:
     return self.algorithm_fn(hp)
 
   def _client_fn(self, algorithm, payload, arrays, t):
-    def one(client_state, index, size, num_steps, client_id, key):
-      view = ClientView(arrays["x"], arrays["y"], index, size, num_steps, client_id)
-      return algorithm.client_update(payload, client_state, view, key, t)
+    attack = self.attack
+    y_flipped = None
+    if attack is not None and attack.kind == "label_flip":
+      y_flipped = attacks_lib.label_flip(arrays["y"], self.data.num_classes)
+
+    def one(client_state, index, size, num_steps, client_id, key, byzantine=None):
+      y = arrays["y"]
+      if y_flipped is not None:
+        # Data poisoning: Byzantine clients see C-1-y (under vmap this is one
+        # [S, N] int label array per round, only when label_flip is on).
+        y = jnp.where(byzantine, y_flipped, y)
+      view = ClientView(arrays["x"], y, index, size, num_steps, client_id)
+      out = algorithm.client_update(payload, client_state, view, key, t)
+      if attack is not None and attack.kind in MESSAGE_ATTACKS:
+        out = (attack_message(out[0], attack, byzantine, key),) + tuple(out[1:])
+      return out
     return one
 
-  def _run_clients(self, algorithm, payload, arrays, t, client_states, ids, keys):
+  def _run_clients(self, algorithm, payload, arrays, t, client_states, ids, keys,
+                   byzantine=None):
     """``client_update`` over the cohort; returns ``(messages, states, metrics,
     executed_steps)`` in cohort order, whichever way the cohort is run."""
     args = (client_states, arrays["client_index"][ids], arrays["client_size"][ids],
             arrays["num_steps"][ids], ids, keys)
+    if byzantine is not None:
+      args = args + (byzantine,)
     if self.mesh is None:
       return self._run_local(algorithm, payload, arrays, t, args)
     return self._run_sharded(algorithm, payload, arrays, t, args)
@@ -393,17 +508,29 @@ class Simulation:
     keys = jax.vmap(lambda i: jax.random.fold_in(client_key, i))(ids)
     payload = algorithm.broadcast(state.server)
     cohort_states = _gather(state.clients, ids)
+    byzantine = None if state.byzantine is None else state.byzantine[ids]
+    if algorithm.prepare_cohort is not None:
+      views = ClientView(arrays["x"], arrays["y"], arrays["client_index"][ids],
+                         arrays["client_size"][ids], arrays["num_steps"][ids], ids)
+      cohort_states = algorithm.prepare_cohort(payload, cohort_states, views, keys, mask, t)
     messages, new_states, client_metrics, done = self._run_clients(
-        algorithm, payload, arrays, t, cohort_states, ids, keys)
+        algorithm, payload, arrays, t, cohort_states, ids, keys, byzantine)
     clients = _scatter(state.clients, ids, new_states, mask)
     weights = arrays["client_size"][ids].astype(jnp.float32) * mask
     out = algorithm.aggregate(state.server, clients, messages, weights, mask,
                                    jax.random.fold_in(key_t, _AGGREGATE))
     server, clients = out[0], out[1]
     server_metrics = out[2] if len(out) > 2 else {}
+    if algorithm.cohort_metrics is not None:
+      server_metrics = {**server_metrics,
+                        **algorithm.cohort_metrics(client_metrics, weights, mask)}
     metrics = self._round_metrics(client_metrics, server_metrics, weights, mask, ids)
     metrics["executed_steps"] = jnp.asarray(done, jnp.float32)
-    return SimState(server, clients, available, state.key, t + 1), metrics
+    if byzantine is not None:
+      metrics["clients/byzantine"] = byzantine
+      metrics["byzantine_clients"] = jnp.sum((byzantine & mask).astype(jnp.float32))
+    return SimState(server, clients, available, state.key, t + 1,
+                    state.byzantine), metrics
 
   @staticmethod
   def _round_metrics(client_metrics, server_metrics, weights, mask, ids):
@@ -456,20 +583,27 @@ class Simulation:
     return self._compiled[num_rounds](self.arrays, state, None)
 
   # ------------------------------------------------------------- evaluation
-  def _example_stats(self, params, x, y):
+  def _stats(self, out, y, scale, center):
+    """Task stats; regression stats are in physical units (per-sample inverse)."""
+    if self.task.name == "regression":
+      return self.task.example_stats(out, y, scale, center)
+    return self.task.example_stats(out, y)
+
+  def _example_stats(self, params, x, y, scale, center):
     """Per-example stats dict over a test array, in batches of eval_batch_size."""
     n = x.shape[0]
     b = min(self.config.eval_batch_size, n)
     nb = -(-n // b)
     pad = nb * b - n
-    xp = jnp.pad(x, ((0, pad),) + ((0, 0),) * (x.ndim - 1))
-    yp = jnp.pad(y, ((0, pad),) + ((0, 0),) * (y.ndim - 1))
+
+    def pad_rows(a):
+      return jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1)).reshape(
+          (nb, b) + a.shape[1:])
 
     def batch_stats(args):
-      xb, yb = args
-      return self.task.example_stats(self.model.apply(params, xb), yb)
-    stats = jax.lax.map(batch_stats, (xp.reshape((nb, b) + x.shape[1:]),
-                                      yp.reshape((nb, b) + y.shape[1:])))
+      xb, yb, sb, cb = args
+      return self._stats(self.model.apply(params, xb), yb, sb, cb)
+    stats = jax.lax.map(batch_stats, tuple(map(pad_rows, (x, y, scale, center))))
     return jax.tree.map(lambda s: s.reshape(-1)[:n], stats)
 
   def _evaluate(self, arrays, state, hp=None):
@@ -480,7 +614,8 @@ class Simulation:
     if not algorithm.personalized:
       first = jax.tree.map(lambda x: x[0], state.clients)
       params = algorithm.eval_params(state.server, first)
-      stats = self._example_stats(params, arrays["x_test"], arrays["y_test"])
+      stats = self._example_stats(params, arrays["x_test"], arrays["y_test"],
+                                  arrays["y_test_scale"], arrays["y_test_center"])
       sums = {k: jnp.sum(v * valid, axis=1) for k, v in
               ((k, v[test_index]) for k, v in stats.items())}
       out = {k: jnp.mean(v) for k, v in stats.items()}
@@ -488,7 +623,8 @@ class Simulation:
       def client_stats(client_state, index, ok):
         params = algorithm.eval_params(state.server, client_state)
         out = self.model.apply(params, arrays["x_test"][index])
-        s = self.task.example_stats(out, arrays["y_test"][index])
+        s = self._stats(out, arrays["y_test"][index], arrays["y_test_scale"][index],
+                        arrays["y_test_center"][index])
         return {k: jnp.sum(v * ok) for k, v in s.items()}
       sums = jax.vmap(client_stats)(state.clients, test_index, valid)
       total = jnp.maximum(test_size.sum(), 1)
@@ -505,13 +641,26 @@ class Simulation:
       client_metric = per_client["correct"]
       name = "client_accuracy"
     else:
+      # Physical units (labels de-normalised per sample); *_macro = mean over
+      # clients with test data of each client's metric.
       result["rmse"] = jnp.sqrt(out["sq_err"])
       result["mae"] = out["abs_err"]
+      result["mape"] = out["ape"] / jnp.maximum(out["ape_count"], 1e-12)
+      result["rmse_norm"] = jnp.sqrt(out["sq_err_norm"])
       result["loss"] = out["loss"]
       client_metric = jnp.sqrt(per_client["sq_err"])
       name = "client_rmse"
     w = has_test.astype(jnp.float32)
     n = jnp.maximum(w.sum(), 1.0)
+    if self.task.name != "classification":
+      result["rmse_macro"] = jnp.sum(w * client_metric) / n
+      result["mae_macro"] = jnp.sum(w * per_client["abs_err"]) / n
+      has_ape = has_test & (per_client["ape_count"] > 0)
+      client_mape = per_client["ape"] / jnp.maximum(per_client["ape_count"], 1e-12)
+      result["mape_macro"] = (jnp.sum(jnp.where(has_ape, client_mape, 0.0)) /
+                              jnp.maximum(has_ape.sum(), 1))
+      result["clients/client_mae"] = per_client["abs_err"]
+      result["clients/client_mape"] = client_mape
     result[f"{name}_mean"] = jnp.sum(w * client_metric) / n
     result[f"{name}_min"] = jnp.min(jnp.where(has_test, client_metric, jnp.inf))
     result[f"{name}_max"] = jnp.max(jnp.where(has_test, client_metric, -jnp.inf))
@@ -552,6 +701,10 @@ def _pad_to(a, shape):
   return np.pad(a, pad, mode="edge")
 
 
+# vmap axes of a batched SimState: everything per run except the shared round.
+STATE_AXES = SimState(server=0, clients=0, available=0, key=0, round=None)
+
+
 class BatchedSimulation:
   """R independent runs of one :class:`Simulation`, vmapped into one program.
 
@@ -560,10 +713,16 @@ class BatchedSimulation:
   across runs are shared, not copied) and in hyper-parameters (a dict of
   scalars per run, passed to the simulation's ``algorithm_fn``). Results equal
   separate runs.
+
+  All runs advance in lockstep, so the round counter ``SimState.round`` is one
+  unbatched scalar shared by every run: a ``lax.cond`` on the round inside an
+  algorithm (e.g. FibFL++'s warm-up) stays a branch instead of becoming a
+  select that executes both sides for every run.
   """
 
   def __init__(self, sim: Simulation, run_data, run_hps=None):
     self.sim = sim
+    self.run_data = list(run_data)
     self.num_runs = len(run_data)
     per_run = [data_arrays(d, sim.training) for d in run_data]
     for d in run_data:
@@ -594,17 +753,21 @@ class BatchedSimulation:
 
     def chunk(arrays, states, hp, num_rounds):
       return jax.vmap(lambda a, st, h: sim._run_chunk(a, st, h, num_rounds),
-                      in_axes=(in_axes, 0, hp_axes))(arrays, states, hp)
+                      in_axes=(in_axes, STATE_AXES, hp_axes),
+                      out_axes=(STATE_AXES, 0))(arrays, states, hp)
     self._chunk = jax.jit(chunk, static_argnums=(3,))
-    self._eval = jax.jit(jax.vmap(sim._evaluate, in_axes=(self.in_axes, 0, hp_axes)))
+    self._eval = jax.jit(jax.vmap(sim._evaluate,
+                                  in_axes=(self.in_axes, STATE_AXES, hp_axes)))
     self._compiled = {}
 
   def init(self, seeds) -> SimState:
     """Stacked initial states, one per run (``seeds`` has one entry per run)."""
     if len(seeds) != self.num_runs:
       raise ValueError(f"seeds: need one seed per run ({self.num_runs}), got {len(seeds)}")
-    states = [self.sim.init(s) for s in seeds]
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+    states = [self.sim.init(s, d) for s, d in zip(seeds, self.run_data)]
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *[st._replace(round=None)
+                                                        for st in states])
+    return stacked._replace(round=states[0].round)
 
   def compile(self, num_rounds, states) -> float:
     num_rounds = int(num_rounds)
@@ -621,5 +784,15 @@ class BatchedSimulation:
       self.compile(num_rounds, states)
     return self._compiled[int(num_rounds)](self.arrays, states, self.hp)
 
+  def compile_eval(self, states) -> float:
+    """Compile ``evaluate`` ahead of time (so run timings exclude it); seconds."""
+    if getattr(self, "_eval_compiled", None) is not None:
+      return 0.0
+    t0 = time.perf_counter()
+    self._eval_compiled = self._eval.lower(self.arrays, states, self.hp).compile()
+    return time.perf_counter() - t0
+
   def evaluate(self, states):
+    if getattr(self, "_eval_compiled", None) is not None:
+      return self._eval_compiled(self.arrays, states, self.hp)
     return self._eval(self.arrays, states, self.hp)

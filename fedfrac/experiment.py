@@ -44,7 +44,8 @@ FIRST_COLUMNS = ("method", "algorithm", "seed", "round")
 def make_task(config):
   if config.task.loss == "cross_entropy":
     return base.classification_task()
-  return base.regression_task(config.task.loss, config.task.huber_delta)
+  return base.regression_task(config.task.loss, config.task.huber_delta,
+                              config.task.get("mape_eps", 1.0))
 
 
 def default_unroll(max_steps, dynamic_steps=False):
@@ -82,15 +83,42 @@ def make_training(client_cfg, client_size, rounds, unroll=0,
       dynamic_steps=bool(dynamic_steps))
 
 
-def engine_config(config) -> engine_lib.EngineConfig:
-  churn = None
-  if config.churn.p_leave > 0 or config.churn.p_join < 1:
-    churn = (float(config.churn.p_leave), float(config.churn.p_join))
+def churn_rates(config, fed_data=None):
+  """``None`` (no churn) or ``(p_leave, p_join)`` for the engine.
+
+  Scalars from ``config.churn.p_leave/p_join``; with ``config.churn.per_class``
+  (group -> (p_leave, p_join), asymmetric churn) per-client ``[K]`` arrays built
+  from ``fed_data.client_group`` (BEV: vehicle class), other groups keeping the
+  scalar rates.
+  """
+  ch = config.churn
+  per_class = dict(ch.get("per_class", {}) or {})
+  if not per_class:
+    if ch.p_leave > 0 or ch.p_join < 1:
+      return (float(ch.p_leave), float(ch.p_join))
+    return None
+  if fed_data is None or fed_data.client_group is None:
+    raise ValueError("config.churn.per_class needs data with client groups "
+                     "(vehicle classes of a BEV source)")
+  groups = np.asarray(fed_data.client_group).astype(str)
+  p_leave = np.full(groups.shape, float(ch.p_leave), np.float32)
+  p_join = np.full(groups.shape, float(ch.p_join), np.float32)
+  for cls, (leave, join) in per_class.items():
+    sel = groups == cls
+    p_leave[sel], p_join[sel] = float(leave), float(join)
+  return (p_leave, p_join)
+
+
+def engine_config(config, label=None, fed_data=None) -> engine_lib.EngineConfig:
+  """Engine settings of the run (with ``label``: that method's attack settings;
+  with ``fed_data``: per-client churn rates from ``config.churn.per_class``)."""
+  churn = churn_rates(config, fed_data)
+  attack = None if label is None else config_lib.engine_attack(config, label)
   e = config.engine
   return engine_lib.EngineConfig(
       rounds=config.rounds, participation=config.participation,
       client_parallelism=e.client_parallelism,
-      eval_batch_size=e.eval_batch_size, availability=churn,
+      eval_batch_size=e.eval_batch_size, availability=churn, attack=attack,
       step_buckets=int(e.get("step_buckets", 0)),
       shard_clients=bool(e.get("shard_clients", False)))
 
@@ -114,7 +142,9 @@ def build_simulation(config, label, fed_data, all_client_sizes=None,
                            config.engine.get("dynamic_steps", False))
   ctx = base.BuildContext(model=model, task=task, training=training,
                           data_info=fed_data.info(), rounds=config.rounds,
-                          client_cfg=client_cfg)
+                          client_cfg=client_cfg,
+                          aggregator=config_lib.aggregator_spec(config, label),
+                          participation=float(config.participation))
   method = config.methods[label]
   options = config_lib.method_options(method)
   algorithm = algorithms.make(method.name, ctx, **options)
@@ -122,7 +152,8 @@ def build_simulation(config, label, fed_data, all_client_sizes=None,
   if traced_options:
     algorithm_fn = lambda hp: algorithms.make(method.name, ctx, **{**options, **hp})
   return engine_lib.Simulation(algorithm, fed_data, model, task, training,
-                               engine_config(config), algorithm_fn=algorithm_fn)
+                               engine_config(config, label, fed_data),
+                               algorithm_fn=algorithm_fn)
 
 
 # --------------------------------------------------------------------------- results
@@ -345,9 +376,12 @@ class RunLog:
   """Rows, cumulative traffic, wall time and status of one (method, seed) run."""
 
   def __init__(self, label, algorithm_name, seed, comm, payload_bytes, message_bytes,
-               on_divergence="stop", history=None):
+               on_divergence="stop", history=None, host_metrics=None):
     self.label, self.algorithm_name, self.seed = label, algorithm_name, seed
-    self.comm, self.payload_bytes, self.message_bytes = comm, payload_bytes, message_bytes
+    self.host_metrics = host_metrics
+    self._host_keys = set()
+    self.comm = round_communication(comm)
+    self.payload_bytes, self.message_bytes = payload_bytes, message_bytes
     self.on_divergence = on_divergence
     h = history or {}
     self.rows = h.get("rows", [])
@@ -376,7 +410,8 @@ class RunLog:
     self.wall += seconds
     for i in range(n):
       participants = float(round_metrics["cohort"][i])
-      up, down = self.comm(self.payload_bytes, self.message_bytes, participants)
+      up, down = self.comm(self.payload_bytes, self.message_bytes, participants,
+                           first_round + i)
       self.cum_up += up
       self.cum_down += down
       row = {"method": self.label, "algorithm": self.algorithm_name, "seed": self.seed,
@@ -387,6 +422,10 @@ class RunLog:
           value = _scalar(v[i])
           if value is not None:
             row[k] = value
+      if self.host_metrics is not None:
+        extra = {k: float(v) for k, v in self.host_metrics(first_round + i + 1).items()}
+        self._host_keys.update(extra)
+        row.update(extra)
       self.round_rows.append(row)
     row = dict(self.round_rows[-1])
     row.update({k: float(v) for k, v in evaluation.items() if not k.startswith("clients/")})
@@ -395,7 +434,8 @@ class RunLog:
     self.client_arrays = {k: np.asarray(v) for k, v in evaluation.items()
                           if k.startswith("clients/")}
     bad = [k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)
-           and not k.startswith("server/") and not k.endswith(("_min", "_max"))]
+           and not k.startswith("server/") and not k.endswith(("_min", "_max"))
+           and k not in self._host_keys]   # e.g. ε = inf without noise
     if bad:
       r = row["round"]
       msg = (f"method {self.label!r} seed {self.seed} diverged at round {r}: "
@@ -432,7 +472,8 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
       state, history = ckpt.restore(step, state)
   payload_bytes, message_bytes = sim.communication_bytes(state)
   log = RunLog(label, config.methods[label].name, seed, sim.algorithm.comm,
-               payload_bytes, message_bytes, config.on_divergence, history)
+               payload_bytes, message_bytes, config.on_divergence, history,
+               sim.algorithm.host_metrics)
   start_round = int(state.round)
   end_round = config.rounds if stop_after_round is None else min(config.rounds,
                                                                  stop_after_round)
@@ -462,11 +503,13 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
 
 
 def _slice_run(tree, i):
-  return jax.tree.map(lambda x: x[i], tree)
+  """Run ``i`` of a batched tree (0-d leaves, e.g. the shared round, are kept)."""
+  return jax.tree.map(lambda x: x[i] if np.ndim(x) else x, tree)
 
 
 def run_many(config, seeds=None, grid: Optional[dict] = None,
-             workdir: Optional[str] = None, progress: Optional[bool] = None) -> Results:
+             workdir: Optional[str] = None, progress: Optional[bool] = None,
+             data_cache: Optional[dict] = None) -> Results:
   """Every method's runs over ``seeds`` (× a ``grid``) vmapped as ONE compiled program.
 
   Args:
@@ -476,6 +519,9 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     grid: optional ``{option: [values]}`` for one continuous algorithm option
       (e.g. ``{"alpha": [0.5, 0.8, 1.0]}``); methods that have the option run
       every value (labelled ``method[option=value]``), the others run once.
+    data_cache: optional dict reused across calls (sweep scripts): federated
+      datasets are memoised in it by (data config, data seed), so a sweep
+      generates or loads each dataset once.
   Returns:
     :class:`Results` equal (to float rounding) to separate ``run`` calls.
     No checkpoints are written (a batched job restarts from scratch).
@@ -484,14 +530,16 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   seeds = tuple(config.seeds if seeds is None else seeds)
   if grid is not None and len(grid) != 1:
     raise ValueError(f"grid={grid!r}: give exactly one option and its values")
-  data_cache, records = {}, []
+  data_cache = {} if data_cache is None else data_cache
+  records = []
+  data_key = config.data.to_json_best_effort(sort_keys=True)
   show = config.progress if progress is None else progress
   for label in config_lib.method_labels(config):
     feds = []
     for seed in seeds:
-      ds = _data_seed(config, seed)
+      ds = (data_key, _data_seed(config, seed))
       if ds not in data_cache:
-        data_cache[ds] = data_lib.build(config.data, ds)
+        data_cache[ds] = data_lib.build(config.data, ds[1])
       feds.append(data_cache[ds])
     method = config.methods[label]
     options = config_lib.method_options(method)
@@ -517,10 +565,14 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     logs = []
     for _, seed, v in runs:
       run_label = label if grid_key is None else f"{label}[{grid_key}={v}]"
+      # Host-side metrics (e.g. DP ε) from the run's own concrete option values.
+      run_algorithm = sim.algorithm if grid_key is None else sim.algorithm_fn({grid_key: v})
       logs.append(RunLog(run_label, method.name, seed, sim.algorithm.comm, payload_bytes,
-                         message_bytes, config.on_divergence))
+                         message_bytes, config.on_divergence,
+                         host_metrics=run_algorithm.host_metrics))
     bar = _Progress(show, config.rounds, f"{label} x{len(runs)} runs", 0)
-    r, compile_s = 0, 0.0
+    # Compile evaluation up front so wall_s counts only running rounds and evals.
+    r, compile_s = 0, batch.compile_eval(states)
     try:
       while r < config.rounds and any(l.status == "ok" for l in logs):
         n = min(config.eval_every, config.rounds - r)
@@ -548,6 +600,22 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     _atomic_write(os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2))
     write_outputs(results, workdir)
   return results
+
+
+def round_communication(comm):
+  """``(payload_bytes, message_bytes, participants, round_index) -> (up, down)``.
+
+  An algorithm's ``comm`` may take a ``round_index`` keyword (0-based) when its
+  traffic changes between rounds (e.g. FibFL++ warm-up rounds).
+  """
+  import inspect
+  try:
+    takes_round = "round_index" in inspect.signature(comm).parameters
+  except (TypeError, ValueError):
+    takes_round = False
+  if takes_round:
+    return lambda p, m, n, r: comm(p, m, n, round_index=r)
+  return lambda p, m, n, r: comm(p, m, n)
 
 
 def _data_seed(config, seed):

@@ -69,6 +69,36 @@ def test_unknown_model_name():
     models.build(_cfg("resnet"), (8, 8, 1), 10)
 
 
+@pytest.mark.parametrize("name,shape,count", [
+    ("cnn4", (28, 28, 1), 1663370),        # McMahan et al. (2017): 1,663,370
+    ("vgg11", (32, 32, 3), 9750922),       # the FedMA/FedNova CIFAR VGG-11
+    # GroupNorm adds a scale and a bias per channel of the 8 conv layers.
+    ("vgg11_gn", (32, 32, 3), 9750922 + 2 * (64 + 128 + 2 * 256 + 4 * 512)),
+])
+def test_kuramoto_paper_models(name, shape, count):
+  model = models.build(_cfg(name, padding="SAME"), shape, 10)
+  params = jax.eval_shape(model.init, jax.random.PRNGKey(0))   # shapes only: fast
+  assert set(params) == {"extractor", "head"}
+  assert models.param_count(params) == count
+  out, feats = jax.eval_shape(lambda p, x: model.apply(p, x, return_features=True),
+                              params, jax.ShapeDtypeStruct((2,) + shape, jnp.float32))
+  assert out.shape == (2, 10) and feats.shape == (2, 512)
+
+
+def test_vgg11_group_norm_layers_and_small_inputs_rejected():
+  model = models.build(_cfg("vgg11_gn"), (32, 32, 3), 10)
+  params = jax.eval_shape(model.init, jax.random.PRNGKey(0))["extractor"]
+  norms = sorted(k for k in params if k.startswith("GroupNorm"))
+  convs = sorted(k for k in params if k.startswith("Conv"))
+  assert len(norms) == len(convs) == 8     # one GroupNorm after every convolution
+  plain = jax.eval_shape(models.build(_cfg("vgg11"), (32, 32, 3), 10).init,
+                         jax.random.PRNGKey(0))["extractor"]
+  assert not any(k.startswith(("GroupNorm", "BatchNorm")) for k in plain)
+  with pytest.raises(ValueError, match="32x32"):
+    jax.eval_shape(models.build(_cfg("vgg11"), (28, 28, 1), 10).init,
+                   jax.random.PRNGKey(0))
+
+
 @pytest.mark.parametrize("padding", ["VALID", "SAME"])
 def test_im2col_convolution_matches_xla_convolution_and_its_gradients(padding):
   from fedfrac.models import cnn

@@ -10,6 +10,19 @@ An algorithm is a value, :class:`FedAlgorithm`, of pure functions:
       -> (server_state, client_states) or (server_state, client_states, metrics)
   eval_params(server_state, client_state) -> params used to evaluate that client
 
+Two optional hooks (``None`` = not used):
+
+  prepare_cohort(payload, cohort_states, views, keys, mask, round) -> cohort_states
+      runs once per round on the whole sampled cohort, outside the per-client
+      vmap, before ``client_update`` (``views`` is a :class:`ClientView` whose
+      per-client fields carry a leading ``[S]`` axis). Work that only some
+      clients need this round (e.g. a periodic loss-landscape probe) can run for
+      exactly those clients here, instead of for every client under a vmapped
+      ``lax.cond`` (which becomes a select).
+  cohort_metrics(client_metrics, weights, mask) -> dict of scalars
+      round diagnostics computed from the stacked ``[S]`` client metrics
+      (e.g. drift statistics); recorded as ``server/<name>``.
+
 ``client_states`` is one pytree whose leaves have a leading axis K (all clients);
 the engine gathers the sampled rows, vmaps ``client_update`` and scatters them
 back before calling ``aggregate`` with the stacked ``messages [S, ...]``,
@@ -18,6 +31,23 @@ back before calling ``aggregate`` with the stacked ``messages [S, ...]``,
 Continuous hyper-parameters may arrive as traced JAX values (so whole runs can be
 vmapped over a grid): builders must use them only in ``jnp`` arithmetic, never in
 Python control flow.
+
+Server-side combination of updates: an algorithm whose server averages the
+cohort's updates (FedAvg, FedAvgM, FedOpt, FedProx, SCAFFOLD, ...) combines them
+with one line,
+
+    combined, info = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
+
+(``fedfrac.algorithms.server``) instead of calling ``weighted_mean`` itself, and
+sets ``ROBUST_AGGREGATION = True`` in its module; the config's ``server``
+section then selects the mean, coordinate median, trimmed mean or (Multi-)Krum
+for it (the mean is the default and gives identical numbers). ``info`` holds
+server metrics to return as ``aggregate``'s third value.
+
+Adversarial clients (``config.attack``) are simulated by the engine, not by the
+algorithms: Byzantine clients' uploaded messages are transformed after
+``client_update`` (so messages should be updates, e.g. model deltas), and
+label-flipping clients see poisoned labels in ``ClientView.y``.
 """
 from __future__ import annotations
 
@@ -47,6 +77,11 @@ class FedAlgorithm(NamedTuple):
   ``comm(payload_bytes, message_bytes, participants) -> (up, down)`` turns the
   message and payload shapes into a round's traffic (decentralised algorithms
   override it, e.g. a ring sends each message to two neighbours per pass).
+  ``host_metrics(rounds_done) -> dict of float`` (optional, host side, not
+  jitted) adds metrics computed from the round count alone to every round's
+  row, e.g. DP-FedAvg's privacy budget ε.
+  ``prepare_cohort`` and ``cohort_metrics`` are the optional hooks described in
+  the module docstring.
   """
   name: str
   init: Callable
@@ -56,6 +91,9 @@ class FedAlgorithm(NamedTuple):
   eval_params: Callable
   personalized: bool = False
   comm: Callable = star_communication
+  host_metrics: Optional[Callable] = None
+  prepare_cohort: Optional[Callable] = None
+  cohort_metrics: Optional[Callable] = None
 
 
 class ClientView(NamedTuple):
@@ -110,16 +148,34 @@ def classification_task() -> Task:
   return Task("classification", cross_entropy, stats)
 
 
-def regression_task(loss="mse", huber_delta=1.0) -> Task:
+def regression_task(loss="mse", huber_delta=1.0, mape_eps=1.0) -> Task:
+  """Scalar regression with an MSE or Huber loss on (possibly normalised) labels.
+
+  ``example_stats(pred [B], y [B], scale=None, center=None)`` returns per-example
+  ``loss`` (training units), ``sq_err``/``abs_err`` in PHYSICAL units, where
+  ``y_phys = y · scale + center`` inverts a per-sample label normalisation (so
+  ``ŷ_phys − y_phys = (ŷ − y) · scale``; ``scale=None`` means 1, ``center=None``
+  0), ``sq_err_norm`` (training units), and for MAPE ``ape`` = 100·|e|/|y_phys|
+  with ``ape_count`` = 1 on samples with ``|y_phys| > mape_eps`` (0 elsewhere).
+  """
   def example_loss(pred, y):
     err = pred.reshape(y.shape) - y
     if loss == "huber":
       return optax.huber_loss(err, delta=huber_delta)
     return err ** 2
 
-  def stats(pred, y):
+  def stats(pred, y, scale=None, center=None):
     err = pred.reshape(y.shape) - y
-    return {"loss": example_loss(pred, y), "sq_err": err ** 2, "abs_err": jnp.abs(err)}
+    scale = jnp.ones_like(y) if scale is None else scale
+    center = jnp.zeros_like(y) if center is None else center
+    err_phys = err * scale
+    y_phys = y * scale + center
+    counted = jnp.abs(y_phys) > mape_eps
+    ape = jnp.where(counted, 100.0 * jnp.abs(err_phys) /
+                    jnp.where(counted, jnp.abs(y_phys), 1.0), 0.0)
+    return {"loss": example_loss(pred, y), "sq_err": err_phys ** 2,
+            "abs_err": jnp.abs(err_phys), "sq_err_norm": err ** 2, "ape": ape,
+            "ape_count": counted.astype(err.dtype)}
   return Task("regression", example_loss, stats)
 
 
@@ -142,12 +198,13 @@ class LocalTraining:
     unroll: local steps per loop iteration (``lax.scan`` unroll factor, or the
       steps written out in one iteration of the dynamic loop).
     dynamic_steps: if True the local-step loop is a ``lax.while_loop`` whose
-      trip count is the client's own ``ceil(num_steps / unroll)`` instead of a
-      scan over ``max_steps``: under ``vmap`` it runs the largest count of the
-      vmapped clients and leaves finished clients bit-identical, and a client
-      run on its own (``client_parallelism="map"``) never runs a masked step
-      beyond the last partial unrolled iteration. Same results as the scan;
-      not reverse-differentiable (nothing differentiates through local
+      trip count is the client's own ``ceil(num_steps / unroll)`` (not bounded
+      by ``max_steps``, so one compiled program serves datasets whose clients
+      need different step counts): under ``vmap`` it runs the largest count of
+      the vmapped clients and leaves finished clients bit-identical, and a
+      client run on its own (``client_parallelism="map"``) never runs a masked
+      step beyond the last partial unrolled iteration. Same results as the
+      scan; not reverse-differentiable (nothing differentiates through local
       training).
   """
   optimizer: optax.GradientTransformation
@@ -217,12 +274,13 @@ def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
                 training: LocalTraining, optimizer=None, step_hook=None):
   """Run a client's local steps as one masked loop.
 
-  Step h is active iff ``h < min(view.num_steps, training.max_steps)``; an
-  inactive step leaves params and optimizer state bit-identical. The loop is a
-  ``lax.scan`` over ``training.max_steps`` steps, or with
-  ``training.dynamic_steps`` a ``lax.while_loop`` that stops after the client's
-  own steps (see :class:`LocalTraining`); both give the same results. Samples
-  past ``view.size`` in a partial batch are masked out of the loss.
+  Step h is active iff ``h < view.num_steps`` (and, for the scan,
+  ``h < training.max_steps``); an inactive step leaves params and optimizer
+  state bit-identical. The loop is a ``lax.scan`` over ``training.max_steps``
+  steps, or with ``training.dynamic_steps`` a ``lax.while_loop`` that stops
+  after the client's own steps (see :class:`LocalTraining`); both give the same
+  results. Samples past ``view.size`` in a partial batch are masked out of the
+  loss.
 
   Args:
     params: model params pytree.
@@ -247,7 +305,10 @@ def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
   else:
     perms = None
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-  total = jnp.clip(view.num_steps, 0, training.max_steps)
+  if training.dynamic_steps:
+    total = jnp.maximum(view.num_steps, 0)
+  else:
+    total = jnp.clip(view.num_steps, 0, training.max_steps)
 
   def step_fn(carry, step, masked=True):
     params, opt_state, loss_sum, gnorm_sum = carry
@@ -304,13 +365,20 @@ def supervised_loss(model: Model, task: Task):
 
 @dataclasses.dataclass(frozen=True)
 class BuildContext:
-  """Everything an algorithm builder may close over (static, host-side)."""
+  """Everything an algorithm builder may close over (static, host-side).
+
+  ``aggregator`` is the :class:`fedfrac.algorithms.server.AggregatorSpec` the
+  config's ``server`` section selects (pass it to ``server.combine_deltas``);
+  ``participation`` is the client fraction C of the run.
+  """
   model: Model
   task: Task
   training: LocalTraining
   data_info: DataInfo
   rounds: int
   client_cfg: Any = None
+  aggregator: Any = None        # server.AggregatorSpec; None = weighted mean
+  participation: float = 1.0    # client fraction C (sampling rate of a round)
 
 
 class HParam(NamedTuple):
@@ -318,6 +386,20 @@ class HParam(NamedTuple):
   default: Any
   check: Optional[Callable] = None
   allowed: str = ""
+
+
+class HParams(dict):
+  """An algorithm's ``{name: HParam}`` plus checks that involve several options.
+
+  Each entry of ``checks`` is ``check(hp) -> None or str``: given the resolved
+  options it returns None when they are consistent, else a message that starts
+  with the offending ``key=value`` (e.g. ``"alpha=1.5: needs
+  allow_heuristic_alpha=True"``). Checks must ignore traced values.
+  """
+
+  def __init__(self, specs, checks=()):
+    super().__init__(specs)
+    self.checks = tuple(checks)
 
 
 def positive(v):
@@ -334,6 +416,17 @@ def unit_interval(v):
 
 def one_of(*values):
   return lambda v: v in values
+
+
+def boolean(v):
+  return isinstance(v, bool)
+
+
+def concrete(v):
+  """``v`` as a Python float when it is a concrete number, else None (traced)."""
+  if _is_traced(v):
+    return None
+  return float(v)
 
 
 def _is_number(v):
@@ -353,6 +446,10 @@ def resolve_hparams(algorithm_name, spec: dict, given: dict, prefix="") -> dict:
     if hp.check is not None and not _is_traced(value) and not hp.check(value):
       raise ValueError(f"{prefix}{key}={value!r}: {hp.allowed or 'invalid value'}")
     out[key] = value
+  for check in getattr(spec, "checks", ()):
+    message = check(out)
+    if message:
+      raise ValueError(f"{prefix}{message}")
   return out
 
 

@@ -4,12 +4,16 @@ Clients start each round from the global model with a fresh client optimizer
 state, run E epochs (or H steps) of the configured optax optimizer and upload
 their model delta Δ_k = w_k − w_t. The server sets
 w_{t+1} = w_t + η_g Σ_k p_k Δ_k with p_k = n_k / Σ_{j∈S_t} n_j (η_g = 1 is FedAvg).
+The sample-weighted mean can be swapped for a robust rule (median, trimmed mean,
+Krum) with the config's ``server`` section (``fedfrac.algorithms.server``).
 """
 from __future__ import annotations
 
 
 from fedfrac.algorithms import base
-from fedfrac.ops import aggregate as agg
+from fedfrac.algorithms import server
+
+ROBUST_AGGREGATION = True
 
 HPARAMS = {
     "server_lr": base.HParam(1.0, base.positive, "server learning rate; must be > 0"),
@@ -38,10 +42,9 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
-    del key
-    mean_delta = agg.weighted_mean(messages, weights, mask)
-    params = base.tree_add(server_state["params"], base.tree_scale(mean_delta, server_lr))
-    return {"params": params}, client_states
+    delta, info = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
+    params = base.tree_add(server_state["params"], base.tree_scale(delta, server_lr))
+    return {"params": params}, client_states, info
 
   def eval_params(server_state, client_state):
     del client_state

@@ -9,7 +9,8 @@ the global test set.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple, Sequence
+import warnings
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -40,6 +41,17 @@ class FederatedData:
     client_test_index: ``[K, m_max]`` int32 indices into the test set.
     client_test_size: ``[K]`` int32 (may be 0 for a client with no test data).
     class_counts: ``[K, C]`` train class histogram.
+    y_test_scale, y_test_center: optional ``[M]`` float32 per-test-sample inverse
+      of the label normalisation, ``y_phys = y · scale + center`` (BEV sources:
+      the scale/center of the sample's own vehicle, fitted on that vehicle's
+      train split). ``None`` means the labels are already in physical units.
+    x_val, y_val, client_val_index, client_val_size, y_val_scale, y_val_center:
+      optional validation split in the same layout (BEV sources: each vehicle's
+      validation trips), for early stopping and tuning; the engine does not read
+      it (set ``data.bev.eval_split="val"`` to evaluate on it instead of test).
+    client_group: optional ``[K]`` str group of each client (BEV: vehicle class).
+    meta: source details (BEV: ``"bev"`` holds the normalised
+      :class:`fedfrac.data.bev.BEVData`, ``"eval_split"`` the evaluated split).
   """
   name: str
   task: str
@@ -54,6 +66,16 @@ class FederatedData:
   client_test_index: np.ndarray
   client_test_size: np.ndarray
   class_counts: np.ndarray
+  y_test_scale: Optional[np.ndarray] = None
+  y_test_center: Optional[np.ndarray] = None
+  x_val: Optional[np.ndarray] = None
+  y_val: Optional[np.ndarray] = None
+  client_val_index: Optional[np.ndarray] = None
+  client_val_size: Optional[np.ndarray] = None
+  y_val_scale: Optional[np.ndarray] = None
+  y_val_center: Optional[np.ndarray] = None
+  client_group: Optional[np.ndarray] = None
+  meta: dict = dataclasses.field(default_factory=dict)
 
   @property
   def num_clients(self) -> int:
@@ -104,6 +126,75 @@ def federate(dataset: sources.Dataset, train_parts, test_parts) -> FederatedData
       client_test_size=test_size, class_counts=counts)
 
 
+def federate_bev(bev_data, eval_split: str = "test",
+                 input_clip: float = 0.0) -> FederatedData:
+  """Vehicles as clients: BEV windows -> :class:`FederatedData` (natural partition).
+
+  Client k is vehicle k: its train rows are its train windows, its per-client test
+  split its test windows (the global test set is the union over vehicles), its
+  validation rows its validation windows. Inputs and labels are standardised per
+  vehicle by that vehicle's TRAIN statistics only
+  (:meth:`fedfrac.data.bev.BEVData.normalized`); models train on the normalised
+  labels. For evaluation in physical units (Wh per window) every test/val sample
+  carries its vehicle's label scale and center (``y_test_scale``,
+  ``y_test_center``), so the engine inverts the normalisation per sample inside
+  its jitted evaluation: ``ŷ_phys = ŷ · s + c`` and ``ŷ_phys − y_phys = (ŷ − y) · s``.
+
+  Args:
+    bev_data: :class:`fedfrac.data.bev.BEVData` in physical units (or normalised).
+    eval_split: ``"test"`` (default) or ``"val"``: the split placed in the test
+      slot the engine evaluates (``"val"`` for tuning / early stopping; the test
+      split then stays untouched in ``meta["bev"]``).
+    input_clip: if > 0, normalised inputs are clipped to ``[-input_clip,
+      input_clip]`` (winsorising: a feature that barely varies in a vehicle's
+      train trips, e.g. outside temperature, has a tiny IQR, so other trips can
+      map to tens of IQRs and a model extrapolates wildly). 0 = no clipping.
+  Returns:
+    :class:`FederatedData` with ``task="regression"``, ``x [N, L, F]``, ``y [N]``
+    float32 (normalised), ``client_group [K]`` the vehicle classes.
+  """
+  if eval_split not in ("test", "val"):
+    raise ValueError(f"data.bev.eval_split={eval_split!r}: allowed values are 'test', "
+                     f"'val'")
+  nb = bev_data if bev_data.is_normalized else bev_data.normalized()
+  if not input_clip >= 0:
+    raise ValueError(f"data.bev.input_clip={input_clip!r}: must be >= 0 (0 = off)")
+  if input_clip > 0:
+    nb = dataclasses.replace(nb, **{f"x_{s}": np.clip(getattr(nb, f"x_{s}"), -input_clip,
+                                                      input_clip) for s in
+                                    ("train", "val", "test")})
+  k = nb.num_clients
+  yc, ys = (np.asarray(a, np.float32) for a in nb.y_norm_stats)
+
+  def parts(client_ids):
+    return [np.flatnonzero(client_ids == i) for i in range(k)]
+
+  train_parts = parts(nb.client_train)
+  if not any(len(p) for p in train_parts):
+    raise ValueError("BEV data has no train windows; lower data.bev.window or add "
+                     "trips")
+  eval_name = eval_split
+  x_ev, y_ev, c_ev = nb.split(eval_name)
+  if len(y_ev) == 0:
+    raise ValueError(f"data.bev.eval_split={eval_split!r}: the {eval_name} split is "
+                     f"empty (data.bev.fractions gives it no trips)")
+  ev_index, ev_size = index_table(parts(c_ev))
+  val_index, val_size = index_table(parts(nb.client_val))
+  client_index, client_size = index_table(train_parts)
+  return FederatedData(
+      name=str(nb.meta.get("source", "bev")), task="regression", num_classes=0,
+      input_scale=1.0, x_train=nb.x_train, y_train=nb.y_train,
+      client_index=client_index, client_size=client_size, x_test=x_ev, y_test=y_ev,
+      client_test_index=ev_index, client_test_size=ev_size,
+      class_counts=np.zeros((k, 0), np.int64),
+      y_test_scale=ys[c_ev], y_test_center=yc[c_ev],
+      x_val=nb.x_val, y_val=nb.y_val, client_val_index=val_index,
+      client_val_size=val_size, y_val_scale=ys[nb.client_val],
+      y_val_center=yc[nb.client_val], client_group=np.asarray(nb.vehicle_class),
+      meta={"bev": nb, "eval_split": eval_name,
+            "source": nb.meta.get("source", "bev")})
+
+
 PARTITION_OPTIONS = {
     "iid": (),
     "dirichlet": ("alpha",),
@@ -113,6 +204,68 @@ PARTITION_OPTIONS = {
 }
 
 
+def reference_code_parts(dataset: sources.Dataset, data_cfg, data_seed):
+  """Train and test client splits exactly as the FIRMA authors' code makes them.
+
+  ``fibfl/data.py`` (``partition``) splits the train labels AND, independently,
+  the test labels with the same scheme and seed (``iid``: permutation +
+  ``array_split``; ``dirichlet``: :func:`~fedfrac.data.partition.dirichlet_reference`;
+  ``label_skew``: :func:`~fedfrac.data.partition.label_skew_parts` with
+  ``min_take=1``), so a client's Dirichlet test classes need not match its train
+  classes. It then drops every client with fewer than ``min_client_size`` train
+  samples (their code: fewer than one batch, 64) and keeps the FIRST as many test
+  splits as clients remain (positional pairing: if a client other than the last
+  ones is dropped, later clients are paired with a neighbour's test split; a
+  warning says so). Returns ``(train_parts, test_parts)``.
+  """
+  scheme = data_cfg.partition
+  n = data_cfg.num_clients
+
+  def split(labels):
+    labels = np.asarray(labels)
+    if scheme == "iid":
+      perm = np.random.default_rng(data_seed).permutation(labels.size)
+      return [np.asarray(p, np.int64) for p in np.array_split(perm, n)]
+    if scheme == "dirichlet":
+      return partition_lib.dirichlet_reference(labels, n, data_seed, data_cfg.alpha,
+                                               dataset.num_classes)
+    if scheme == "label_skew":
+      return partition_lib.label_skew_parts(labels, n, data_seed,
+                                            data_cfg.classes_per_client, min_take=1)
+    raise ValueError(f"data.partition={scheme!r}: data.compat='reference_code' "
+                     f"supports 'iid', 'dirichlet', 'label_skew'")
+
+  train_parts, test_parts = split(dataset.y_train), split(dataset.y_test)
+  floor = max(int(data_cfg.get("min_client_size", 64)), 1)
+  keep = [k for k, p in enumerate(train_parts) if len(p) >= floor]
+  if not keep:
+    raise ValueError(f"data.compat='reference_code': every client has fewer than "
+                     f"min_client_size={floor} train samples")
+  if len(keep) < n:
+    dropped = sorted(set(range(n)) - set(keep))
+    msg = (f"reference_code split: dropping clients {dropped} with fewer than "
+           f"{floor} train samples")
+    if keep != list(range(len(keep))):
+      msg += ("; as in the authors' code the remaining clients take the first "
+              f"{len(keep)} test splits, so some are paired with another client's")
+    warnings.warn(msg)
+  return [train_parts[k] for k in keep], test_parts[:len(keep)]
+
+
+def pad_tables(fed: FederatedData, n_max: int, m_max: int) -> FederatedData:
+  """The same data with index tables padded to widths ``n_max`` / ``m_max``
+  (padding repeats each row's first index), so datasets with different client
+  sizes share array shapes (one compiled program serves them all)."""
+  def pad(table, width):
+    if width < table.shape[1]:
+      raise ValueError(f"pad_tables: width {width} is smaller than the table's "
+                       f"{table.shape[1]}")
+    return np.concatenate(
+        [table, np.repeat(table[:, :1], width - table.shape[1], axis=1)], axis=1)
+  return dataclasses.replace(fed, client_index=pad(fed.client_index, n_max),
+                             client_test_index=pad(fed.client_test_index, m_max))
+
+
 def build(data_cfg, seed) -> FederatedData:
   """Config -> :class:`FederatedData`: load the source, partition, split the test set.
 
@@ -120,9 +273,26 @@ def build(data_cfg, seed) -> FederatedData:
   global test set is divided into per-client test splits: ``"like_train"``
   (each client's own class mix, the FIRMA protocol), ``"iid"`` or ``"natural"``
   (the source's own per-client test data, e.g. FedProx synthetic).
+  ``data_cfg.compat="reference_code"`` instead reproduces the FIRMA authors'
+  pipeline (:func:`reference_code_parts`; digits split by one permutation).
+  BEV sources (``synthetic_bev``, ``ved_csv``) need ``partition="natural"`` (one
+  client per vehicle) and go through :func:`federate_bev`; ``test_split`` does
+  not apply.
   """
   data_seed = seed if data_cfg.get("seed", -1) < 0 else data_cfg.seed
+  if data_cfg.source in sources.BEV_SOURCES:
+    # Vehicles are the clients (natural partition); test/val are their own trips.
+    if data_cfg.partition != "natural":
+      raise ValueError(
+          f"data.partition={data_cfg.partition!r}: source {data_cfg.source!r} has "
+          f"one client per vehicle; set data.partition='natural'")
+    return federate_bev(sources.load_bev(data_cfg, data_seed),
+                        eval_split=data_cfg.bev.eval_split,
+                        input_clip=data_cfg.bev.get("input_clip", 0.0))
   dataset = sources.load(data_cfg, data_seed)
+  if data_cfg.get("compat", "paper") == "reference_code":
+    train_parts, test_parts = reference_code_parts(dataset, data_cfg, data_seed)
+    return federate(dataset, train_parts, test_parts)
   scheme = data_cfg.partition
   kwargs = {k: data_cfg[k] for k in PARTITION_OPTIONS[scheme]}
   kwargs["min_size"] = data_cfg.min_size

@@ -159,34 +159,11 @@ def label_skew(labels, num_clients, seed, classes_per_client=2, min_size=1,
   (``on_small="error"``, default).
   """
   labels = _check_labels(labels)
-  num_classes = int(labels.max()) + 1
-  if (not isinstance(classes_per_client, (int, np.integer))
-      or not 1 <= classes_per_client <= num_classes):
-    raise ValueError(
-        f"classes_per_client={classes_per_client!r}: must be an integer in "
-        f"[1, {num_classes}] (the number of classes)")
   if on_small not in ("drop", "error"):
     raise ValueError(f"on_small={on_small!r}: allowed values are 'drop', 'error'")
   _check_num_clients(num_clients, labels.size, min_size)
-  rng = np.random.default_rng(seed)
-  pools = [list(rng.permutation(np.flatnonzero(labels == c))) for c in range(num_classes)]
-  budget = max(20, labels.size // num_clients)
-  take = {"primary": int(primary_share * budget),
-          "secondary": int(secondary_share * budget),
-          "minority": int(minority_share * budget)}
-  k = classes_per_client
-  parts = []
-  for i in range(num_clients):
-    cyc = [(i * k + j) % num_classes for j in range(2 * k + 1)]
-    primary = list(dict.fromkeys(cyc[:k]))
-    secondary = [c for c in dict.fromkeys(cyc[k:]) if c not in primary]
-    chosen = []
-    for c in range(num_classes):
-      role = "primary" if c in primary else "secondary" if c in secondary else "minority"
-      n_take = min(take[role], len(pools[c]))
-      chosen.extend(pools[c][:n_take])
-      del pools[c][:n_take]
-    parts.append(np.asarray(chosen, np.int64))
+  parts = label_skew_parts(labels, num_clients, seed, classes_per_client,
+                           primary_share, secondary_share, minority_share)
   floor = max(min_size, min_client_size)
   small = [i for i, p in enumerate(parts) if len(p) < floor]
   if small:
@@ -202,6 +179,75 @@ def label_skew(labels, num_clients, seed, classes_per_client=2, min_size=1,
     warnings.warn(f"label_skew: dropping clients {small} with fewer than {floor} samples")
     parts = [p for i, p in enumerate(parts) if i not in small]
   return _finish(parts, min_size, "label_skew")
+
+
+def label_skew_parts(labels, num_clients, seed, classes_per_client=2,
+                     primary_share=0.55, secondary_share=0.20, minority_share=0.03,
+                     min_take=0):
+  """The raw FIRMA label-skew assignment (see :func:`label_skew`), with no
+  minimum-size rule: returns ``num_clients`` index arrays (possibly empty), in
+  the order the samples were taken. Each role takes at least ``min_take``
+  samples per class (the authors' code uses ``max(1, int(share * budget))``,
+  i.e. ``min_take=1``; it only matters when ``int(share * budget)`` is 0)."""
+  labels = _check_labels(labels)
+  num_classes = int(labels.max()) + 1
+  if (not isinstance(classes_per_client, (int, np.integer))
+      or not 1 <= classes_per_client <= num_classes):
+    raise ValueError(
+        f"classes_per_client={classes_per_client!r}: must be an integer in "
+        f"[1, {num_classes}] (the number of classes)")
+  if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
+    raise ValueError(f"num_clients={num_clients!r}: must be an integer >= 1")
+  rng = np.random.default_rng(seed)
+  pools = [list(rng.permutation(np.flatnonzero(labels == c))) for c in range(num_classes)]
+  budget = max(20, labels.size // num_clients)
+  take = {"primary": max(min_take, int(primary_share * budget)),
+          "secondary": max(min_take, int(secondary_share * budget)),
+          "minority": max(min_take, int(minority_share * budget))}
+  k = classes_per_client
+  parts = []
+  for i in range(num_clients):
+    cyc = [(i * k + j) % num_classes for j in range(2 * k + 1)]
+    primary = list(dict.fromkeys(cyc[:k]))
+    secondary = [c for c in dict.fromkeys(cyc[k:]) if c not in primary]
+    chosen = []
+    for c in range(num_classes):
+      role = "primary" if c in primary else "secondary" if c in secondary else "minority"
+      n_take = min(take[role], len(pools[c]))
+      chosen.extend(pools[c][:n_take])
+      del pools[c][:n_take]
+    parts.append(np.asarray(chosen, np.int64))
+  return parts
+
+
+def dirichlet_reference(labels, num_clients, seed, alpha=0.5, num_classes=None):
+  """The FIRMA authors' Dirichlet split (``fibfl/data.py``), reproduced exactly.
+
+  For each class c in order: shuffle the class's indices, draw p ~ Dir(alpha·1_K),
+  give client k ``floor(p_k n_c)`` samples and the last client the remainder.
+  There is no minimum-size guarantee: clients may be small or empty (the authors
+  drop clients with fewer than a batch of train samples afterwards; see
+  ``fedfrac.data.federated.build`` with ``data.compat='reference_code'``).
+  Differs from :func:`dirichlet`, which draws all proportions first, cuts by
+  cumulative proportions and re-draws until every client has ``min_size``.
+  Returns K unsorted index arrays.
+  """
+  labels = _check_labels(labels)
+  if not np.isfinite(alpha) or alpha <= 0:
+    raise ValueError(f"alpha={alpha!r}: Dirichlet concentration must be > 0")
+  if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
+    raise ValueError(f"num_clients={num_clients!r}: must be an integer >= 1")
+  num_classes = int(labels.max()) + 1 if num_classes is None else int(num_classes)
+  rng = np.random.default_rng(seed)
+  parts = [[] for _ in range(num_clients)]
+  for c in range(num_classes):
+    idx = rng.permutation(np.flatnonzero(labels == c))
+    props = rng.dirichlet(np.ones(num_clients) * alpha)
+    sizes = (props * idx.size).astype(np.int64)
+    sizes[-1] = idx.size - sizes[:-1].sum()
+    for k, chunk in enumerate(np.split(idx, np.cumsum(sizes)[:-1])):
+      parts[k].extend(chunk.tolist())
+  return [np.asarray(p, np.int64) for p in parts]
 
 
 def natural(labels, num_clients, seed, group_ids=None, min_size=1):
@@ -279,5 +325,6 @@ def split_iid(num_samples, num_clients, seed):
 
 
 __all__ = ["partition", "iid", "dirichlet", "shards", "label_skew", "natural",
+           "label_skew_parts", "dirichlet_reference",
            "class_counts", "split_test_like_train", "split_iid", "SCHEMES",
            "dirichlet_proportions", "split_by_proportions"]

@@ -56,20 +56,31 @@ def _stratified_split(labels, test_fraction, seed):
   return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-def sklearn_digits(test_fraction=0.2, split_seed=0):
+def sklearn_digits(test_fraction=0.2, split_seed=0, split="stratified"):
   """scikit-learn's bundled 8x8 digits (1,797 real images; offline).
 
   Pixel values 0..16 are scaled to [0, 1]; inputs are ``[N, 8, 8, 1]`` float32.
-  The global test set is a stratified ``test_fraction`` split drawn with
-  ``split_seed``.
+  The global test set is a ``test_fraction`` split drawn with ``split_seed``:
+  ``split="stratified"`` (default) splits every class separately and keeps the
+  original sample order; ``split="permutation"`` is the FIRMA authors' split
+  (``fibfl/data.py``): one random permutation of all samples, the first
+  ``int((1 - test_fraction) * 1797)`` (1,437 at 0.2, with seed 42 in their code)
+  form the train set, in permutation order.
   """
   if not 0.0 < test_fraction < 1.0:
     raise ValueError(f"data.test_fraction={test_fraction!r}: must be in (0, 1)")
+  if split not in ("stratified", "permutation"):
+    raise ValueError(f"split={split!r}: allowed values are 'stratified', 'permutation'")
   from sklearn.datasets import load_digits
   d = load_digits()
   x = (d.images.astype(np.float32) / 16.0)[..., None]
   y = d.target.astype(np.int32)
-  tr, te = _stratified_split(y, test_fraction, split_seed)
+  if split == "stratified":
+    tr, te = _stratified_split(y, test_fraction, split_seed)
+  else:
+    perm = np.random.default_rng(split_seed).permutation(y.size)
+    n_train = int((1.0 - test_fraction) * y.size)
+    tr, te = perm[:n_train], perm[n_train:]
   return Dataset("sklearn_digits", x[tr], y[tr], x[te], y[te], num_classes=10)
 
 
@@ -184,15 +195,93 @@ def tfds_source(name, data_dir=None, download=False, train_split="train",
                  y_te, num_classes=num_classes, input_scale=1.0 / 255.0)
 
 
-SOURCES = ("sklearn_digits", "synthetic", "tfds")
+# Battery-electric-vehicle energy sources: clients are vehicles (natural partition),
+# samples are windows ``[L, F]`` of driving signals, labels the window energy (Wh).
+BEV_SOURCES = ("synthetic_bev", "ved_csv")
+SOURCES = ("sklearn_digits", "synthetic", "tfds") + BEV_SOURCES
+
+
+def _opt_tuple(v):
+  """``()`` / ``None`` / ``""`` -> None, else a tuple (config tuples of ids)."""
+  if v is None or v == "" or (isinstance(v, (tuple, list)) and len(v) == 0):
+    return None
+  return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+
+def load_bev(data_cfg, seed):
+  """The :class:`fedfrac.data.bev.BEVData` named by ``data_cfg.source`` (physical units).
+
+  ``synthetic_bev``: a seeded physics-based fleet of ``data_cfg.num_clients``
+  vehicles (``data_cfg.bev.hours_per_vehicle`` h each, class mix
+  ``data_cfg.bev.class_mix``), generated from ``seed``. ``ved_csv``: the VED
+  dynamic-data CSVs at ``data_cfg.bev.ved_path`` (file, directory or
+  comma-separated list); ``data_cfg.num_clients`` is 0 (keep every EV/PHEV) or the
+  number of vehicles expected. Both use windows of ``data_cfg.bev.window`` samples
+  with stride ``data_cfg.bev.stride``, a trip-level train/val/test split with
+  ``data_cfg.bev.fractions`` seeded by ``seed``, and the vehicles in
+  ``data_cfg.bev.holdout_vehicles`` held out (all their windows in test).
+  """
+  b = data_cfg.bev
+  hold = _opt_tuple(b.holdout_vehicles)
+  if data_cfg.source == "synthetic_bev":
+    from fedfrac.data.synthetic_bev import synthetic_bev as make_fleet
+    return make_fleet(
+        num_vehicles=data_cfg.num_clients, hours_per_vehicle=b.hours_per_vehicle,
+        seed=seed, class_mix=tuple(b.class_mix), window=b.window, stride=b.stride,
+        temperature_range_c=tuple(b.temperature_range_c), holdout_vehicles=hold,
+        min_windows=b.min_windows, fractions=tuple(b.fractions))
+  if data_cfg.source == "ved_csv":
+    from fedfrac.data.ved import load_ved_csv
+    path = b.ved_path
+    if not path:
+      raise ValueError(
+          "data.bev.ved_path='': give the VED dynamic-data CSV file(s) or the "
+          "directory holding them (the Vehicle Energy Dataset, "
+          "https://github.com/gsoh/VED; unzip its 'Dynamic Data' weekly CSVs)")
+    paths = [q.strip() for q in str(path).split(",") if q.strip()]
+    for q in paths:
+      if not os.path.exists(q):
+        raise FileNotFoundError(
+            f"data.bev.ved_path={path!r}: {q!r} does not exist; point it at the VED "
+            f"dynamic-data CSVs (https://github.com/gsoh/VED)")
+    vehicles = _opt_tuple(b.ved_vehicles)
+    data = load_ved_csv(
+        paths if len(paths) > 1 else paths[0], window=b.window, stride=b.stride,
+        resample_dt_s=b.ved_resample_dt_s, max_gap_s=b.ved_max_gap_s,
+        vehicles=vehicles, min_windows=b.min_windows, seed=seed,
+        holdout_vehicles=hold, current_sign=b.ved_current_sign,
+        fractions=tuple(b.fractions))
+    if data_cfg.num_clients and data_cfg.num_clients != data.num_clients:
+      raise ValueError(
+          f"data.num_clients={data_cfg.num_clients}: the VED files hold "
+          f"{data.num_clients} usable vehicles; set data.num_clients=0 (all) or "
+          f"select vehicles with data.bev.ved_vehicles")
+    return data
+  raise ValueError(f"data.source={data_cfg.source!r}: not a BEV source; BEV sources "
+                   f"are {', '.join(BEV_SOURCES)}")
+
+
+def bev_dataset(bev_data) -> Dataset:
+  """A normalised :class:`Dataset` view of BEV data (vehicle ids as groups).
+
+  Train inputs/labels are standardised per vehicle with that vehicle's TRAIN
+  statistics (:meth:`fedfrac.data.bev.BEVData.normalized`); the test set is the
+  union of the vehicles' test windows.
+  """
+  nb = bev_data if bev_data.is_normalized else bev_data.normalized()
+  return Dataset(f"{nb.meta.get('source', 'bev')}", nb.x_train, nb.y_train, nb.x_test,
+                 nb.y_test, num_classes=0, task="regression",
+                 train_groups=nb.client_train, test_groups=nb.client_test)
 
 
 def load(data_cfg, seed):
   """Build the :class:`Dataset` named by ``data_cfg.source``."""
   source = data_cfg.source
   if source == "sklearn_digits":
+    split = ("permutation" if data_cfg.get("compat", "paper") == "reference_code"
+             else "stratified")
     return sklearn_digits(test_fraction=data_cfg.test_fraction,
-                          split_seed=data_cfg.get("split_seed", 0))
+                          split_seed=data_cfg.get("split_seed", 0), split=split)
   if source == "synthetic":
     s = data_cfg.synthetic
     return synthetic(alpha=s.alpha, beta=s.beta, num_clients=data_cfg.num_clients,
@@ -203,4 +292,6 @@ def load(data_cfg, seed):
     t = data_cfg.tfds
     return tfds_source(t.name, data_dir=t.data_dir or None, download=t.download,
                        max_train=t.max_train or None, max_test=t.max_test or None)
+  if source in BEV_SOURCES:
+    return bev_dataset(load_bev(data_cfg, seed))
   raise ValueError(f"data.source={source!r}: allowed values are {', '.join(SOURCES)}")

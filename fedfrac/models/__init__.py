@@ -2,15 +2,32 @@
 from __future__ import annotations
 
 from fedfrac.models.base import Model, SplitModel, param_bytes, param_count
-from fedfrac.models.cnn import CNNCifarExtractor, CNNMnistExtractor, max_pool_2x2
+from fedfrac.models.cnn import (CNN4Extractor, CNNCifarExtractor, CNNMnistExtractor,
+                                VGG11Extractor, max_pool_2x2)
 from fedfrac.models.mlp import FirmaExtractor, Identity, LinearHead, MLPExtractor
 
-MODELS = ("mlp", "firma_mlp", "logistic", "cnn_mnist", "cnn_cifar")
+MODELS = ("mlp", "firma_mlp", "logistic", "cnn_mnist", "cnn_cifar", "cnn4", "vgg11",
+          "vgg11_gn", "window_mlp", "window_gru", "window_lstm")
+# Window regressors (BEV energy): [B, L, F] -> [B]; their own extractor/head split.
+WINDOW_MODELS = ("window_mlp", "window_gru", "window_lstm")
 
 
 def build(model_cfg, input_shape, num_outputs, input_scale=1.0) -> Model:
   """Config -> :class:`Model` with input shape taken from the dataset."""
   name = model_cfg.name
+  if name in WINDOW_MODELS:
+    from fedfrac.models import regression
+    if int(num_outputs) != 1:
+      raise ValueError(f"model.name={name!r} is a scalar regressor (one output); "
+                       f"got num_outputs={num_outputs} (use it with task.loss "
+                       f"'mse' or 'huber')")
+    if name == "window_mlp":
+      module = regression.WindowMLP(hidden=tuple(model_cfg.hidden))
+    else:
+      rnn_hidden = model_cfg.get("rnn_hidden", 64)
+      module = (regression.WindowGRU if name == "window_gru" else
+                regression.WindowLSTM)(hidden=int(rnn_hidden))
+    return Model(module, tuple(input_shape), 1, float(input_scale), name)
   if name == "mlp":
     extractor = MLPExtractor(hidden=tuple(model_cfg.hidden))
   elif name == "firma_mlp":
@@ -21,7 +38,14 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0) -> Model:
     extractor = CNNMnistExtractor(padding=model_cfg.padding, dropout=model_cfg.dropout)
   elif name == "cnn_cifar":
     extractor = CNNCifarExtractor(padding=model_cfg.padding)
+  elif name == "cnn4":
+    extractor = CNN4Extractor(padding=model_cfg.padding)
+  elif name in ("vgg11", "vgg11_gn"):
+    extractor = VGG11Extractor(norm="group" if name == "vgg11_gn" else None)
   else:
     raise ValueError(f"model.name={name!r}: allowed values are {', '.join(MODELS)}")
   module = SplitModel(extractor=extractor, head=LinearHead(num_outputs))
   return Model(module, tuple(input_shape), int(num_outputs), float(input_scale), name)
+
+from fedfrac.models.regression import (WindowGRU, WindowLSTM, WindowMLP, huber_loss,  # noqa: E402
+                                       mse_loss)

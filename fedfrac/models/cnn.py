@@ -11,6 +11,20 @@ experiments (the widely used FedAvg PyTorch reference models of the same names):
 Convolutions use VALID padding as in the reference; ``padding="SAME"`` lets the
 same layer stack run on small inputs (8×8 digits).
 
+Two further models serve the Kuramoto-FedAvg experiments, whose paper names a
+"4-layer CNN" (MNIST, Fashion-MNIST) and VGG-11 (CIFAR-10) without giving sizes;
+the common FL versions are used:
+
+  CNN4 (McMahan et al. 2017, "CNN"): conv5x5(32) → ReLU → maxpool2 → conv5x5(64)
+            → ReLU → maxpool2 → FC(512) → ReLU | head FC(C)   (2 conv + 2 FC layers)
+  VGG11:    VGG configuration "A" (Simonyan & Zisserman 2015) on 32×32 inputs:
+            conv3x3 widths 64, M, 128, M, 256, 256, M, 512, 512, M, 512, 512, M
+            (SAME padding, ReLU) → FC(512) → ReLU → FC(512) → ReLU | head FC(C),
+            the CIFAR variant used by FedMA/FedNova. Without batch norm
+            (``norm=None``; batch statistics do not fit FedAvg's averaging), or
+            with GroupNorm(32 groups) after every convolution (``norm="group"``).
+            No dropout.
+
 Convolutions are :class:`Conv2D` layers (parameters named and initialised exactly
 as ``flax.linen.Conv``), computed as im2col matmuls on CPU and as XLA
 convolutions elsewhere (``conv_impl``). On XLA:CPU the im2col form is several
@@ -178,3 +192,56 @@ class CNNCifarExtractor(nn.Module):
     return nn.relu(nn.Dense(84)(x))
 
 
+
+
+class CNN4Extractor(nn.Module):
+  """The 2-conv + 2-FC "CNN" of McMahan et al. (2017): ``[B, H, W, C] -> [B, 512]``.
+
+  With ``padding="SAME"`` (as in the original) a 28×28 input gives 7·7·64 = 3136
+  features before FC(512); ``"VALID"`` needs inputs of at least 12×12.
+  """
+  padding: str = "SAME"
+  conv_impl: str = "auto"
+
+  @nn.compact
+  def __call__(self, x, train: bool = False):
+    _check_spatial(x, self.padding, "cnn4", 12)
+    conv = lambda f, name: Conv2D(f, (5, 5), self.padding, self.conv_impl, name=name)
+    x = max_pool_2x2(nn.relu(conv(32, "Conv_0")(x)))
+    x = max_pool_2x2(nn.relu(conv(64, "Conv_1")(x)))
+    x = x.reshape((x.shape[0], -1))
+    return nn.relu(nn.Dense(512)(x))
+
+
+VGG11_LAYERS = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
+
+
+class VGG11Extractor(nn.Module):
+  """VGG-11 (configuration A) for 32×32 inputs: ``[B, 32, 32, C] -> [B, 512]``.
+
+  ``norm``: ``None`` (no normalisation) or ``"group"`` (GroupNorm with
+  ``num_groups`` groups after every convolution, before the ReLU).
+  """
+  norm: str | None = None
+  num_groups: int = 32
+  conv_impl: str = "auto"
+
+  @nn.compact
+  def __call__(self, x, train: bool = False):
+    if min(x.shape[1], x.shape[2]) < 32:
+      raise ValueError(
+          f"model.name='vgg11' needs inputs of at least 32x32 (five 2x2 poolings), "
+          f"got {x.shape[1]}x{x.shape[2]}")
+    convs = 0
+    for layer in VGG11_LAYERS:
+      if layer == "M":
+        x = max_pool_2x2(x)
+        continue
+      x = Conv2D(layer, (3, 3), "SAME", self.conv_impl, name=f"Conv_{convs}")(x)
+      convs += 1
+      if self.norm == "group":
+        x = nn.GroupNorm(num_groups=self.num_groups)(x)
+      x = nn.relu(x)
+    x = x.reshape((x.shape[0], -1))
+    x = nn.relu(nn.Dense(512)(x))
+    return nn.relu(nn.Dense(512)(x))

@@ -1,0 +1,48 @@
+"""BEV client churn on the SYNTHETIC fleet: availability is a two-state Markov chain
+per vehicle (p_leave: available -> away, p_join: away -> available); S_t is drawn
+from the available vehicles (fewer than ceil(C K) participate when few are).
+
+  python -m fedfrac.main --config=configs/bev/churn.py:0.1 --workdir=runs/bev_churn01
+
+Arguments: a number p for symmetric churn p_leave = p_join = p (0 = no churn;
+stationary availability 1/2 for p > 0); ``asym_rates`` for p_leave = 0.2,
+p_join = 0.05 (vehicles leave fast and return slowly: stationary availability
+0.2); ``asym_class`` for per-class rates: passenger cars (0.2, 0.2), trucks and
+buses, depot-based fleet vehicles, (0.02, 0.5). FO-RI-FedAvg runs with the light
+roughness probe (configs/bev/base.py).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import ml_collections
+
+_spec = importlib.util.spec_from_file_location(
+    "configs_bev_base", os.path.join(os.path.dirname(os.path.abspath(__file__)), "base.py"))
+base = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(base)
+
+SYMMETRIC = (0.0, 0.05, 0.1, 0.2)
+ASYMMETRIC = ("asym_rates", "asym_class")
+METHODS = ("fedavg", "fo_ri_fedavg")
+
+
+def get_config(arg="0.1"):
+  c = base.get_config()
+  if arg == "asym_rates":
+    c.churn.p_leave, c.churn.p_join = 0.2, 0.05
+  elif arg == "asym_class":
+    c.churn.p_leave, c.churn.p_join = 0.2, 0.2
+    c.churn.per_class.truck = (0.02, 0.5)
+    c.churn.per_class.bus = (0.02, 0.5)
+  else:
+    p = float(arg)
+    c.churn.p_leave = p
+    c.churn.p_join = p if p > 0 else 1.0
+  c.name = f"BEV churn {arg}, SYNTHETIC fleet"
+  c.methods = ml_collections.ConfigDict()
+  for label, (name, options) in base.secondary_methods(METHODS).items():
+    if name in base.available([name]):
+      c.methods[label] = base.method(name, **options)
+  return c

@@ -1,0 +1,141 @@
+"""FedOpt: FedAdam, FedYogi, FedAdagrad (Reddi et al. 2021, "Adaptive Federated
+Optimization", Alg. 2), plus a plain SGD server.
+
+Clients run the shared local training and upload Δ_k = w_k − w_t. The server
+averages them, Δ̄_t = Σ_{k∈S} p_k Δ_k (p_k = n_k / Σ_{j∈S} n_j), and feeds the
+pseudo-gradient −Δ̄_t to an optax server optimizer with learning rate η:
+
+  m_t = β1 m_{t−1} + (1 − β1) Δ̄_t                                 # Alg. 2
+  v_t = v_{t−1} + Δ̄_t²                               (FedAdagrad)
+  v_t = v_{t−1} − (1 − β2) Δ̄_t² sign(v_{t−1} − Δ̄_t²)   (FedYogi)
+  v_t = β2 v_{t−1} + (1 − β2) Δ̄_t²                    (FedAdam)
+  w_{t+1} = w_t + η m_t / (√v_t + τ)
+
+with m_{−1} = 0 and v_{−1} = τ² (Alg. 2 requires v_{−1} ≥ τ²). As in Alg. 2 there
+is no bias correction by default; ``bias_correction=True`` divides m_t by
+1 − β1^{t+1} and v_t by 1 − β2^{t+1} (Adam-style; the form optax.adam uses).
+``server_opt="sgd"`` is w_{t+1} = w_t + η Δ̄_t (η = 1 is FedAvg).
+
+Registered presets: ``fedadam``, ``fedyogi``, ``fedadagrad`` (Reddi et al.'s
+defaults β1 = 0.9, β2 = 0.99, τ = 1e-3).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from fedfrac.algorithms import base, server
+
+SERVER_OPTIMIZERS = ("adam", "yogi", "adagrad", "sgd")
+
+
+def _decay(v):
+  return base.non_negative(v) and v < 1
+
+
+# Updates are combined by server.combine_deltas: config.server selects the rule.
+ROBUST_AGGREGATION = True
+
+HPARAMS = {
+    "server_opt": base.HParam("adam", base.one_of(*SERVER_OPTIMIZERS),
+                              "allowed values are " + ", ".join(SERVER_OPTIMIZERS)),
+    "server_lr": base.HParam(0.01, base.positive, "server learning rate η; must be > 0"),
+    "beta1": base.HParam(0.9, _decay, "first-moment decay β1; must be in [0, 1)"),
+    "beta2": base.HParam(0.99, _decay, "second-moment decay β2; must be in [0, 1)"),
+    "tau": base.HParam(1e-3, base.positive, "adaptivity τ (eps); must be > 0"),
+    "bias_correction": base.HParam(False, base.one_of(False, True),
+                                   "must be True or False"),
+}
+
+
+class AdaptiveState(NamedTuple):
+  count: jax.Array   # [] int32 server steps taken
+  m: optax.Updates
+  v: optax.Updates
+
+
+def scale_by_reddi(kind, beta1=0.9, beta2=0.99, tau=1e-3, bias_correction=False):
+  """The second-moment rules of Reddi et al. 2021, Alg. 2, as an optax transformation.
+
+  Takes (pseudo-)gradients g and returns m / (√v + τ) built from g (the caller
+  scales by −η). ``kind`` is ``"adam"``, ``"yogi"`` or ``"adagrad"``.
+  """
+  if kind not in ("adam", "yogi", "adagrad"):
+    raise ValueError(f"server_opt={kind!r}: allowed values are adam, yogi, adagrad")
+
+  def init_fn(params):
+    return AdaptiveState(jnp.zeros((), jnp.int32), base.tree_zeros_like(params),
+                         jax.tree.map(lambda p: jnp.full_like(p, tau * tau), params))
+
+  def update_fn(updates, state, params=None):
+    del params
+    m = jax.tree.map(lambda m, g: beta1 * m + (1.0 - beta1) * g, state.m, updates)
+    if kind == "adagrad":
+      v = jax.tree.map(lambda v, g: v + g * g, state.v, updates)
+    elif kind == "yogi":
+      v = jax.tree.map(lambda v, g: v - (1.0 - beta2) * g * g * jnp.sign(v - g * g),
+                       state.v, updates)
+    else:
+      v = jax.tree.map(lambda v, g: beta2 * v + (1.0 - beta2) * g * g, state.v, updates)
+    count = state.count + 1
+    if bias_correction:
+      t = count.astype(jnp.float32)
+      c1 = 1.0 - jnp.power(beta1, t)
+      c2 = 1.0 - jnp.power(beta2, t) if kind != "adagrad" else 1.0
+      out = jax.tree.map(lambda m, v: (m / c1) / (jnp.sqrt(v / c2) + tau), m, v)
+    else:
+      out = jax.tree.map(lambda m, v: m / (jnp.sqrt(v) + tau), m, v)
+    return out, AdaptiveState(count, m, v)
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
+def server_optimizer(hp) -> optax.GradientTransformation:
+  """The optax server optimizer of a resolved FedOpt option dict."""
+  kind = hp["server_opt"]
+  if kind == "sgd":
+    return optax.sgd(hp["server_lr"])
+  return optax.chain(
+      scale_by_reddi(kind, hp["beta1"], hp["beta2"], hp["tau"], hp["bias_correction"]),
+      optax.scale(-1.0 * hp["server_lr"]))
+
+
+def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+  training = ctx.training
+  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  server_tx = server_optimizer(hp)
+
+  def init(key, params0, num_clients, data_info):
+    del key, num_clients, data_info
+    return {"params": params0, "opt_state": server_tx.init(params0)}, None
+
+  def broadcast(server_state):
+    return server_state["params"]
+
+  def client_update(payload, client_state, view, key, round_index):
+    lr = training.lr_schedule(round_index)
+    opt_state = training.optimizer.init(payload)
+    params, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
+                                          training)
+    delta = base.tree_sub(params, payload)
+    metrics["update_norm"] = base.tree_norm(delta)
+    return delta, client_state, metrics
+
+  def aggregate(server_state, client_states, messages, weights, mask, key):
+    mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
+    pseudo_grad = jax.tree.map(jnp.negative, mean_delta)    # −Δ̄_t
+    updates, opt_state = server_tx.update(pseudo_grad, server_state["opt_state"],
+                                          server_state["params"])
+    params = optax.apply_updates(server_state["params"], updates)
+    return ({"params": params, "opt_state": opt_state}, client_states,
+            {"server_step_norm": base.tree_norm(updates)})
+
+  def eval_params(server_state, client_state):
+    del client_state
+    return server_state["params"]
+
+  return base.FedAlgorithm("fedopt", init, broadcast, client_update, aggregate,
+                           eval_params)

@@ -1,0 +1,124 @@
+"""SCAFFOLD (Karimireddy et al. 2020, "SCAFFOLD: Stochastic Controlled Averaging for
+Federated Learning", Alg. 1 with option II control variates).
+
+Server state: model x and control variate c. Client state: c_k (zeros at t = 0,
+one row per client). In round t every sampled client receives (x, c) and runs its
+local steps with the corrected gradient
+
+  y ← y − η (g_k(y) − c_k + c)                      # Alg. 1, local update
+
+(the correction is applied to the mini-batch gradient before the configured
+optax client optimizer; with plain SGD this is the paper's update). Then
+
+  c_k⁺ = c_k − c + (x − y_k) / (K_k η)                # Alg. 1, control variate option II
+
+with K_k the client's own number of active local steps this round and η the
+round's client learning rate. The client uploads (Δy_k, Δc_k) = (y_k − x, c_k⁺ − c_k)
+— twice a model's bytes — and the server applies
+
+  x ← x + η_g Σ_{k∈S} p_k Δy_k                        # Alg. 1, server model
+  c ← c + Σ_{k∈S} q_k Δc_k                            # Alg. 1, server control variate
+
+Weighting (option ``weighting``):
+  ``"samples"`` (default, the FedAvg convention used by every fedfrac method):
+    p_k = n_k / Σ_{j∈S} n_j and q_k = n_k / n (n = all clients' samples), which
+    keeps c = Σ_k (n_k/n) c_k over all clients, the control variate of the
+    sample-weighted objective.
+  ``"uniform"`` (Alg. 1 as printed): p_k = 1/|S| and q_k = 1/N, so
+    c ← c + (|S|/N)·mean_k Δc_k and c = (1/N) Σ_k c_k.
+In round 0 all control variates are zero, so that round equals FedAvg (with the
+same weighting). With a non-SGD client optimizer option II's c_k⁺ is the usual
+heuristic (x − y_k)/(K η), an average "effective gradient".
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from fedfrac.algorithms import base
+from fedfrac.ops import aggregate as agg
+
+WEIGHTINGS = ("samples", "uniform")
+
+HPARAMS = {
+    "server_lr": base.HParam(1.0, base.positive, "server learning rate η_g; must be > 0"),
+    "weighting": base.HParam("samples", base.one_of(*WEIGHTINGS),
+                             "allowed values are 'samples', 'uniform'"),
+}
+
+
+def cohort_weights(weights, mask, client_size, weighting):
+  """Server weights ``(p [S], q [S])`` of the model and control-variate updates.
+
+  ``weights`` are the engine's ``n_k · mask``; ``client_size [K]`` holds every
+  client's n_k. ``p`` sums to one over the participating slots; ``q`` is each
+  participant's share of the whole population (n_k / n, or 1/N).
+  """
+  m = mask.astype(jnp.float32)
+  if weighting == "uniform":
+    return agg.normalize_weights(m), m / client_size.shape[0]
+  total = jnp.sum(client_size.astype(jnp.float32))
+  return agg.normalize_weights(weights, mask), weights * m / total
+
+
+def weighted_sum(stacked, q):
+  """Σ_k q_k x_k over the leading axis (no normalisation)."""
+  return jax.tree.map(lambda x: jnp.tensordot(q.astype(x.dtype), x, axes=(0, 0)), stacked)
+
+
+def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+  training = ctx.training
+  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  server_lr, weighting = hp["server_lr"], hp["weighting"]
+  client_size = jnp.asarray(ctx.data_info.client_size)
+
+  def init(key, params0, num_clients, data_info):
+    del key, data_info
+    zeros = base.tree_zeros_like(params0)
+    return ({"params": params0, "c": zeros},
+            {"c": base.stack_for_clients(zeros, num_clients)})
+
+  def broadcast(server_state):
+    return {"params": server_state["params"], "c": server_state["c"]}
+
+  def client_update(payload, client_state, view, key, round_index):
+    lr = training.lr_schedule(round_index)
+    x, c = payload["params"], payload["c"]
+    c_k = client_state["c"]
+
+    def corrected(grads, params, step):
+      del params, step
+      # g − c_k + c   (Alg. 1, local update)
+      return jax.tree.map(lambda g, ck, cs: g - ck + cs, grads, c_k, c)
+
+    opt_state = training.optimizer.init(x)
+    y, _, metrics = base.local_train(x, opt_state, view, key, lr, loss_fn, training,
+                                     step_hook=corrected)
+    steps = metrics["steps"]
+    scale = 1.0 / (jnp.maximum(steps, 1.0) * lr)
+    # c_k⁺ = c_k − c + (x − y_k)/(K_k η)   (Alg. 1, option II)
+    c_new = jax.tree.map(lambda ck, cs, a, b: jnp.where(steps > 0, ck - cs + (a - b) * scale,
+                                                        ck),
+                         c_k, c, x, y)
+    delta_y = base.tree_sub(y, x)
+    delta_c = base.tree_sub(c_new, c_k)
+    metrics["update_norm"] = base.tree_norm(delta_y)
+    metrics["control_norm"] = base.tree_norm(c_new)
+    return {"delta": delta_y, "delta_c": delta_c}, {"c": c_new}, metrics
+
+  def aggregate(server_state, client_states, messages, weights, mask, key):
+    del key
+    p, q = cohort_weights(weights, mask, client_size, weighting)
+    mean_delta = weighted_sum(messages["delta"], p)
+    # x ← x + η_g Σ p_k Δy_k;  c ← c + Σ q_k Δc_k   (Alg. 1, server update)
+    params = base.tree_add(server_state["params"], base.tree_scale(mean_delta, server_lr))
+    c = base.tree_add(server_state["c"], weighted_sum(messages["delta_c"], q))
+    return ({"params": params, "c": c}, client_states,
+            {"control_norm": base.tree_norm(c)})
+
+  def eval_params(server_state, client_state):
+    del client_state
+    return server_state["params"]
+
+  return base.FedAlgorithm("scaffold", init, broadcast, client_update, aggregate,
+                           eval_params)

@@ -1,0 +1,192 @@
+"""FO-RI-FedAvg family: reductions, probe schedule and reuse, spectral gate, diagnostics."""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from scipy import stats
+
+from fedfrac import algorithms
+from fedfrac import config as config_lib
+from fedfrac import engine as engine_lib
+from fedfrac import metrics
+from fedfrac.algorithms import base, fo_ri_fedavg
+from fedfrac.ops import roughness_index
+from fedfrac.optim import fractional
+from tests import helpers
+
+CLIENT = {"schedule": "inv_sqrt", "batch_size": 16, "lr": 0.1}
+PROBE = dict(num_directions=3, grid=6, probe_batch=8, radius=0.05)
+
+
+@pytest.fixture(scope="module")
+def fed():
+  return helpers.unequal_digits(sizes=(13, 40, 75, 22))
+
+
+def _params_equal(a, b):
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    np.testing.assert_array_equal(x, y)
+
+
+def _fedavg_with(optimizer):
+  def builder(ctx):
+    training = dataclasses.replace(ctx.training, optimizer=optimizer(ctx.training))
+    return algorithms.make("fedavg", dataclasses.replace(ctx, training=training))
+  return builder
+
+
+def test_lambda_zero_is_fo_fedavg_and_alpha_one_is_fedavg(fed):
+  # FO-FedAvg written independently: FedAvg whose client optimizer is the
+  # element-wise fractional preconditioner followed by SGD.
+  fo = helpers.simulation(fed, _fedavg_with(lambda tr: optax.chain(
+      fractional(0.8, 1e-6, "elementwise", p_min=0.2, p_max=5.0), tr.optimizer)), CLIENT)
+  want, _ = fo.run_chunk(fo.init(0), 2)
+  # λ = 0 with probing switched on: probes run, the pull stays off.
+  ri = helpers.simulation(fed, lambda ctx: algorithms.make(
+      "fo_ri_fedavg", ctx, lam=0.0, probe="on", probe_every=1, **PROBE), CLIENT)
+  got, m = ri.run_chunk(ri.init(0), 2)
+  _params_equal(got.server["params"], want.server["params"])
+  assert np.all(np.asarray(m["clients/probed"]) == 1)
+  assert np.all(np.asarray(got.clients["probes"]) == 2)
+  fedavg = helpers.simulation(fed, lambda ctx: algorithms.make("fedavg", ctx), CLIENT)
+  plain, _ = fedavg.run_chunk(fedavg.init(0), 2)
+  both = helpers.simulation(fed, lambda ctx: algorithms.make("fo_fedavg", ctx, alpha=1.0),
+                            CLIENT)
+  got, _ = both.run_chunk(both.init(0), 2)
+  _params_equal(got.server["params"], plain.server["params"])
+
+
+def _probe_reference(sim, params, k, t, root_key, hp):
+  """I_k written directly with ff.ops.roughness_index on the client's first B rows."""
+  key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(root_key, t),
+                                              engine_lib._CLIENT), k)
+  b = hp["probe_batch"]
+  rows = sim.data.client_index[k][np.minimum(np.arange(b), sim.data.client_index.shape[1] - 1)]
+  valid = np.arange(b) < sim.data.client_size[k]
+  batch = (jnp.asarray(sim.data.x_train[rows]), jnp.asarray(sim.data.y_train[rows]),
+           jnp.asarray(valid))
+
+  def loss(p, batch):
+    x, y, v = batch
+    per = optax.softmax_cross_entropy_with_integer_labels(sim.model.apply(p, x), y)
+    return jnp.sum(per * v) / jnp.sum(v)
+  return float(jax.jit(lambda p: roughness_index(
+      loss, p, batch, jax.random.fold_in(key, fo_ri_fedavg.PROBE_KEY_TAG),
+      hp["num_directions"], hp["radius"], hp["grid"]))(params))
+
+
+@pytest.fixture(scope="module")
+def probed_run(fed):
+  """FO-RI with R_probe = 2 under partial participation, one round at a time."""
+  hp = dict(PROBE, lam=0.5, probe_every=2)
+  sim = helpers.simulation(fed, lambda ctx: algorithms.make("fo_ri_fedavg", ctx, **hp),
+                           CLIENT, rounds=5, participation=0.5)
+  state = sim.init(1)
+  history = []
+  for _ in range(5):
+    before = state
+    state, m = sim.run_chunk(state, 1)
+    history.append((before, jax.tree.map(lambda x: np.asarray(x[0]), m)))
+  return sim, hp, state, history
+
+
+def test_probe_every_r_participations_with_reuse(probed_run):
+  sim, hp, final, history = probed_run
+  reused = fresh_after_first = 0
+  for t, (before, m) in enumerate(history):
+    for slot, k in enumerate(m["clients/ids"].tolist()):
+      count = int(before.clients["participations"][k])
+      due = count % hp["probe_every"] == 0
+      assert m["clients/probed"][slot] == float(due)
+      if due:
+        want = _probe_reference(sim, before.server["params"], k, t, before.key, hp)
+        assert m["clients/roughness"][slot] == pytest.approx(want, rel=1e-4, abs=1e-6)
+        fresh_after_first += count > 0
+      else:
+        assert m["clients/roughness"][slot] == before.clients["roughness"][k]
+        reused += 1
+      r = m["clients/roughness"][slot]
+      assert m["clients/prox_coef"][slot] == pytest.approx(hp["lam"] * r / (r + 1.0),
+                                                           rel=1e-5)
+  assert reused > 0 and fresh_after_first > 0
+  parts = np.asarray(final.clients["participations"])
+  np.testing.assert_array_equal(np.asarray(final.clients["probes"]),
+                                -(-parts // hp["probe_every"]))
+
+
+def test_diagnostics_match_numpy(probed_run):
+  _, _, _, history = probed_run
+  checked = 0
+  for _, m in history:
+    valid = np.asarray(m["clients/mask"], bool)
+    drift, rough = m["clients/drift"][valid], m["clients/roughness"][valid]
+    want = metrics.drift_stats(drift)
+    assert m["server/drift_mean"] == pytest.approx(want["drift_mean"], rel=1e-5)
+    assert m["server/drift_cv"] == pytest.approx(want["drift_cv"], rel=1e-4, abs=1e-7)
+    tert = metrics.tertile_means(rough, drift)
+    got = [m[f"server/drift_tertile_{n}"] for n in ("low", "mid", "high")]
+    np.testing.assert_allclose(got, tert, rtol=1e-5)
+    assert m["server/roughness_mean"] == pytest.approx(rough.mean(), rel=1e-5)
+    if np.ptp(rough) > 0:
+      assert m["server/pearson_roughness_drift"] == pytest.approx(
+          stats.pearsonr(rough, drift)[0], abs=1e-4)
+      assert m["server/spearman_roughness_drift"] == pytest.approx(
+          stats.spearmanr(rough, drift)[0], abs=1e-4)
+      checked += 1
+  assert checked > 0
+
+
+def test_spectral_gate_scales_the_step_by_one_over_one_plus_beta_kappa(fed):
+  client = dict(CLIENT, local_steps=1)
+  beta = 2.0
+  plain = helpers.simulation(fed, lambda ctx: algorithms.make("fedavg", ctx), client)
+  s0 = plain.init(0)
+  s1, _ = plain.run_chunk(s0, 1)
+  gated = helpers.simulation(fed, lambda ctx: algorithms.make(
+      "fo_fedavg", ctx, alpha=1.0, beta_kappa=beta), client)
+  g1, _ = gated.run_chunk(gated.init(0), 1)
+  w = np.asarray(s0.server["params"]["head"]["Dense_0"]["kernel"], np.float64)
+  sv = np.linalg.svd(w, compute_uv=False)
+  kappa = sv[0] / np.sqrt(np.sum(sv ** 2))
+  for a, b, c in zip(jax.tree.leaves(s0.server["params"]), jax.tree.leaves(s1.server["params"]),
+                     jax.tree.leaves(g1.server["params"])):
+    np.testing.assert_allclose(np.asarray(c) - a, (np.asarray(b) - a) / (1 + beta * kappa),
+                               rtol=2e-3, atol=1e-7)
+
+
+def test_response_functions():
+  index = jnp.asarray([0.0, 0.5, 2.0])
+  np.testing.assert_allclose(fo_ri_fedavg.response(index, "saturating", tau=0.5),
+                             [0.0, 0.5, 0.8], rtol=1e-6)
+  np.testing.assert_allclose(fo_ri_fedavg.response(index, "clip", i_min=0.1, i_max=1.0),
+                             [0.1, 0.5, 1.0])
+  with pytest.raises(ValueError, match="response='tanh'"):
+    fo_ri_fedavg.response(index, "tanh")
+
+
+def test_presets_and_validation():
+  assert algorithms.hparams("ri_fedavg")["alpha"] == 1.0
+  assert algorithms.hparams("fo_fedavg")["lam"] == 0.0
+  defaults = algorithms.hparams("fo_ri_fedavg")
+  assert (defaults["alpha"], defaults["delta"], defaults["p_min"], defaults["p_max"],
+          defaults["lam"], defaults["num_directions"], defaults["radius"], defaults["grid"],
+          defaults["probe_batch"], defaults["probe_every"], defaults["beta_kappa"]) == (
+              0.8, 1e-6, 0.2, 5.0, 0.1, 10, 0.01, 100, 128, 5, 0.0)
+  cases = [
+      ({"probe": "off"}, "probe='off'"),
+      ({"p_min": 3.0, "p_max": 2.0}, "p_min=3.0"),
+      ({"alpha": 1.2}, "alpha=1.2"),
+      ({"probe_every": 0}, "probe_every=0"),
+      ({"response": "tanh"}, "response='tanh'"),
+  ]
+  for options, match in cases:
+    c = helpers.tiny_config()
+    c.methods = type(c.methods)({"ri": type(c.methods)(dict(name="fo_ri_fedavg", **options))})
+    with pytest.raises(config_lib.ConfigError, match=f"methods.ri.{match}".replace("(", r"\(")):
+      config_lib.validate(c)
+  algorithms.hparams("fo_fedavg", {"probe": "off"})   # λ = 0: no probe needed
