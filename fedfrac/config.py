@@ -88,9 +88,14 @@ def base_config() -> ml_collections.ConfigDict:
   c.task = ml_collections.ConfigDict(dict(loss="cross_entropy", huber_delta=1.0,
                                           mape_eps=1.0))
 
+  # client_parallelism: vmap | map | auto (map for conv models on CPU, else vmap);
+  # unroll: local steps per loop iteration (0 = auto); dynamic_steps: local-step
+  # loops stop at each client's own step count; step_buckets: vmapped groups of
+  # the step-sorted cohort (0 = auto); shard_clients: shard the cohort over all
+  # devices (shard_map). None of them changes results.
   c.engine = ml_collections.ConfigDict(dict(
       client_parallelism="auto", unroll=0, eval_batch_size=1024,
-      dynamic_steps=False))
+      dynamic_steps=True, step_buckets=0, shard_clients=False))
   c.churn = ml_collections.ConfigDict(dict(p_leave=0.0, p_join=1.0))
   # Asymmetric churn: client group (BEV: vehicle class) -> (p_leave, p_join);
   # groups not listed use p_leave/p_join above.
@@ -400,8 +405,11 @@ def validate(config) -> None:
   _check(e.client_parallelism in ("vmap", "map", "auto"), "engine.client_parallelism",
          e.client_parallelism, "allowed values are 'vmap', 'map', 'auto'")
   _int_at_least(config, "engine.unroll", 0)
-  _check(isinstance(e.get("dynamic_steps", False), bool), "engine.dynamic_steps",
-         e.get("dynamic_steps", False), "must be True or False")
+  for key in ("dynamic_steps", "shard_clients"):
+    _check(isinstance(e.get(key, False), bool), f"engine.{key}", e.get(key, False),
+           "must be True or False")
+  if "step_buckets" in e:
+    _int_at_least(config, "engine.step_buckets", 0)
   _int_at_least(config, "engine.eval_batch_size", 1)
   ch = config.churn
   _check(_is_num(ch.p_leave) and 0 <= ch.p_leave <= 1, "churn.p_leave", ch.p_leave,

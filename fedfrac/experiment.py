@@ -48,10 +48,14 @@ def make_task(config):
                               config.task.get("mape_eps", 1.0))
 
 
-def default_unroll(max_steps):
-  """Local-step scan unroll: full up to 16 steps on CPU (loop overhead dominates
-  there), 1 elsewhere."""
-  if jax.default_backend() == "cpu":
+def default_unroll(max_steps, dynamic_steps=False):
+  """Local steps per loop iteration when ``engine.unroll=0``.
+
+  A static scan on CPU is unrolled fully up to 16 steps (loop overhead dominates
+  there); dynamic loops (which stop at each client's own step count) and other
+  backends use 1.
+  """
+  if jax.default_backend() == "cpu" and not dynamic_steps:
     return int(max(1, min(max_steps, 16)))
   return 1
 
@@ -75,7 +79,7 @@ def make_training(client_cfg, client_size, rounds, unroll=0,
   return base.LocalTraining(
       optimizer=tx, lr_schedule=sched, batch_size=b, local_epochs=epochs,
       local_steps=steps, max_steps=max(int(max_steps), 1),
-      unroll=1 if dynamic_steps else (unroll or default_unroll(max_steps)),
+      unroll=unroll or default_unroll(max_steps, dynamic_steps),
       dynamic_steps=bool(dynamic_steps))
 
 
@@ -110,11 +114,13 @@ def engine_config(config, label=None, fed_data=None) -> engine_lib.EngineConfig:
   with ``fed_data``: per-client churn rates from ``config.churn.per_class``)."""
   churn = churn_rates(config, fed_data)
   attack = None if label is None else config_lib.engine_attack(config, label)
+  e = config.engine
   return engine_lib.EngineConfig(
       rounds=config.rounds, participation=config.participation,
-      client_parallelism=config.engine.client_parallelism,
-      eval_batch_size=config.engine.eval_batch_size, availability=churn,
-      attack=attack)
+      client_parallelism=e.client_parallelism,
+      eval_batch_size=e.eval_batch_size, availability=churn, attack=attack,
+      step_buckets=int(e.get("step_buckets", 0)),
+      shard_clients=bool(e.get("shard_clients", False)))
 
 
 def build_simulation(config, label, fed_data, all_client_sizes=None,

@@ -1,11 +1,35 @@
-"""Performance figures for fedfrac: the single source of speed numbers.
+"""Performance figures for fedfrac: the single source of speed and memory numbers.
 
-  python scripts/bench.py                      # all workloads, writes benchmarks/results.md
-  python scripts/bench.py --workloads=cnn_mnist_fedavg --repeats=5
+  python scripts/bench.py                      # every workload -> benchmarks/results.md
+  python scripts/bench.py --vs-torch           # + sequential PyTorch, same process
+  python scripts/bench.py --workloads=cnn10,firma --repeats=5
+  python scripts/bench.py --only-table         # workload table only (no extra studies)
 
-Each workload builds a Simulation exactly as ``ff.run`` does, compiles it ahead of
-time (compile seconds reported separately) and times whole compiled rounds
-(median of ``--repeats`` chunks after one warm-up chunk).
+Workloads (``--workloads``, comma-separated):
+
+  cnn10        (1) CNNMnist FedAvg, 10 clients x 600 samples, B=50, E=1
+  cnn100       (2) the same, 100 clients, C=0.1
+  cnn1000      (2) the same, 1,000 clients, C=0.1
+  firma        (3) FIRMA digits FibFL++ (N=5, R=10); until ``fibfl_pp`` is
+               registered: the FIRMA MLP, FedAvg with Adam, 5 clients x 84 steps
+  fori         (4) FO-RI-FedAvg with roughness probing on; until ``fo_ri_fedavg``
+               is registered: the same substitute as (3)
+  dirichlet    (5) Dirichlet alpha=0.1, very unequal client sizes (2NN MLP)
+
+Each workload builds a Simulation exactly as ``ff.run`` does, compiles one round
+ahead of time (compile seconds reported separately) and times whole compiled
+rounds: the median of ``--repeats`` rounds after one warm-up round. With
+``--vs-torch`` the PyTorch reference round (``benchmarks/torch_reference.py``)
+is interleaved with the JAX rounds of workloads (1) and (3) (A, B, A, B, ...),
+so both see the same machine load.
+
+Extra studies (skipped with ``--only-table``): masked work on (5) before and
+after step bucketing, 5 seeds vmapped vs 1 seed on (3), and 1,000 CNNMnist
+clients with persistent per-client state (bytes per client).
+
+XLA flags must be set before JAX initialises: pass them in the environment,
+e.g. ``XLA_FLAGS=--xla_force_host_platform_device_count=2 python scripts/bench.py``;
+the flags in effect are recorded in the results file.
 """
 from __future__ import annotations
 
@@ -13,66 +37,442 @@ import argparse
 import dataclasses
 import datetime
 import json
+import math
 import os
 import platform
+import resource
 import statistics
-import subprocess
 import sys
 import time
+from typing import Callable, Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
+from fedfrac import algorithms  # noqa: E402
 from fedfrac import data as data_lib  # noqa: E402
+from fedfrac import engine as engine_lib  # noqa: E402
 from fedfrac import experiment  # noqa: E402
+from fedfrac.algorithms import base  # noqa: E402
 from fedfrac.config import base_config  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ------------------------------------------------------------------------- data
+
+
+def synthetic_images(num_clients, per_client, pool=None, shape=(28, 28, 1), classes=10,
+                     seed=0, parts=None):
+  """MNIST-shaped uint8 images with learnable labels (a label-dependent stripe).
+
+  Client k owns ``per_client`` consecutive rows of a pool of ``pool`` images
+  (default ``num_clients * per_client``; a smaller pool is shared round-robin,
+  as 1,000 clients x 600 would be 10x MNIST), or the given ``parts``.
+  """
+  rng = np.random.default_rng(seed)
+  n = pool or num_clients * per_client
+  y = rng.integers(0, classes, n).astype(np.int32)
+  x = rng.integers(0, 128, (n,) + shape, dtype=np.uint8)
+  x[np.arange(n), y % shape[0], :, 0] = 255
+  ds = data_lib.Dataset("synthetic_images", x, y, x[:1000], y[:1000], classes,
+                        input_scale=1 / 255)
+  if parts is None:
+    parts = [(np.arange(per_client) + k * per_client) % n for k in range(num_clients)]
+  test_parts = data_lib.split_iid(len(ds.y_test), num_clients, seed)
+  return data_lib.federate(ds, parts, test_parts)
+
+
+def digits_clients(num_clients, per_client, seed=0):
+  """sklearn digits, ``num_clients`` disjoint IID clients of ``per_client`` rows."""
+  ds = data_lib.sklearn_digits()
+  perm = np.random.default_rng(seed).permutation(len(ds.y_train))
+  parts = [np.sort(perm[k * per_client:(k + 1) * per_client]) for k in range(num_clients)]
+  test_parts = data_lib.split_iid(len(ds.y_test), num_clients, seed)
+  return data_lib.federate(ds, parts, test_parts)
+
+
+# -------------------------------------------------------------------- workloads
 
 
 @dataclasses.dataclass
 class Workload:
   name: str
   description: str
-  make: callable          # () -> (config, FederatedData)
-  rounds_per_chunk: int = 1
+  make: Callable            # () -> (config, FederatedData, method label)
+  torch: Optional[tuple] = None   # (torch_reference workload, clients)
+  note: str = ""
 
 
-def synthetic_images(num_clients, per_client, shape=(28, 28, 1), classes=10, seed=0,
-                     sizes=None):
-  """Random images with learnable labels, split into equal (or given) client sizes."""
-  rng = np.random.default_rng(seed)
-  sizes = np.full(num_clients, per_client) if sizes is None else np.asarray(sizes)
-  n = int(sizes.sum())
-  y = rng.integers(0, classes, n).astype(np.int32)
-  x = rng.random((n,) + shape, dtype=np.float32) * 0.5
-  x[np.arange(n), y % shape[0], :, 0] += 1.0   # a label-dependent stripe
-  ds = data_lib.Dataset("synthetic_images", x, y, x[:1000], y[:1000], classes)
-  bounds = np.concatenate([[0], np.cumsum(sizes)])
-  parts = [np.arange(bounds[k], bounds[k + 1]) for k in range(num_clients)]
-  test_parts = data_lib.split_iid(len(ds.y_test), num_clients, seed)
-  return data_lib.federate(ds, parts, test_parts)
+def cnn_config(participation=1.0):
+  c = base_config()
+  c.rounds = 100
+  c.participation = participation
+  c.model.name = "cnn_mnist"
+  c.client.update(dict(optimizer="momentum", lr=0.01, momentum=0.5, batch_size=50,
+                       local_epochs=1))
+  c.methods = type(c.methods)({"fedavg": type(c.methods)(dict(name="fedavg"))})
+  return c
 
 
-def cnn_mnist_fedavg(num_clients=10, participation=1.0):
+def cnn_workload(num_clients, participation, pool=None):
   def make():
-    c = base_config()
-    c.rounds = 100
-    c.participation = participation
-    c.model.name = "cnn_mnist"
-    c.client.update(dict(optimizer="sgd", lr=0.01, batch_size=50, local_epochs=1))
-    c.methods.fedavg = dict(name="fedavg")
-    return c, synthetic_images(num_clients, 600)
+    return (cnn_config(participation), synthetic_images(num_clients, 600, pool=pool),
+            "fedavg")
   return make
 
 
-WORKLOADS = {
-    "cnn_mnist_fedavg": Workload(
-        "cnn_mnist_fedavg", "CNNMnist FedAvg, 10 clients x 600 synthetic 28x28, B=50, E=1",
-        cnn_mnist_fedavg()),
-}
+def firma_mlp_fedavg_config():
+  """The FIRMA MLP with FedAvg + Adam (lr 0.01, B=64): 5 clients x 256 digits,
+  21 local epochs = 84 steps per client and round (FIRMA's E_h + E_e = 1 + 20)."""
+  c = base_config()
+  c.rounds = 10
+  c.model.name = "firma_mlp"
+  c.client.update(dict(optimizer="adam", lr=0.01, batch_size=64, local_epochs=21))
+  c.methods = type(c.methods)({"fedavg": type(c.methods)(dict(name="fedavg"))})
+  return c
+
+
+def firma_workload():
+  if "fibfl_pp" in algorithms.REGISTRY:
+    def make():
+      c = firma_mlp_fedavg_config()
+      c.client.local_epochs = 1
+      c.data.num_clients = 5
+      c.data.partition = "dirichlet"
+      c.data.alpha = 0.5
+      c.data.min_size = 64
+      c.methods = type(c.methods)({"fibfl_pp": type(c.methods)(dict(name="fibfl_pp"))})
+      from fedfrac import data as d
+      return c, d.build(c.data, 0), "fibfl_pp"
+    return make, ""
+  make = lambda: (firma_mlp_fedavg_config(), digits_clients(5, 256), "fedavg")
+  return make, ("`fibfl_pp` is not registered in this build: substituted by the FIRMA "
+                "MLP with FedAvg + Adam (5 clients x 84 steps, B=64)")
+
+
+def fori_workload():
+  if "fo_ri_fedavg" in algorithms.REGISTRY:
+    def make():
+      c = base_config()
+      c.rounds = 10
+      c.data.num_clients = 10
+      c.data.partition = "dirichlet"
+      c.data.alpha = 0.5
+      c.model.name = "mlp"
+      c.model.hidden = (128, 64)
+      c.client.update(dict(optimizer="sgd", lr=0.05, batch_size=32, local_epochs=2))
+      c.methods = type(c.methods)({"fo_ri_fedavg": type(c.methods)(dict(
+          name="fo_ri_fedavg", probe="on", probe_every=1))})
+      from fedfrac import data as d
+      return c, d.build(c.data, 0), "fo_ri_fedavg"
+    return make, ""
+  make = lambda: (firma_mlp_fedavg_config(), digits_clients(5, 256), "fedavg")
+  return make, ("`fo_ri_fedavg` is not registered in this build: substituted by the "
+                "FIRMA MLP with FedAvg + Adam (5 clients x 84 steps, B=64)")
+
+
+def dirichlet_data(num_clients=100, pool=30000, alpha=0.1, seed=0):
+  """Synthetic images split Dirichlet(alpha) over labels: very unequal sizes."""
+  base_fed = synthetic_images(1, pool, seed=seed)
+  parts = data_lib.partition(base_fed.y_train, num_clients, "dirichlet", seed,
+                             alpha=alpha, min_size=1)
+  return synthetic_images(num_clients, 0, pool=pool, seed=seed, parts=parts)
+
+
+def dirichlet_workload():
+  def make():
+    c = base_config()
+    c.rounds = 100
+    c.participation = 0.2
+    c.model.name = "mlp"
+    c.model.hidden = (200, 200)
+    c.client.update(dict(optimizer="sgd", lr=0.05, batch_size=50, local_epochs=1))
+    c.methods = type(c.methods)({"fedavg": type(c.methods)(dict(name="fedavg"))})
+    return c, dirichlet_data(), "fedavg"
+  return make
+
+
+def workloads():
+  firma_make, firma_note = firma_workload()
+  fori_make, fori_note = fori_workload()
+  return {
+      "cnn10": Workload("cnn10", "(1) CNNMnist FedAvg, 10 clients x 600, B=50, E=1",
+                        cnn_workload(10, 1.0), torch=("cnn_mnist", 10)),
+      "cnn100": Workload("cnn100", "(2) CNNMnist FedAvg, 100 clients x 600, C=0.1",
+                         cnn_workload(100, 0.1)),
+      "cnn1000": Workload("cnn1000", "(2) CNNMnist FedAvg, 1,000 clients x 600, C=0.1",
+                          cnn_workload(1000, 0.1, pool=60000)),
+      "firma": Workload("firma", "(3) FIRMA digits " + (
+          "FibFL++ (N=5)" if not firma_note else "MLP, FedAvg+Adam, 5 clients x 84 steps"),
+          firma_make, torch=None if not firma_note else ("firma_mlp", 5), note=firma_note),
+      "fori": Workload("fori", "(4) " + ("FO-RI-FedAvg, roughness probing on"
+                                         if not fori_note else "substitute of (3)"),
+                       fori_make, note=fori_note),
+      "dirichlet": Workload("dirichlet", "(5) 2NN FedAvg, Dirichlet a=0.1, 100 clients, "
+                            "C=0.2", dirichlet_workload()),
+  }
+
+
+# ---------------------------------------------------------------- measurements
+
+
+def matmul_peak_gflops(n=2048, repeats=10):
+  """Best-of-``repeats`` f32 ``n x n`` matmul throughput on the default device."""
+  a = jnp.ones((n, n), jnp.float32)
+  f = jax.jit(lambda a: a @ a)
+  f(a).block_until_ready()
+  best = math.inf
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    f(a).block_until_ready()
+    best = min(best, time.perf_counter() - t0)
+  return 2 * n ** 3 / best / 1e9
+
+
+def _flops(compiled):
+  cost = compiled.cost_analysis()
+  if isinstance(cost, (list, tuple)):
+    cost = cost[0] if cost else {}
+  return float((cost or {}).get("flops", float("nan")))
+
+
+def step_flops(sim) -> float:
+  """XLA cost-analysis FLOPs of one local SGD/Adam step of one client (forward,
+  backward and optimizer update on a batch of B)."""
+  loss_fn = base.supervised_loss(sim.model, sim.task)
+  training = sim.training
+  params = jax.eval_shape(sim.model.init, jax.random.PRNGKey(0))
+  opt_state = jax.eval_shape(training.optimizer.init, params)
+  b = training.batch_size
+  x = jax.ShapeDtypeStruct((b,) + tuple(sim.data.x_train.shape[1:]), sim.data.x_train.dtype)
+  y = jax.ShapeDtypeStruct((b,) + tuple(sim.data.y_train.shape[1:]), sim.data.y_train.dtype)
+  mask = jax.ShapeDtypeStruct((b,), jnp.bool_)
+  key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+
+  def step(p, o, x, y, m, k):
+    (_, _), g = jax.value_and_grad(loss_fn, has_aux=True)(p, x, y, m, k)
+    u, o = training.optimizer.update(g, o, p)
+    return jax.tree.map(lambda a, b: a + 0.01 * b, p, u), o
+  return _flops(jax.jit(step).lower(params, opt_state, x, y, mask, key).compile())
+
+
+def memory_of(compiled) -> dict:
+  """Bytes of a compiled program's arguments, outputs and temporaries."""
+  try:
+    m = compiled.memory_analysis()
+    return {"args": int(m.argument_size_in_bytes), "out": int(m.output_size_in_bytes),
+            "temp": int(m.temp_size_in_bytes)}
+  except Exception:   # noqa: BLE001 - not every backend reports it
+    return {}
+
+
+def rss_mb() -> float:
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def device_peak_mb():
+  stats = jax.devices()[0].memory_stats() or {}
+  peak = stats.get("peak_bytes_in_use")
+  return None if peak is None else peak / 2 ** 20
+
+
+class TorchRound:
+  """One sequential PyTorch FedAvg round of a reference workload (interleaved)."""
+
+  def __init__(self, name, clients):
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import torch
+    import torch_reference as tr
+    self.tr = tr
+    torch.set_num_threads(os.cpu_count() or 1)
+    torch.manual_seed(0)
+    self.threads = torch.get_num_threads()
+    self.version = torch.__version__
+    self.model, self.clients, self.opt, self.b, self.e = tr.make_workload(name, clients)
+    self.gen = torch.Generator().manual_seed(1)
+    self.steps = tr.fedavg_round(self.model, self.clients, self.opt, self.b, self.e,
+                                 self.gen)   # warm-up
+
+  def __call__(self):
+    t0 = time.perf_counter()
+    self.steps = self.tr.fedavg_round(self.model, self.clients, self.opt, self.b, self.e,
+                                      self.gen)
+    return time.perf_counter() - t0
+
+
+def build(w: Workload, engine_overrides=None):
+  config, fed, label = w.make()
+  for k, v in (engine_overrides or {}).items():
+    config.engine[k] = v
+  sim = experiment.build_simulation(config, label, fed)
+  return sim
+
+
+def time_rounds(sim, state, repeats, torch_round=None):
+  """Median seconds per compiled round (and per torch round when interleaved)."""
+  compile_s = sim.compile(1, state)
+  state, m = sim.run_chunk(state, 1)    # warm-up
+  jax.block_until_ready(state)
+  times, torch_times, metrics = [], [], []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    state, m = sim.run_chunk(state, 1)
+    jax.block_until_ready(state)
+    times.append(time.perf_counter() - t0)
+    metrics.append(jax.device_get(m))
+    if torch_round is not None:
+      torch_times.append(torch_round())
+  return state, compile_s, times, torch_times, metrics
+
+
+def bench_workload(w: Workload, repeats: int, vs_torch=False, engine_overrides=None,
+                   peak=None):
+  sim = build(w, engine_overrides)
+  state = sim.init(0)
+  torch_round = TorchRound(*w.torch) if (vs_torch and w.torch) else None
+  state, compile_s, times, torch_times, ms = time_rounds(sim, state, repeats, torch_round)
+  round_s = statistics.median(times)
+  steps = statistics.median(float(np.sum(m["client_steps"])) for m in ms)
+  executed = statistics.median(float(np.sum(m["executed_steps"])) for m in ms)
+  flops = step_flops(sim)
+  b = sim.training.batch_size
+  r = {
+      "workload": w.name, "description": w.description, "note": w.note,
+      "clients": sim.num_clients, "cohort": sim.cohort,
+      "parallelism": sim.parallelism, "step_buckets": sim.step_buckets,
+      "dynamic_steps": sim.training.dynamic_steps, "unroll": sim.training.unroll,
+      "shards": sim.num_shards,
+      "compile_s": compile_s, "round_s": round_s, "round_times": times,
+      "rounds_per_s": 1.0 / round_s, "client_steps": steps,
+      "client_steps_per_s": steps / round_s, "samples_per_s": steps * b / round_s,
+      "masked_step_fraction": 1.0 - steps / max(executed, 1.0),
+      "step_gflop": flops / 1e9,
+      "gflops": flops * steps / round_s / 1e9,
+      "peak_gflops": peak,
+      "memory": memory_of(sim._compiled[1]),
+      "state_bytes": engine_lib.tree_bytes(state),
+      "client_state_bytes": engine_lib.tree_bytes(state.clients) / sim.num_clients,
+      "rss_mb": rss_mb(), "device_peak_mb": device_peak_mb(),
+  }
+  if torch_round is not None:
+    r["torch_round_s"] = statistics.median(torch_times)
+    r["torch_round_times"] = torch_times
+    r["torch_threads"] = torch_round.threads
+    r["torch_version"] = torch_round.version
+    r["torch_steps"] = torch_round.steps
+    r["speedup_vs_torch"] = r["torch_round_s"] / round_s
+  return r
+
+
+# ---------------------------------------------------------------- extra studies
+
+
+def masked_work_study(repeats):
+  """Workload (5) before (static scan / one vmapped group) and after bucketing."""
+  w = workloads()["dirichlet"]
+  rows = []
+  for label, overrides in [
+      ("static scan over max_steps (vmap)", dict(dynamic_steps=False, step_buckets=1)),
+      ("dynamic loop, one vmapped group", dict(dynamic_steps=True, step_buckets=1)),
+      ("dynamic loop, auto step buckets", dict(dynamic_steps=True, step_buckets=0)),
+      ("dynamic loop, map (one client at a time)",
+       dict(dynamic_steps=True, client_parallelism="map")),
+  ]:
+    r = bench_workload(w, repeats, engine_overrides={"client_parallelism": "vmap",
+                                                     **overrides})
+    r["variant"] = label
+    rows.append(r)
+    print(json.dumps({k: r[k] for k in ("variant", "round_s", "masked_step_fraction",
+                                         "step_buckets")}), flush=True)
+  return rows
+
+
+def seeds_study(repeats, num_seeds=5):
+  """Workload (3): one seed vs ``num_seeds`` seeds vmapped as one program."""
+  w = workloads()["firma"]
+  config, fed, label = w.make()
+  sim = experiment.build_simulation(config, label, fed)
+  single = sim.init(0)
+  _, c1, t1, _, _ = time_rounds(sim, single, repeats)
+  batch = engine_lib.BatchedSimulation(sim, [fed] * num_seeds)
+  states = batch.init(list(range(num_seeds)))
+  cn = batch.compile(1, states)
+  states, _ = batch.run_chunk(states, 1)
+  jax.block_until_ready(states)
+  tn = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    states, _ = batch.run_chunk(states, 1)
+    jax.block_until_ready(states)
+    tn.append(time.perf_counter() - t0)
+  one, many = statistics.median(t1), statistics.median(tn)
+  return {"workload": w.description, "note": w.note, "seeds": num_seeds,
+          "one_seed_round_s": one, "many_seeds_round_s": many, "ratio": many / one,
+          "compile_one_s": c1, "compile_many_s": cn}
+
+
+def persistent_state_algorithm(ctx):
+  """FedAvg whose clients keep a persistent SGD-momentum buffer across rounds
+  (per-client state the size of the model, like SCAFFOLD's c_k)."""
+  import optax
+  training = ctx.training
+  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  tx = optax.trace(decay=0.9)
+
+  def init(key, params0, num_clients, data_info):
+    del key, data_info
+    return {"params": params0}, base.stack_for_clients(tx.init(params0), num_clients)
+
+  def client_update(payload, client_state, view, key, round_index):
+    lr = training.lr_schedule(round_index)
+    params, client_state, metrics = base.local_train(
+        payload, client_state, view, key, -lr, loss_fn, training, optimizer=tx)
+    return base.tree_sub(params, payload), client_state, metrics
+
+  def aggregate(server_state, client_states, messages, weights, mask, key):
+    from fedfrac.ops import aggregate as agg
+    mean = agg.weighted_mean(messages, weights, mask)
+    return {"params": base.tree_add(server_state["params"], mean)}, client_states
+
+  return base.FedAlgorithm("fedavg_persistent_momentum", init, lambda s: s["params"],
+                           client_update, aggregate, lambda s, c: s["params"])
+
+
+def memory_study(repeats, num_clients=1000):
+  """1,000 CNNMnist clients with per-client persistent state, C=0.1."""
+  config = cnn_config(0.1)
+  fed = synthetic_images(num_clients, 600, pool=60000)
+  if "scaffold" in algorithms.REGISTRY:
+    config.methods = type(config.methods)(
+        {"scaffold": type(config.methods)(dict(name="scaffold"))})
+    sim = experiment.build_simulation(config, "scaffold", fed)
+    name = "scaffold"
+  else:
+    proto = experiment.build_simulation(config, "fedavg", fed)
+    ctx = base.BuildContext(proto.model, proto.task, proto.training, fed.info(),
+                            config.rounds, None)
+    sim = engine_lib.Simulation(persistent_state_algorithm(ctx), fed, proto.model,
+                                proto.task, proto.training, proto.config)
+    name = "fedavg with persistent per-client momentum (stand-in for SCAFFOLD)"
+  state = sim.init(0)
+  params_bytes = engine_lib.tree_bytes(state.server)
+  state, compile_s, times, _, _ = time_rounds(sim, state, repeats)
+  return {"algorithm": name, "clients": num_clients, "cohort": sim.cohort,
+          "params_bytes": params_bytes,
+          "client_state_bytes_total": engine_lib.tree_bytes(state.clients),
+          "bytes_per_client": engine_lib.tree_bytes(state.clients) / num_clients,
+          "data_bytes": int(fed.x_train.nbytes + fed.y_train.nbytes
+                            + fed.client_index.nbytes),
+          "state_bytes_total": engine_lib.tree_bytes(state),
+          "memory": memory_of(sim._compiled[1]), "rss_mb": rss_mb(),
+          "device_peak_mb": device_peak_mb(), "compile_s": compile_s,
+          "round_s": statistics.median(times)}
+
+
+# ---------------------------------------------------------------------- output
 
 
 def machine_description():
@@ -86,83 +486,158 @@ def machine_description():
   except OSError:
     pass
   devices = ", ".join(f"{d.platform}:{d.device_kind}" for d in jax.devices())
-  return {
-      "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-      "jax": jax.__version__, "backend": jax.default_backend(), "devices": devices,
-      "date": datetime.date.today().isoformat(),
-  }
+  info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+          "jax": jax.__version__, "backend": jax.default_backend(), "devices": devices,
+          "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+          "date": datetime.datetime.now().isoformat(timespec="minutes")}
+  try:
+    import torch
+    info["torch"] = torch.__version__
+  except ImportError:
+    pass
+  return info
 
 
-def bench_workload(w: Workload, repeats: int, parallelism=None):
-  config, fed = w.make()
-  if parallelism:
-    config.engine.client_parallelism = parallelism
-  sim = experiment.build_simulation(config, "fedavg" if "fedavg" in config.methods
-                                    else list(config.methods.keys())[0], fed)
-  state = sim.init(0)
-  compile_s = sim.compile(w.rounds_per_chunk, state)
-  state, m = sim.run_chunk(state, w.rounds_per_chunk)   # warm-up
-  jax.block_until_ready(state)
-  times = []
-  steps = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    state, m = sim.run_chunk(state, w.rounds_per_chunk)
-    jax.block_until_ready(state)
-    times.append(time.perf_counter() - t0)
-    steps.append(float(np.sum(m["client_steps"])))
-  per_round = statistics.median(times) / w.rounds_per_chunk
-  client_steps = statistics.median(steps) / w.rounds_per_chunk
-  scanned = sim.cohort * sim.training.max_steps
-  return {
-      "workload": w.name, "description": w.description,
-      "parallelism": sim.parallelism, "unroll": sim.training.unroll,
-      "compile_s": compile_s, "round_s": per_round, "rounds_per_s": 1.0 / per_round,
-      "client_steps_per_s": client_steps / per_round,
-      "samples_per_s": client_steps * sim.training.batch_size / per_round,
-      "masked_step_fraction": 1.0 - client_steps / scanned,
-      "repeats": repeats,
-  }
+def _mb(b):
+  return f"{b / 2 ** 20:.1f}"
 
 
-def write_markdown(results, machine, command, path):
-  lines = ["# fedfrac benchmarks", "",
-           f"Command: `{command}`", "",
-           "Machine: " + ", ".join(f"{k}={v}" for k, v in machine.items()), "",
-           "| workload | parallelism | unroll | compile s | round s | rounds/s | "
-           "client-steps/s | samples/s | masked steps |",
-           "|---|---|---|---|---|---|---|---|---|"]
+def _ratio(x):
+  return f"{x:.2f}x faster" if x >= 1 else f"{1 / x:.2f}x slower"
+
+
+def write_markdown(path, command, machine, loads, results, masked=None, seeds=None,
+                   memory=None):
+  L = ["# fedfrac benchmarks", "",
+       "Produced by `scripts/bench.py` in one run; do not edit by hand.", "",
+       f"Command: `{command}`", "",
+       "Machine: " + ", ".join(f"{k}={v}" for k, v in machine.items() if v != ""), "",
+       f"Load average (1/5/15 min) at start: {loads[0]}; at end: {loads[1]} "
+       f"(the machine has {os.cpu_count()} cores; other jobs may share it).", "",
+       f"Measured matmul peak (f32 2048x2048, best of 10): **{results[0]['peak_gflops']:.0f}"
+       " GFLOP/s**." if results else "", "",
+       "## Workloads", "",
+       "Times are medians over the timed rounds after a warm-up round; compile time is "
+       "separate. GFLOP/s = XLA cost-analysis FLOPs of one local step x active steps / "
+       "round time. Masked = fraction of executed local steps that were masked (padding "
+       "of unequal clients). Memory = compiled round program: arguments + outputs + "
+       "temporaries.", "",
+       "| workload | parallelism | compile s | round s | rounds/s | client-steps/s | "
+       "samples/s | GFLOP/s (% peak) | masked | memory MB | state bytes/client |",
+       "|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in results:
-    lines.append(
-        f"| {r['description']} | {r['parallelism']} | {r['unroll']} | "
-        f"{r['compile_s']:.2f} | {r['round_s']:.3f} | {r['rounds_per_s']:.2f} | "
-        f"{r['client_steps_per_s']:.0f} | {r['samples_per_s']:.0f} | "
-        f"{r['masked_step_fraction']:.1%} |")
-  lines.append("")
+    mem = r["memory"]
+    mem_s = _mb(mem["args"] + mem["out"] + mem["temp"]) if mem else "n/a"
+    par = r["parallelism"] + (f", {r['step_buckets']} buckets"
+                              if r["parallelism"] == "vmap" and r["step_buckets"] > 1 else "")
+    if r["shards"] > 1:
+      par += f", {r['shards']} shards"
+    L.append(
+        f"| {r['description']} | {par} | {r['compile_s']:.1f} | {r['round_s']:.3f} | "
+        f"{r['rounds_per_s']:.2f} | {r['client_steps_per_s']:.0f} | "
+        f"{r['samples_per_s']:.0f} | {r['gflops']:.1f} "
+        f"({100 * r['gflops'] / r['peak_gflops']:.0f}%) | "
+        f"{r['masked_step_fraction']:.1%} | {mem_s} | {r['client_state_bytes']:.0f} |")
+  notes = [r["note"] for r in results if r.get("note")]
+  for n in dict.fromkeys(notes):
+    L += ["", f"Note: {n}."]
+  torch_rows = [r for r in results if "torch_round_s" in r]
+  if torch_rows:
+    L += ["", "## Against sequential PyTorch (same process, rounds interleaved)", "",
+          "PyTorch: `benchmarks/torch_reference.py`, a plain FedAvg loop (one client after "
+          "another, fresh model copy per client, same model, batch size, epochs and "
+          "optimizer), CPU torch with `torch.set_num_threads` = cores.", "",
+          "| workload | fedfrac round s | PyTorch round s | fedfrac vs PyTorch | "
+          "JAX rounds (s) | PyTorch rounds (s) |", "|---|---|---|---|---|---|"]
+    for r in torch_rows:
+      L.append(f"| {r['description']} | {r['round_s']:.3f} | {r['torch_round_s']:.3f} | "
+               f"**{_ratio(r['speedup_vs_torch'])}** | "
+               f"{', '.join(f'{t:.3f}' for t in r['round_times'])} | "
+               f"{', '.join(f'{t:.3f}' for t in r['torch_round_times'])} |")
+  if masked:
+    L += ["", "## Masked work with very unequal client sizes (workload 5)", "",
+          "| variant | step buckets | round s | masked steps |", "|---|---|---|---|"]
+    for r in masked:
+      L.append(f"| {r['variant']} | {r['step_buckets']} | {r['round_s']:.3f} | "
+               f"{r['masked_step_fraction']:.1%} |")
+  if seeds:
+    L += ["", "## Seeds vmapped as one program (workload 3)", "",
+          f"{seeds['workload']}: one seed {seeds['one_seed_round_s']:.3f} s/round, "
+          f"{seeds['seeds']} seeds vmapped {seeds['many_seeds_round_s']:.3f} s/round "
+          f"= **{seeds['ratio']:.2f}x** the time of one seed (compile "
+          f"{seeds['compile_one_s']:.1f} s vs {seeds['compile_many_s']:.1f} s)."
+          + (f" Note: {seeds['note']}." if seeds.get("note") else "")]
+  if memory:
+    m = memory
+    mem = m["memory"]
+    L += ["", "## Memory: 1,000 CNNMnist clients with per-client persistent state", "",
+          f"Algorithm: {m['algorithm']}; {m['clients']} clients, {m['cohort']} per round.",
+          "",
+          f"- model parameters: {m['params_bytes']} bytes",
+          f"- persistent client state: {m['client_state_bytes_total'] / 2 ** 20:.1f} MB = "
+          f"**{m['bytes_per_client']:.0f} bytes per client**",
+          f"- data on device (uint8 images, labels, index table): {_mb(m['data_bytes'])} MB",
+          f"- compiled round: arguments {_mb(mem.get('args', 0))} MB, outputs "
+          f"{_mb(mem.get('out', 0))} MB, temporaries {_mb(mem.get('temp', 0))} MB",
+          f"- process peak RSS so far: {m['rss_mb']:.0f} MB",
+          f"- round time {m['round_s']:.2f} s (compile {m['compile_s']:.1f} s)"]
+  L += ["", "Sharding over devices and multi-host runs: see `docs/scaling.md`.", ""]
+  os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path, "w") as f:
-    f.write("\n".join(lines))
+    f.write("\n".join(L))
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--workloads", default=",".join(WORKLOADS))
-  parser.add_argument("--repeats", type=int, default=3)
-  parser.add_argument("--parallelism", default=None, help="vmap | map (default: engine auto)")
+  all_workloads = workloads()
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--workloads", default=",".join(all_workloads))
+  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--vs-torch", action="store_true",
+                      help="interleave sequential PyTorch rounds for workloads (1), (3)")
+  parser.add_argument("--only-table", action="store_true",
+                      help="skip the masked-work, seeds and memory studies")
+  parser.add_argument("--parallelism", default=None, help="vmap | map (default: auto)")
+  parser.add_argument("--shard-clients", action="store_true")
   parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.md"))
+  parser.add_argument("--json", default=None, help="also write all figures as JSON")
   args = parser.parse_args()
   names = [n for n in args.workloads.split(",") if n]
   for n in names:
-    if n not in WORKLOADS:
-      parser.error(f"--workloads: unknown {n!r}; known: {', '.join(WORKLOADS)}")
+    if n not in all_workloads:
+      parser.error(f"--workloads: unknown {n!r}; known: {', '.join(all_workloads)}")
+  overrides = {}
+  if args.parallelism:
+    overrides["client_parallelism"] = args.parallelism
+  if args.shard_clients:
+    overrides["shard_clients"] = True
+  load_start = os.getloadavg()
   machine = machine_description()
+  peak = matmul_peak_gflops()
+  print(json.dumps({"machine": machine, "load": load_start, "peak_gflops": peak}),
+        flush=True)
   results = []
   for n in names:
-    r = bench_workload(WORKLOADS[n], args.repeats, args.parallelism)
-    print(json.dumps(r))
+    r = bench_workload(all_workloads[n], args.repeats, args.vs_torch, overrides, peak)
+    print(json.dumps(r), flush=True)
     results.append(r)
-  os.makedirs(os.path.dirname(args.out), exist_ok=True)
-  command = "python scripts/bench.py " + " ".join(sys.argv[1:])
-  write_markdown(results, machine, command.strip(), args.out)
+  masked = seeds = memory = None
+  if not args.only_table:
+    masked = masked_work_study(args.repeats)
+    seeds = seeds_study(args.repeats)
+    print(json.dumps(seeds), flush=True)
+    memory = memory_study(max(2, args.repeats // 2))
+    print(json.dumps(memory), flush=True)
+  load_end = os.getloadavg()
+  loads = tuple(", ".join(f"{x:.2f}" for x in l) for l in (load_start, load_end))
+  command = ("python scripts/bench.py " + " ".join(sys.argv[1:])).strip()
+  if machine["XLA_FLAGS"]:
+    command = f"XLA_FLAGS={machine['XLA_FLAGS']} {command}"
+  write_markdown(args.out, command, machine, loads, results, masked, seeds, memory)
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump({"machine": machine, "loads": loads, "results": results, "masked": masked,
+                 "seeds": seeds, "memory": memory}, f, indent=1, default=str)
   print(f"wrote {args.out}")
 
 

@@ -97,3 +97,61 @@ def test_vgg11_group_norm_layers_and_small_inputs_rejected():
   with pytest.raises(ValueError, match="32x32"):
     jax.eval_shape(models.build(_cfg("vgg11"), (28, 28, 1), 10).init,
                    jax.random.PRNGKey(0))
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+def test_im2col_convolution_matches_xla_convolution_and_its_gradients(padding):
+  from fedfrac.models import cnn
+  kx, kw = jax.random.split(jax.random.PRNGKey(0))
+  x = jax.random.normal(kx, (3, 9, 8, 4))
+  w = jax.random.normal(kw, (5, 5, 4, 6))
+
+  def loss(impl):
+    return lambda x, w: jnp.sum(jnp.sin(cnn.conv2d(x, w, padding, impl)))
+  np.testing.assert_allclose(cnn.conv2d(x, w, padding, "im2col"),
+                             cnn.conv2d(x, w, padding, "xla"), atol=1e-4, rtol=1e-5)
+  for a, b in zip(jax.grad(loss("im2col"), (0, 1))(x, w), jax.grad(loss("xla"), (0, 1))(x, w)):
+    np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
+  with pytest.raises(ValueError, match="conv_impl='fft'"):
+    cnn.conv2d(x, w, padding, "fft")
+
+
+def test_cnn_params_are_those_of_flax_conv_layers():
+  import flax.linen as nn
+  from fedfrac.models import cnn
+
+  class Reference(nn.Module):   # the same stack written with flax.linen.Conv
+    @nn.compact
+    def __call__(self, x, train=False):
+      x = nn.relu(cnn.max_pool_2x2(nn.Conv(10, (5, 5), padding="VALID")(x)))
+      x = nn.relu(cnn.max_pool_2x2(nn.Conv(20, (5, 5), padding="VALID")(x)))
+      return nn.relu(nn.Dense(50)(x.reshape((x.shape[0], -1))))
+
+  x = jax.random.normal(jax.random.PRNGKey(1), (2, 28, 28, 1))
+  ref = models.SplitModel(Reference(), models.LinearHead(10))
+  want = ref.init(jax.random.PRNGKey(0), x)["params"]
+  for impl in ("im2col", "xla"):
+    module = models.SplitModel(cnn.CNNMnistExtractor(conv_impl=impl), models.LinearHead(10))
+    got = module.init({"params": jax.random.PRNGKey(0), "dropout": jax.random.PRNGKey(0)},
+                      x)["params"]
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+      np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(module.apply({"params": got}, x),
+                               ref.apply({"params": want}, x), atol=1e-5)
+
+
+def test_max_pool_gradient_shares_ties_like_reduce_max():
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 8, 7, 3))
+  x = jnp.round(x * 2) / 2            # many exact ties inside windows
+  x = x.at[0, :2, :2, 0].set(1.0)     # a window that is all ties
+
+  def reference(x):
+    b, h, w, c = x.shape
+    x = x[:, :h - h % 2, :w - w % 2, :]
+    return x.reshape(b, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+  g = jax.random.normal(jax.random.PRNGKey(1), reference(x).shape)
+  got = jax.vjp(models.max_pool_2x2, x)[1](g)[0]
+  want = jax.vjp(reference, x)[1](g)[0]
+  np.testing.assert_array_equal(got, want)
+  np.testing.assert_allclose(got[0, :2, :2, 0], np.full((2, 2), g[0, 0, 0, 0] / 4))

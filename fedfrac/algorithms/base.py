@@ -195,13 +195,17 @@ class LocalTraining:
     local_epochs: E (epoch mode: client k runs E·ceil(n_k/B) steps) or None.
     local_steps: H (step mode: every client runs exactly H steps) or None.
     max_steps: static scan length (the largest step count of any client).
-    unroll: ``lax.scan`` unroll factor for the local-step loop.
-    dynamic_steps: if True the local-step loop is a ``lax.fori_loop`` whose trip
-      count is the client's own ``num_steps`` (a while loop; under ``vmap`` it runs
-      the cohort's largest count and leaves finished clients bit-identical), so
-      ``max_steps`` is not baked into the compiled program: one compiled program
-      serves datasets whose clients need different step counts, and a cohort
-      never runs more steps than its largest client needs. No unrolling.
+    unroll: local steps per loop iteration (``lax.scan`` unroll factor, or the
+      steps written out in one iteration of the dynamic loop).
+    dynamic_steps: if True the local-step loop is a ``lax.while_loop`` whose
+      trip count is the client's own ``ceil(num_steps / unroll)`` (not bounded
+      by ``max_steps``, so one compiled program serves datasets whose clients
+      need different step counts): under ``vmap`` it runs the largest count of
+      the vmapped clients and leaves finished clients bit-identical, and a
+      client run on its own (``client_parallelism="map"``) never runs a masked
+      step beyond the last partial unrolled iteration. Same results as the
+      scan; not reverse-differentiable (nothing differentiates through local
+      training).
   """
   optimizer: optax.GradientTransformation
   lr_schedule: Callable
@@ -268,13 +272,15 @@ def select_tree(pred, on_true, on_false):
 
 def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
                 training: LocalTraining, optimizer=None, step_hook=None):
-  """Run a client's local steps as one masked ``lax.scan``.
+  """Run a client's local steps as one masked loop.
 
-  The scan runs ``training.max_steps`` iterations; step h is active iff
-  ``h < view.num_steps``; an inactive step leaves params and optimizer state
-  bit-identical. With ``training.dynamic_steps`` the loop runs exactly
-  ``view.num_steps`` iterations instead (see :class:`LocalTraining`). Samples
-  past ``view.size`` in a partial batch are masked out of the loss.
+  Step h is active iff ``h < view.num_steps`` (and, for the scan,
+  ``h < training.max_steps``); an inactive step leaves params and optimizer
+  state bit-identical. The loop is a ``lax.scan`` over ``training.max_steps``
+  steps, or with ``training.dynamic_steps`` a ``lax.while_loop`` that stops
+  after the client's own steps (see :class:`LocalTraining`); both give the same
+  results. Samples past ``view.size`` in a partial batch are masked out of the
+  loss.
 
   Args:
     params: model params pytree.
@@ -299,10 +305,13 @@ def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
   else:
     perms = None
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+  if training.dynamic_steps:
+    total = jnp.maximum(view.num_steps, 0)
+  else:
+    total = jnp.clip(view.num_steps, 0, training.max_steps)
 
-  def body(carry, step):
+  def step_fn(carry, step, masked=True):
     params, opt_state, loss_sum, gnorm_sum = carry
-    active = step < view.num_steps
     pos, sample_mask = batch_positions(view, batch_key, step, training, perms)
     rows = view.index[pos]
     x, y = view.x[rows], view.y[rows]
@@ -311,25 +320,32 @@ def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
       grads = step_hook(grads, params, step)
     updates, new_opt_state = optimizer.update(grads, opt_state, params)
     new_params = jax.tree.map(lambda p, u: p + lr * u, params, updates)
-    if training.dynamic_steps:   # every iteration of the dynamic loop is active
-      return (new_params, new_opt_state, loss_sum + loss,
-              gnorm_sum + optax.global_norm(grads)), None
+    gnorm = optax.global_norm(grads)
+    if not masked:   # every step of this loop is active
+      return new_params, new_opt_state, loss_sum + loss, gnorm_sum + gnorm
+    active = step < total
     params = select_tree(active, new_params, params)
     opt_state = select_tree(active, new_opt_state, opt_state)
     act = active.astype(jnp.float32)
-    return (params, opt_state, loss_sum + act * loss,
-            gnorm_sum + act * optax.global_norm(grads)), None
+    return params, opt_state, loss_sum + act * loss, gnorm_sum + act * gnorm
 
   init = (params, opt_state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+  unroll = max(int(training.unroll), 1)
   if training.dynamic_steps:
-    # Trip count = this client's steps; every iteration is active.
-    (params, opt_state, loss_sum, gnorm_sum) = jax.lax.fori_loop(
-        0, view.num_steps, lambda step, carry: body(carry, step)[0], init)
-    steps = jnp.maximum(view.num_steps, 0).astype(jnp.float32)
+    trips = (total + unroll - 1) // unroll
+
+    def body(state):
+      i, carry = state
+      for j in range(unroll):   # written out: `unroll` steps per iteration
+        carry = step_fn(carry, i * unroll + j, masked=unroll > 1)
+      return i + 1, carry
+    _, (params, opt_state, loss_sum, gnorm_sum) = jax.lax.while_loop(
+        lambda state: state[0] < trips, body, (jnp.zeros((), jnp.int32), init))
   else:
     (params, opt_state, loss_sum, gnorm_sum), _ = jax.lax.scan(
-        body, init, jnp.arange(training.max_steps), unroll=training.unroll)
-    steps = jnp.minimum(view.num_steps, training.max_steps).astype(jnp.float32)
+        lambda c, h: (step_fn(c, h), None), init, jnp.arange(training.max_steps),
+        unroll=unroll)
+  steps = total.astype(jnp.float32)
   denom = jnp.maximum(steps, 1.0)
   return params, opt_state, {"loss": loss_sum / denom, "steps": steps,
                              "grad_norm": gnorm_sum / denom}

@@ -24,21 +24,130 @@ the common FL versions are used:
             (``norm=None``; batch statistics do not fit FedAvg's averaging), or
             with GroupNorm(32 groups) after every convolution (``norm="group"``).
             No dropout.
+
+Convolutions are :class:`Conv2D` layers (parameters named and initialised exactly
+as ``flax.linen.Conv``), computed as im2col matmuls on CPU and as XLA
+convolutions elsewhere (``conv_impl``). On XLA:CPU the im2col form is several
+times faster inside the engine's loops: the weight-gradient convolution of
+``lax.conv_general_dilated`` is emitted with non-canonical dimension labels in a
+while-loop body and runs as a slow generic loop nest, and a convolution vmapped
+over per-client weights becomes a grouped convolution; im2col turns all of it
+into (batched) matmuls.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+CONV_IMPLS = ("auto", "im2col", "xla")
+
+
+def resolve_conv_impl(impl: str) -> str:
+  """``auto`` -> ``im2col`` on CPU, ``xla`` on other backends."""
+  if impl not in CONV_IMPLS:
+    raise ValueError(f"conv_impl={impl!r}: allowed values are {', '.join(CONV_IMPLS)}")
+  if impl == "auto":
+    return "im2col" if jax.default_backend() == "cpu" else "xla"
+  return impl
+
+
+def im2col(x, kernel_size, padding):
+  """Patches of ``x [B, H, W, C]`` -> ``[B, OH, OW, kh·kw·C]`` (stride 1).
+
+  The last axis is ordered (kh, kw, C), matching ``kernel.reshape(-1, C_out)``
+  of an HWIO kernel.
+  """
+  kh, kw = kernel_size
+  if isinstance(padding, str):
+    pads = lax.padtype_to_pads(x.shape[1:3], (kh, kw), (1, 1), padding)
+  else:
+    pads = tuple(padding)
+  if any(lo or hi for lo, hi in pads):
+    x = jnp.pad(x, ((0, 0),) + tuple(pads) + ((0, 0),))
+  b, h, w, c = x.shape
+  oh, ow = h - kh + 1, w - kw + 1
+  cols = [x[:, i:i + oh, j:j + ow, :] for i in range(kh) for j in range(kw)]
+  return jnp.stack(cols, axis=3).reshape(b, oh, ow, kh * kw * c)
+
+
+def conv2d(x, kernel, padding, impl="auto"):
+  """Stride-1 2-D convolution, NHWC input and HWIO kernel -> ``[B, OH, OW, O]``."""
+  if resolve_conv_impl(impl) == "im2col":
+    kh, kw, ci, co = kernel.shape
+    return im2col(x, (kh, kw), padding) @ kernel.reshape(kh * kw * ci, co)
+  return lax.conv_general_dilated(x, kernel, (1, 1), padding,
+                                  dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+class Conv2D(nn.Module):
+  """A stride-1 convolution with ``flax.linen.Conv``'s parameters (``kernel``
+  ``[kh, kw, C_in, C_out]`` lecun-normal, ``bias`` zeros), so a model's params
+  are the same whichever ``impl`` computes it."""
+  features: int
+  kernel_size: Sequence[int] = (5, 5)
+  padding: str = "VALID"
+  impl: str = "auto"
+
+  @nn.compact
+  def __call__(self, x):
+    kernel = self.param("kernel", nn.initializers.lecun_normal(),
+                        tuple(self.kernel_size) + (x.shape[-1], self.features), jnp.float32)
+    bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
+    return conv2d(x, kernel, self.padding, self.impl) + bias
+
+
+def _pool_windows(x):
+  """The four corners of every 2×2 window: 4 × ``[B, H//2, W//2, C]``."""
+  return (x[:, 0::2, 0::2, :], x[:, 0::2, 1::2, :], x[:, 1::2, 0::2, :],
+          x[:, 1::2, 1::2, :])
+
+
+def _interleave(parts, shape):
+  """Inverse of :func:`_pool_windows` for an even-sized ``shape``."""
+  b, h, w, c = shape
+  a00, a01, a10, a11 = parts
+  top = jnp.stack([a00, a01], axis=3)      # [B, H/2, W/2, 2, C]
+  bottom = jnp.stack([a10, a11], axis=3)
+  return jnp.stack([top, bottom], axis=2).reshape(b, h, w, c)
+
+
+@jax.custom_vjp
+def _max_pool_even(x):
+  a, b, c, d = _pool_windows(x)
+  return jnp.maximum(jnp.maximum(a, b), jnp.maximum(c, d))
+
+
+def _max_pool_even_fwd(x):
+  out = _max_pool_even(x)
+  return out, (x, out)
+
+
+def _max_pool_even_bwd(res, g):
+  # The gradient of a max is shared equally by the window's tied maxima (the
+  # rule JAX applies to reduce-max), written on the four corner slices.
+  x, out = res
+  hits = [(corner == out).astype(g.dtype) for corner in _pool_windows(x)]
+  share = g / (hits[0] + hits[1] + hits[2] + hits[3])
+  return (_interleave([h * share for h in hits], x.shape),)
+
+
+_max_pool_even.defvjp(_max_pool_even_fwd, _max_pool_even_bwd)
 
 
 def max_pool_2x2(x):
   """2×2 max pooling, stride 2, floor mode: ``[B, H, W, C] -> [B, H//2, W//2, C]``.
 
-  Written as a reshape + max, which differentiates to a cheap select on every
-  backend (the windowed-reduction gradient is slow on XLA:CPU).
+  Written on the four strided corners of the windows with a custom gradient
+  (elementwise compare/select, equal shares for ties as for ``reduce_max``): the
+  windowed-reduction gradient is slow on XLA:CPU.
   """
   b, h, w, c = x.shape
   x = x[:, :h - h % 2, :w - w % 2, :]
-  return x.reshape(b, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+  return _max_pool_even(x)
 
 
 def _check_spatial(x, padding, name, min_hw):
@@ -52,12 +161,14 @@ def _check_spatial(x, padding, name, min_hw):
 class CNNMnistExtractor(nn.Module):
   padding: str = "VALID"
   dropout: float = 0.5
+  conv_impl: str = "auto"
 
   @nn.compact
   def __call__(self, x, train: bool = False):
     _check_spatial(x, self.padding, "cnn_mnist", 12)
-    x = nn.relu(max_pool_2x2(nn.Conv(10, (5, 5), padding=self.padding)(x)))
-    x = nn.Conv(20, (5, 5), padding=self.padding)(x)
+    conv = lambda f, name: Conv2D(f, (5, 5), self.padding, self.conv_impl, name=name)
+    x = nn.relu(max_pool_2x2(conv(10, "Conv_0")(x)))
+    x = conv(20, "Conv_1")(x)
     # Dropout2d: drops whole channels.
     x = nn.Dropout(self.dropout, broadcast_dims=(1, 2), deterministic=not train)(x)
     x = nn.relu(max_pool_2x2(x))
@@ -68,12 +179,14 @@ class CNNMnistExtractor(nn.Module):
 
 class CNNCifarExtractor(nn.Module):
   padding: str = "VALID"
+  conv_impl: str = "auto"
 
   @nn.compact
   def __call__(self, x, train: bool = False):
     _check_spatial(x, self.padding, "cnn_cifar", 16)
-    x = max_pool_2x2(nn.relu(nn.Conv(6, (5, 5), padding=self.padding)(x)))
-    x = max_pool_2x2(nn.relu(nn.Conv(16, (5, 5), padding=self.padding)(x)))
+    conv = lambda f, name: Conv2D(f, (5, 5), self.padding, self.conv_impl, name=name)
+    x = max_pool_2x2(nn.relu(conv(6, "Conv_0")(x)))
+    x = max_pool_2x2(nn.relu(conv(16, "Conv_1")(x)))
     x = x.reshape((x.shape[0], -1))
     x = nn.relu(nn.Dense(120)(x))
     return nn.relu(nn.Dense(84)(x))
@@ -88,12 +201,14 @@ class CNN4Extractor(nn.Module):
   features before FC(512); ``"VALID"`` needs inputs of at least 12×12.
   """
   padding: str = "SAME"
+  conv_impl: str = "auto"
 
   @nn.compact
   def __call__(self, x, train: bool = False):
     _check_spatial(x, self.padding, "cnn4", 12)
-    x = max_pool_2x2(nn.relu(nn.Conv(32, (5, 5), padding=self.padding)(x)))
-    x = max_pool_2x2(nn.relu(nn.Conv(64, (5, 5), padding=self.padding)(x)))
+    conv = lambda f, name: Conv2D(f, (5, 5), self.padding, self.conv_impl, name=name)
+    x = max_pool_2x2(nn.relu(conv(32, "Conv_0")(x)))
+    x = max_pool_2x2(nn.relu(conv(64, "Conv_1")(x)))
     x = x.reshape((x.shape[0], -1))
     return nn.relu(nn.Dense(512)(x))
 
@@ -109,6 +224,7 @@ class VGG11Extractor(nn.Module):
   """
   norm: str | None = None
   num_groups: int = 32
+  conv_impl: str = "auto"
 
   @nn.compact
   def __call__(self, x, train: bool = False):
@@ -116,11 +232,13 @@ class VGG11Extractor(nn.Module):
       raise ValueError(
           f"model.name='vgg11' needs inputs of at least 32x32 (five 2x2 poolings), "
           f"got {x.shape[1]}x{x.shape[2]}")
+    convs = 0
     for layer in VGG11_LAYERS:
       if layer == "M":
         x = max_pool_2x2(x)
         continue
-      x = nn.Conv(layer, (3, 3), padding="SAME")(x)
+      x = Conv2D(layer, (3, 3), "SAME", self.conv_impl, name=f"Conv_{convs}")(x)
+      convs += 1
       if self.norm == "group":
         x = nn.GroupNorm(num_groups=self.num_groups)(x)
       x = nn.relu(x)
