@@ -41,7 +41,7 @@ def _two_rounds_fn(name):
     sim = engine_lib.Simulation(alg, fed, base_sim.model, base_sim.task, ctx.training,
                                 engine_lib.EngineConfig(rounds=2,
                                                         client_parallelism="vmap"))
-    state, _ = jax.lax.scan(lambda st, _: sim._round(arrays, st), sim.init(0),
+    state, _ = jax.lax.scan(lambda st, _: sim._round(alg, arrays, st), sim.init(0),
                             None, length=2)
     return alg.eval_params(state.server, None)
   return two_rounds, base_sim.arrays

@@ -5,5 +5,5 @@ from fedfrac.data.partition import (SCHEMES, class_counts, dirichlet, iid, label
                                     split_test_like_train)
 from fedfrac.data.sources import Dataset, sklearn_digits, synthetic, tfds_source
 from fedfrac.data.bev import BEVData, make_windows
-from fedfrac.data.synthetic_bev import simulate_fleet, synthetic_bev
+from fedfrac.data.synthetic_bev import simulate_fleet
 from fedfrac.data.ved import load_ved_csv
