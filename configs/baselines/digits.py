@@ -12,7 +12,9 @@ every baseline fedfrac ships on the offline 8×8 digits instead (1,437 train /
   * model: MLP (128, 64); clients: SGD, lr 0.05 constant, B = 32, E = 2
     (the quickstart's client settings — the paper's μ0 = 0.01 is tuned for its
     CNN on MNIST and is slow for this MLP);
-  * 150 rounds, evaluated every 5, seeds 0, 1, 2 (mean ± std in summary.md).
+  * 150 rounds, evaluated every 5, seeds 0, 1, 2 (mean ± std in summary.md);
+  * ``engine.unroll = 1``: for this small MLP compilation dominates on CPU and
+    unrolling the local-step scan only makes it slower (same numbers).
 
 Each method runs with its registered defaults (each module's HPARAMS and the
 preset in ``fedfrac.algorithms.REGISTRY``) plus its quickstart options.
@@ -49,6 +51,7 @@ def get_config():
   c.client.schedule = "constant"
   c.client.batch_size = 32
   c.client.local_epochs = 2
+  c.engine.unroll = 1
   methods = ConfigDict()
   for name in METHODS:
     methods[name] = ConfigDict(dict(name=name, **algorithms.QUICKSTART.get(name, {})))

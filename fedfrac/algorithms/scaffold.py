@@ -97,9 +97,10 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     steps = metrics["steps"]
     scale = 1.0 / (jnp.maximum(steps, 1.0) * lr)
     # c_k⁺ = c_k − c + (x − y_k)/(K_k η)   (Alg. 1, option II)
-    c_new = jax.tree.map(lambda ck, cs, a, b: jnp.where(steps > 0, ck - cs + (a - b) * scale,
-                                                        ck),
-                         c_k, c, x, y)
+    # (a client with no active step keeps its c_k)
+    c_new = jax.tree.map(
+        lambda ck, cs, a, b: jnp.where(steps > 0, ck - cs + (a - b) * scale, ck),
+        c_k, c, x, y)
     delta_y = base.tree_sub(y, x)
     delta_c = base.tree_sub(c_new, c_k)
     metrics["update_norm"] = base.tree_norm(delta_y)
