@@ -571,7 +571,7 @@ def main(argv=None):
   p.add_argument("--rounds", type=int, default=0, help="override rounds (0 = configs)")
   p.add_argument("--ved", default="", help="VED dynamic-data CSV file/dir (real data)")
   p.add_argument("--ved_stride", type=int, default=10)
-  p.add_argument("--timing_repeats", type=int, default=3)
+  p.add_argument("--timing_repeats", type=int, default=5)
   p.add_argument("--latency_calls", type=int, default=200)
   args = p.parse_args(argv)
   studies = [s.strip() for s in args.studies.split(",") if s.strip()]
