@@ -18,15 +18,19 @@ Every configuration runs all seeds (default 5) as ONE vmapped program
 (last-round) test metrics in Wh per window. The configs are in configs/bev/; each
 study's config can also be run on its own with ``python -m fedfrac.main``.
 ``--rounds`` overrides every study's round count (for smoke runs); seeds are
-never cut by the script.
+never cut by the script. Finished runs are stored under ``--resume_dir``
+(default runs/bev_suite, git-ignored), so re-running an interrupted command
+resumes it; delete that directory to recompute everything.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import importlib.util
 import json
 import os
+import pickle
 import platform
 import sys
 import time
@@ -186,11 +190,26 @@ class Suite:
     if key in self.memo:
       print(f"  [  same ] {c.name}: reusing an identical earlier run", file=sys.stderr)
       return self.memo[key]
+    path = None
+    if self.args.resume_dir:
+      digest = hashlib.sha1("\n".join(key).encode()).hexdigest()[:16]
+      path = os.path.join(self.args.resume_dir, f"{digest}.pkl")
+      if os.path.exists(path):
+        with open(path, "rb") as f:
+          res = experiment.Results(c, pickle.load(f))
+        print(f"  [resumed] {c.name}: from {path}", file=sys.stderr, flush=True)
+        self.memo[key] = res
+        return res
     t0 = time.perf_counter()
     res = experiment.run_many(c, grid=grid, data_cache=self.cache, progress=False)
     dt = time.perf_counter() - t0
     labels = ", ".join(group(res))
     print(f"  [{dt:6.1f}s] {c.name}: {labels}", file=sys.stderr, flush=True)
+    if path:
+      os.makedirs(self.args.resume_dir, exist_ok=True)
+      with open(path + ".tmp", "wb") as f:
+        pickle.dump(res.records, f)
+      os.replace(path + ".tmp", path)
     self.memo[key] = res
     return res
 
@@ -571,8 +590,11 @@ def main(argv=None):
   p.add_argument("--rounds", type=int, default=0, help="override rounds (0 = configs)")
   p.add_argument("--ved", default="", help="VED dynamic-data CSV file/dir (real data)")
   p.add_argument("--ved_stride", type=int, default=10)
-  p.add_argument("--timing_repeats", type=int, default=3)
+  p.add_argument("--timing_repeats", type=int, default=5)
   p.add_argument("--latency_calls", type=int, default=200)
+  p.add_argument("--resume_dir", default=os.path.join(ROOT, "runs", "bev_suite"),
+                 help="finished runs are stored here and reused when the command is "
+                 "re-run (an interrupted suite resumes); '' disables")
   args = p.parse_args(argv)
   studies = [s.strip() for s in args.studies.split(",") if s.strip()]
   for s in studies:

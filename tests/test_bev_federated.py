@@ -94,6 +94,20 @@ def test_adapter_one_client_per_vehicle_and_trip_disjoint_splits():
   assert np.isclose(fed.y_test_scale[0], q75 - q25, rtol=1e-5)
 
 
+def test_input_clip_winsorises_inputs_only():
+  raw, fed = _fleet()
+  clipped = federated.federate_bev(raw, input_clip=2.0)
+  assert np.abs(fed.x_train).max() > 2.0
+  assert np.abs(clipped.x_train).max() <= 2.0 and np.abs(clipped.x_test).max() <= 2.0
+  np.testing.assert_array_equal(clipped.x_train, np.clip(fed.x_train, -2.0, 2.0))
+  np.testing.assert_array_equal(clipped.y_train, fed.y_train)
+  np.testing.assert_array_equal(clipped.y_test_scale, fed.y_test_scale)
+  with pytest.raises(ValueError, match="input_clip"):
+    federated.federate_bev(raw, input_clip=-1.0)
+  with pytest.raises(ValueError, match="eval_split"):
+    federated.federate_bev(raw, eval_split="train")
+
+
 def test_eval_split_val_puts_validation_windows_in_the_test_slot():
   raw, fed = _fleet("val")
   np.testing.assert_array_equal(fed.x_test, raw.normalized().x_val)
@@ -187,6 +201,7 @@ def test_ved_csv_source_through_the_config(tmp_path):
     ("model.rnn_hidden", 0, "config.model.rnn_hidden=0"),
     ("task.mape_eps", -1.0, "config.task.mape_eps=-1.0"),
     ("target_rmse", -2.0, "config.target_rmse=-2.0"),
+    ("data.bev.input_clip", -1.0, "config.data.bev.input_clip=-1.0"),
     ("data.source", "ved_csv", "config.data.bev.ved_path=''"),
 ])
 def test_bev_config_validation_names_key_and_value(key, value, match):

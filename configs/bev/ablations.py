@@ -56,6 +56,5 @@ def get_config(arg="alpha=0.8"):
   c.name = f"BEV ablation {arg}, SYNTHETIC fleet"
   name, opts = base.secondary_methods(["fo_ri_fedavg"])["fo_ri_fedavg"]
   c.methods = ml_collections.ConfigDict()
-  label = f"fo_ri_{study}_{value}".replace(".", "p")
-  c.methods[label] = base.method(name, **{**opts, **options(study, value)})
+  c.methods["fo_ri_fedavg"] = base.method(name, **{**opts, **options(study, value)})
   return c
