@@ -252,8 +252,16 @@ def log_stderr(msg):
 def method_task(task):
   """One method in every mode (in one process, so a program that does not
   depend on the mode is compiled once and found in the compilation cache for
-  the second mode)."""
-  method, modes, scenarios, seeds, batch_runs, cache_dir = task
+  the second mode). With ``parts_dir`` the result is also saved there, and a
+  saved result of the same code and arguments is returned instead of
+  recomputing (an interrupted command resumes where it stopped)."""
+  method, modes, scenarios, seeds, batch_runs, cache_dir, parts_dir = task
+  part = os.path.join(parts_dir, f"{method}.json") if parts_dir else None
+  if part and os.path.exists(part):
+    with open(part) as f:
+      saved = json.load(f)
+    return method, {mode: ({tuple(k.split("|")): v for k, v in res.items()}, timing)
+                    for mode, (res, timing) in saved.items()}
   if cache_dir:
     enable_compile_cache(cache_dir)
   cfg_module = load_digits_config()
@@ -265,7 +273,29 @@ def method_task(task):
   for mode in modes:
     out[mode] = run_method(all_feds[mode], mode, method, scenarios, seeds, log_stderr,
                            batch_runs)
+  if part:
+    tmp = f"{part}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+      json.dump({mode: ({"|".join(k): v for k, v in res.items()}, timing)
+                 for mode, (res, timing) in out.items()}, f, default=float)
+    os.replace(tmp, part)
   return method, out
+
+
+def parts_directory(args, modes, scenarios, seeds):
+  """Where finished methods are kept: keyed by the arguments and by a hash of
+  the code that produces the numbers (fedfrac/, configs/firma/, this script)."""
+  import hashlib
+  h = hashlib.sha256(repr((modes, scenarios, seeds, args.batch_runs)).encode())
+  for folder in ("fedfrac", os.path.join("configs", "firma")):
+    for dirpath, _, files in sorted(os.walk(os.path.join(ROOT, folder))):
+      for name in sorted(files):
+        if name.endswith(".py"):
+          with open(os.path.join(dirpath, name), "rb") as f:
+            h.update(f.read())
+  with open(os.path.abspath(__file__), "rb") as f:
+    h.update(f.read())
+  return os.path.join(tempfile.gettempdir(), "firma_tables_parts", h.hexdigest()[:16])
 
 
 def enable_compile_cache(cache_dir):
@@ -370,7 +400,11 @@ def write_markdown(path, all_results, timings, scenarios, methods, seeds, comman
            f"Runtime of the whole command (both modes, {total['workers']} worker "
            f"processes): {total['wall_s']:.0f} s wall, {total['cpu_s']:.0f} s CPU "
            f"(user + system of all processes; the machine was shared with other "
-           f"jobs, so CPU time is the steadier figure). Per mode below.",
+           f"jobs, so CPU time is the steadier figure). Per mode below." +
+           (f" Resumed run: {', '.join(total['resumed'])} came from an earlier, "
+            f"interrupted run of the same code (their CPU time below is from that "
+            f"run; the wall and total CPU time above do not include them)."
+            if total.get("resumed") else ""),
            ""]
   for mode, results in all_results.items():
     t = timings[mode]
@@ -408,6 +442,11 @@ def main(argv=None):
   p.add_argument("--json", default=None, help="also write all per-seed numbers here")
   p.add_argument("--no-compile-cache", dest="compile_cache", action="store_false",
                  help="do not reuse identical compiled programs across modes")
+  p.add_argument("--resume", action="store_true",
+                 help="keep each finished method under $TMPDIR/firma_tables_parts and "
+                      "reuse it when the same code is run again with the same "
+                      "arguments (the table then reports the CPU time of the "
+                      "original runs, and the wall time of this one)")
   p.add_argument("--workers", type=int, default=2,
                  help="processes running methods in parallel (one per CPU core)")
   args = p.parse_args(argv)
@@ -417,8 +456,15 @@ def main(argv=None):
   seeds = tuple(range(args.seeds))
   log = log_stderr
   cache_dir = tempfile.mkdtemp(prefix="firma_xla_cache_") if args.compile_cache else None
+  parts_dir = parts_directory(args, modes, scenarios, seeds) if args.resume else None
+  done = []
+  if parts_dir:
+    os.makedirs(parts_dir, exist_ok=True)
+    done = sorted(f[:-5] for f in os.listdir(parts_dir) if f.endswith(".json"))
+    if done:
+      log(f"resuming: {', '.join(done)} already done in {parts_dir}")
   t0, c0 = time.perf_counter(), cpu_seconds()
-  tasks = [(m, modes, scenarios, seeds, args.batch_runs, cache_dir)
+  tasks = [(m, modes, scenarios, seeds, args.batch_runs, cache_dir, parts_dir)
            for m in sorted(methods, key=lambda m: -_TASK_COST.get(m, 1))]
   if args.workers > 1:
     import multiprocessing as mp
@@ -442,7 +488,7 @@ def main(argv=None):
   children = resource.getrusage(resource.RUSAGE_CHILDREN)
   total = {"wall_s": time.perf_counter() - t0,
            "cpu_s": cpu_seconds() - c0 + children.ru_utime + children.ru_stime,
-           "workers": args.workers}
+           "workers": args.workers, "resumed": [m for m in done if m in methods]}
   log(f"total: {total['wall_s']:.0f}s wall, {total['cpu_s']:.0f}s CPU")
   command = "PYTHONPATH=. python scripts/reproduce_firma.py " + " ".join(
       a for a in (argv if argv is not None else sys.argv[1:]))
