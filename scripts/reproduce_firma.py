@@ -22,7 +22,6 @@ import argparse
 import dataclasses
 import importlib.util
 import json
-import math
 import os
 import resource
 import sys

@@ -7,7 +7,7 @@ mixes the stacked extractors with one N×N row-stochastic matrix
 (:func:`fedfrac.ops.ring.apply_mixing`). What differs between the members is only
 the mixing matrix and the local training, so this module provides:
 
-* two-phase local training (FedRep-style, FIRMA §4): E_h epochs on the head with
+* two-phase local training (adapted from FedRep): E_h epochs on the head with
   the extractor frozen, then E_e epochs on the extractor with the head frozen,
   each with its own persistent optimizer state (never reset, never sent);
 * the local training accuracy a_i used by the FibFL+ gate: accuracy of the
