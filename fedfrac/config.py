@@ -447,3 +447,12 @@ def validate(config) -> None:
       raise
     except ValueError as e:
       raise ConfigError(f"config.{e}") from None
+    module = importlib.import_module(f"fedfrac.algorithms.{algorithms.REGISTRY[name][0]}")
+    if getattr(module, "FULL_PARTICIPATION", False):
+      # Ring gossip mixes every client's model every round.
+      _check(config.participation == 1, "participation", config.participation,
+             f"must be 1 for method {label!r} ({name}: decentralised ring, every "
+             f"client takes part in every round)")
+      _check(config.churn.p_leave == 0 and config.churn.p_join == 1, "churn.p_leave",
+             config.churn.p_leave, f"must be 0 (with churn.p_join=1) for method "
+             f"{label!r} ({name}: decentralised ring without churn)")

@@ -19,12 +19,13 @@ inside the same compiled scan, so R50% and the plateau σ come from every round.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
-import math
 import os
 import resource
 import sys
+import tempfile
 import time
 import warnings
 
@@ -105,7 +106,7 @@ def stack_states(sim, seeds, feds):
 
 
 def build_feds(cfg_module, mode, scenarios, seeds):
-  """{scenario: (config, [fed per seed])} with index tables padded per mode."""
+  """{scenario: (config, [fed per seed])} for one compatibility mode."""
   out = {}
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")   # expected label-skew drops (K = 3)
@@ -118,10 +119,45 @@ def build_feds(cfg_module, mode, scenarios, seeds):
           cache[ds] = data_lib.build(cfg.data, ds)
         feds.append(cache[ds])
       out[scen] = (cfg, feds)
-  n_max = max(f.client_index.shape[1] for _, fs in out.values() for f in fs)
-  m_max = max(f.client_test_index.shape[1] for _, fs in out.values() for f in fs)
-  return {s: (c, [data_lib.federated.pad_tables(f, n_max, m_max) for f in fs])
-          for s, (c, fs) in out.items()}
+  return out
+
+
+def _pad_rows(a, rows):
+  """Append copies of row 0 up to ``rows`` rows (rows no client index refers to)."""
+  if a.shape[0] == rows:
+    return a
+  return np.concatenate([a, np.repeat(a[:1], rows - a.shape[0], axis=0)])
+
+
+def common_shapes(all_feds):
+  """Pad every dataset of every mode to the same array shapes, so a method whose
+  compiled program does not depend on the mode (FedAvg, RDFL, FedRep, FibFL,
+  FibFL+: the mode only changes their initial state) compiles once for both
+  (the compilation cache recognises the identical program). The digits splits
+  of the two modes differ by one row (1,438/359 vs 1,437/360); the extra rows
+  are copies of row 0 that no client's index refers to. Per-client metrics are
+  unaffected; only FedAvg's pooled (non-reported) test accuracy sees one extra
+  test row."""
+  feds = [f for per_mode in all_feds.values() for _, fs in per_mode.values() for f in fs]
+  n_max = max(f.client_index.shape[1] for f in feds)
+  m_max = max(f.client_test_index.shape[1] for f in feds)
+  n_train = max(f.x_train.shape[0] for f in feds)
+  n_test = max(f.x_test.shape[0] for f in feds)
+
+  def pad(f):
+    f = data_lib.federated.pad_tables(f, n_max, m_max)
+    return dataclasses.replace(f, x_train=_pad_rows(f.x_train, n_train),
+                               y_train=_pad_rows(f.y_train, n_train),
+                               x_test=_pad_rows(f.x_test, n_test),
+                               y_test=_pad_rows(f.y_test, n_test))
+  cache = {}
+
+  def padded(f):
+    if id(f) not in cache:
+      cache[id(f)] = pad(f)
+    return cache[id(f)]
+  return {mode: {s: (c, [padded(f) for f in fs]) for s, (c, fs) in per_mode.items()}
+          for mode, per_mode in all_feds.items()}
 
 
 def summarize_runs(sim, method, states, round_metrics, evaluation, rounds, num_clients):
@@ -149,65 +185,127 @@ def summarize_runs(sim, method, states, round_metrics, evaluation, rounds, num_c
   return runs
 
 
-def run_mode(cfg_module, mode, scenarios, methods, seeds, log, batch_runs=5):
-  """Every (scenario, seed) run of every method in ``mode``.
+def run_method(feds, mode, method, scenarios, seeds, log, batch_runs=5):
+  """Every (scenario, seed) run of ``method`` in ``mode``.
 
-  Runs with the same number of clients share one compiled program per method.
-  They are sorted by their largest client (the vmapped local-step loops run to
-  the batch's largest step count) and executed ``batch_runs`` at a time, so a
-  batch holds runs of similar cost (with per-seed partitions a Dirichlet run
-  with one huge client does not slow down four small ones).
+  Runs with the same number of clients share one compiled program. They are
+  sorted by their largest client (local-step loops run to the batch's largest
+  step count) and executed ``batch_runs`` at a time (vmapped), so a batch holds
+  runs of similar cost. Returns ``(results, timing)``.
   """
   t_wall, t_cpu = time.perf_counter(), cpu_seconds()
-  feds = build_feds(cfg_module, mode, scenarios, seeds)
   groups = {}
   for scen in scenarios:
     for i, (seed, fed) in enumerate(zip(seeds, feds[scen][1])):
       groups.setdefault(fed.num_clients, []).append((int(fed.client_size.max()), scen,
                                                      i, seed, fed))
-  results, compile_s, compiles = {}, 0.0, 0
-  for method in methods:
-    for n, runs in groups.items():
-      runs = sorted(runs, key=lambda r: (r[0], scenarios.index(r[1]), r[2]))
-      cfg0 = feds[runs[0][1]][0]
-      sim = experiment.build_simulation(cfg0, method, runs[0][4])
-      rounds = cfg0.rounds
-      program, compiled = make_program(sim, rounds), None
-      per_run, run_s = {}, 0.0
-      for start in range(0, len(runs), batch_runs):
-        batch = runs[start:start + batch_runs]
-        if len(batch) < batch_runs:     # keep one shape: repeat the last run
-          batch = batch + [batch[-1]] * (batch_runs - len(batch))
-        fs = [r[4] for r in batch]
-        arrays = stack_arrays(fs, sim.training)
-        states = stack_states(sim, [r[3] for r in batch], fs)
-        if compiled is None:
-          t0 = time.perf_counter()
-          compiled = program.lower(arrays, states).compile()
-          dt = time.perf_counter() - t0
-          compile_s, compiles = compile_s + dt, compiles + 1
-          log(f"  [{mode}] {method} N={n}: compiled in {dt:.1f}s")
-        t0 = time.perf_counter()
-        out_states, (round_metrics, evaluation) = compiled(arrays, states)
-        jax.block_until_ready(evaluation)
-        run_s += time.perf_counter() - t0
-        round_metrics = jax.tree.map(np.asarray, jax.device_get(round_metrics))
-        evaluation = jax.tree.map(np.asarray, jax.device_get(
-            {k: v for k, v in evaluation.items() if not k.startswith("clients/")}))
-        summaries = summarize_runs(sim, method, out_states, round_metrics, evaluation,
-                                   rounds, n)
-        for r, summary in zip(batch, summaries):
-          per_run[(r[1], r[2])] = summary
-      for scen in dict.fromkeys(r[1] for r in runs):
-        scen_runs = [per_run[(scen, i)] for i in range(len(seeds))]
-        results[(scen, method)] = {"runs": scen_runs, "num_clients": n}
-        acc = [r["accuracy"] for r in scen_runs]
-        log(f"  [{mode}] {method:10s} {scen:6s} acc {np.mean(acc):.4f} ± "
-            f"{np.std(acc, ddof=1) if len(acc) > 1 else 0.0:.4f}")
-      log(f"  [{mode}] {method} N={n}: {len(runs)} runs in {run_s:.1f}s")
+  results, compile_s, compile_cpu, compiles = {}, 0.0, 0.0, 0
+  for n, runs in groups.items():
+    runs = sorted(runs, key=lambda r: (r[0], scenarios.index(r[1]), r[2]))
+    cfg0 = feds[runs[0][1]][0]
+    sim = experiment.build_simulation(cfg0, method, runs[0][4])
+    rounds = cfg0.rounds
+    program, compiled = make_program(sim, rounds), None
+    per_run, run_s = {}, 0.0
+    for start in range(0, len(runs), batch_runs):
+      batch = runs[start:start + batch_runs]
+      if len(batch) < batch_runs:     # keep one shape: repeat the last run
+        batch = batch + [batch[-1]] * (batch_runs - len(batch))
+      fs = [r[4] for r in batch]
+      arrays = stack_arrays(fs, sim.training)
+      states = stack_states(sim, [r[3] for r in batch], fs)
+      if compiled is None:
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        compiled = program.lower(arrays, states).compile()
+        dt = time.perf_counter() - t0
+        compile_s, compiles = compile_s + dt, compiles + 1
+        compile_cpu += cpu_seconds() - c0
+        log(f"  [{mode}] {method} N={n}: compiled in {dt:.1f}s")
+      t0 = time.perf_counter()
+      out_states, (round_metrics, evaluation) = compiled(arrays, states)
+      jax.block_until_ready(evaluation)
+      run_s += time.perf_counter() - t0
+      round_metrics = jax.tree.map(np.asarray, jax.device_get(round_metrics))
+      evaluation = jax.tree.map(np.asarray, jax.device_get(
+          {k: v for k, v in evaluation.items() if not k.startswith("clients/")}))
+      summaries = summarize_runs(sim, method, out_states, round_metrics, evaluation,
+                                 rounds, n)
+      for r, summary in zip(batch, summaries):
+        per_run[(r[1], r[2])] = summary
+    for scen in dict.fromkeys(r[1] for r in runs):
+      scen_runs = [per_run[(scen, i)] for i in range(len(seeds))]
+      results[(scen, method)] = {"runs": scen_runs, "num_clients": n}
+      acc = [r["accuracy"] for r in scen_runs]
+      log(f"  [{mode}] {method:10s} {scen:6s} acc {np.mean(acc):.4f} ± "
+          f"{np.std(acc, ddof=1) if len(acc) > 1 else 0.0:.4f}")
+    log(f"  [{mode}] {method} N={n}: {len(runs)} runs in {run_s:.1f}s")
   timing = {"wall_s": time.perf_counter() - t_wall, "cpu_s": cpu_seconds() - t_cpu,
-            "compile_s": compile_s, "compiles": compiles}
+            "compile_s": compile_s, "compile_cpu_s": compile_cpu, "compiles": compiles}
   return results, timing
+
+
+def log_stderr(msg):
+  print(msg, file=sys.stderr, flush=True)
+
+
+def method_task(task):
+  """One method in every mode (in one process, so a program that does not
+  depend on the mode is compiled once and found in the compilation cache for
+  the second mode). With ``parts_dir`` the result is also saved there, and a
+  saved result of the same code and arguments is returned instead of
+  recomputing (an interrupted command resumes where it stopped)."""
+  method, modes, scenarios, seeds, batch_runs, cache_dir, parts_dir = task
+  part = os.path.join(parts_dir, f"{method}.json") if parts_dir else None
+  if part and os.path.exists(part):
+    with open(part) as f:
+      saved = json.load(f)
+    return method, {mode: ({tuple(k.split("|")): v for k, v in res.items()}, timing)
+                    for mode, (res, timing) in saved.items()}
+  if cache_dir:
+    enable_compile_cache(cache_dir)
+  cfg_module = load_digits_config()
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    all_feds = common_shapes({mode: build_feds(cfg_module, mode, scenarios, seeds)
+                              for mode in modes})
+  out = {}
+  for mode in modes:
+    out[mode] = run_method(all_feds[mode], mode, method, scenarios, seeds, log_stderr,
+                           batch_runs)
+  if part:
+    tmp = f"{part}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+      json.dump({mode: ({"|".join(k): v for k, v in res.items()}, timing)
+                 for mode, (res, timing) in out.items()}, f, default=float)
+    os.replace(tmp, part)
+  return method, out
+
+
+def parts_directory(args, modes, scenarios, seeds):
+  """Where finished methods are kept: keyed by the arguments and by a hash of
+  the code that produces the numbers (fedfrac/, configs/firma/, this script)."""
+  import hashlib
+  h = hashlib.sha256(repr((modes, scenarios, seeds, args.batch_runs)).encode())
+  for folder in ("fedfrac", os.path.join("configs", "firma")):
+    for dirpath, _, files in sorted(os.walk(os.path.join(ROOT, folder))):
+      for name in sorted(files):
+        if name.endswith(".py"):
+          with open(os.path.join(dirpath, name), "rb") as f:
+            h.update(f.read())
+  with open(os.path.abspath(__file__), "rb") as f:
+    h.update(f.read())
+  return os.path.join(tempfile.gettempdir(), "firma_tables_parts", h.hexdigest()[:16])
+
+
+def enable_compile_cache(cache_dir):
+  jax.config.update("jax_compilation_cache_dir", cache_dir)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+# Relative cost, to start the longest tasks first.
+_TASK_COST = {"fibfl_pp": 6, "fibfl_plus": 5, "fibfl": 5, "rdfl": 2, "fedavg": 2,
+              "fedrep": 1}
 
 
 # ---------------------------------------------------------------------- tables
@@ -282,7 +380,8 @@ def differences(all_results, scenarios, methods):
   return "\n".join(out)
 
 
-def write_markdown(path, all_results, timings, scenarios, methods, seeds, command):
+def write_markdown(path, all_results, timings, scenarios, methods, seeds, command,
+                   total):
   lines = ["# FIRMA Tables 11–12 on MNIST-1797 (scikit-learn digits), N = 5, R = 10",
            "",
            f"Produced by `{command}` "
@@ -296,13 +395,23 @@ def write_markdown(path, all_results, timings, scenarios, methods, seeds, comman
            "value; `n/f` means the published value was not available when this "
            "table was made (only the three FibFL++ Dirichlet cells of Table 11 "
            "were), so no comparison is claimed for that cell.",
+           "",
+           f"Runtime of the whole command (both modes, {total['workers']} worker "
+           f"processes): {total['wall_s']:.0f} s wall, {total['cpu_s']:.0f} s CPU "
+           f"(user + system of all processes; the machine was shared with other "
+           f"jobs, so CPU time is the steadier figure). Per mode below." +
+           (f" Resumed run: {', '.join(total['resumed'])} came from an earlier, "
+            f"interrupted run of the same code (their CPU time below is from that "
+            f"run; the wall and total CPU time above do not include them)."
+            if total.get("resumed") else ""),
            ""]
   for mode, results in all_results.items():
     t = timings[mode]
     lines += [f"## `compat=\"{mode}\"`", "",
-              f"Time for this mode: {t['wall_s']:.0f} s wall, {t['cpu_s']:.0f} s CPU "
-              f"({t['compiles']} compiled programs, {t['compile_s']:.0f} s wall "
-              f"compiling); {len(methods)} methods × {len(scenarios)} scenarios × "
+              f"CPU time for this mode: {t['cpu_s']:.0f} s, of which "
+              f"{t['compile_cpu_s']:.0f} s compiling {t['compiles']} programs "
+              f"(programs identical to the other mode's come from the compilation "
+              f"cache); {len(methods)} methods × {len(scenarios)} scenarios × "
               f"{len(seeds)} seeds = {len(methods) * len(scenarios) * len(seeds)} runs.",
               "", "### Accuracy (Table 11)", "",
               accuracy_table(results, scenarios, methods, PAPER_ACCURACY, "accuracy"),
@@ -330,29 +439,66 @@ def main(argv=None):
                  help="runs vmapped together in one call of a compiled program")
   p.add_argument("--out", default="results/firma_digits.md")
   p.add_argument("--json", default=None, help="also write all per-seed numbers here")
+  p.add_argument("--no-compile-cache", dest="compile_cache", action="store_false",
+                 help="do not reuse identical compiled programs across modes")
+  p.add_argument("--resume", action="store_true",
+                 help="keep each finished method under $TMPDIR/firma_tables_parts and "
+                      "reuse it when the same code is run again with the same "
+                      "arguments (the table then reports the CPU time of the "
+                      "original runs, and the wall time of this one)")
+  p.add_argument("--workers", type=int, default=2,
+                 help="processes running methods in parallel (one per CPU core)")
   args = p.parse_args(argv)
-  cfg_module = load_digits_config()
   modes = [m for m in args.modes.split(",") if m]
   scenarios = [s for s in args.scenarios.split(",") if s]
   methods = [m for m in args.methods.split(",") if m]
   seeds = tuple(range(args.seeds))
-  log = lambda msg: print(msg, file=sys.stderr, flush=True)
-  all_results, timings = {}, {}
+  log = log_stderr
+  cache_dir = tempfile.mkdtemp(prefix="firma_xla_cache_") if args.compile_cache else None
+  parts_dir = parts_directory(args, modes, scenarios, seeds) if args.resume else None
+  done = []
+  if parts_dir:
+    os.makedirs(parts_dir, exist_ok=True)
+    done = sorted(f[:-5] for f in os.listdir(parts_dir) if f.endswith(".json"))
+    if done:
+      log(f"resuming: {', '.join(done)} already done in {parts_dir}")
+  t0, c0 = time.perf_counter(), cpu_seconds()
+  tasks = [(m, modes, scenarios, seeds, args.batch_runs, cache_dir, parts_dir)
+           for m in sorted(methods, key=lambda m: -_TASK_COST.get(m, 1))]
+  if args.workers > 1:
+    import multiprocessing as mp
+    with mp.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
+      outputs = dict(pool.imap_unordered(method_task, tasks))
+  else:
+    outputs = dict(method_task(t) for t in tasks)
+  all_results = {mode: {} for mode in modes}
+  timings = {mode: {"wall_s": 0.0, "cpu_s": 0.0, "compile_s": 0.0, "compile_cpu_s": 0.0,
+                    "compiles": 0} for mode in modes}
+  for method in methods:
+    for mode in modes:
+      res, timing = outputs[method][mode]
+      all_results[mode].update(res)
+      for k in timings[mode]:
+        timings[mode][k] += timing[k]
   for mode in modes:
-    all_results[mode], timings[mode] = run_mode(cfg_module, mode, scenarios, methods,
-                                                seeds, log, args.batch_runs)
     t = timings[mode]
-    log(f"[{mode}] {t['wall_s']:.0f}s wall, {t['cpu_s']:.0f}s CPU, "
-        f"{t['compiles']} compiles ({t['compile_s']:.0f}s)")
+    log(f"[{mode}] {t['cpu_s']:.0f}s CPU ({t['compiles']} compiles, "
+        f"{t['compile_cpu_s']:.0f}s CPU compiling)")
+  children = resource.getrusage(resource.RUSAGE_CHILDREN)
+  total = {"wall_s": time.perf_counter() - t0,
+           "cpu_s": cpu_seconds() - c0 + children.ru_utime + children.ru_stime,
+           "workers": args.workers, "resumed": [m for m in done if m in methods]}
+  log(f"total: {total['wall_s']:.0f}s wall, {total['cpu_s']:.0f}s CPU")
   command = "PYTHONPATH=. python scripts/reproduce_firma.py " + " ".join(
       a for a in (argv if argv is not None else sys.argv[1:]))
   os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
   write_markdown(args.out, all_results, timings, scenarios, methods, seeds,
-                 command.strip())
+                 command.strip(), total)
   if args.json:
     with open(args.json, "w") as f:
       json.dump({mode: {f"{s}/{m}": v for (s, m), v in res.items()}
-                 for mode, res in all_results.items()} | {"timings": timings}, f,
+                 for mode, res in all_results.items()} | {"timings": timings,
+                                                          "total": total}, f,
                 default=float)
   log(f"wrote {args.out}")
 

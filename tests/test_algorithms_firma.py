@@ -375,3 +375,57 @@ def test_ring_algorithms_reject_step_mode_and_tiny_rings():
     firma_sim(fed, "fibfl", client={"local_steps": 3})
   with pytest.raises(ValueError, match="at least 2 clients"):
     firma_sim(helpers.unequal_digits(sizes=(30,)), "rdfl")
+
+
+def test_config_rejects_partial_participation_for_ring_methods():
+  from fedfrac import config as config_lib
+  c = helpers.tiny_config()
+  c.methods.ring = type(c.methods)(dict(name="fibfl_pp"))
+  c.participation = 0.5
+  with pytest.raises(config_lib.ConfigError, match="participation=0.5"):
+    config_lib.validate(c)
+
+
+@pytest.mark.parametrize("name", ["digits", "cifar10", "fashion_mnist", "mnist"])
+def test_firma_configs_validate_in_both_modes(name):
+  import importlib.util
+  import os
+  from fedfrac import config as config_lib
+  path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "configs", "firma", f"{name}.py")
+  spec = importlib.util.spec_from_file_location(f"firma_{name}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  for arg in ("paper,ls3", "reference_code,dir0.1"):
+    c = module.get_config(arg)
+    config_lib.validate(c)
+    assert set(c.methods.keys()) == {"fedavg", "rdfl", "fedrep", "fibfl", "fibfl_plus",
+                                     "fibfl_pp"}
+    assert c.data.compat == arg.split(",")[0]
+
+
+def test_torch_style_init_bounds_and_untouched_layer_norm():
+  params = {"extractor": {"Dense_0": {"kernel": jnp.zeros((64, 256)), "bias": jnp.zeros(256)},
+                          "LayerNorm_0": {"scale": jnp.ones(256), "bias": jnp.zeros(256)}},
+            "head": {"Dense_0": {"kernel": jnp.zeros((128, 10)), "bias": jnp.zeros(10)}}}
+  out = firma.torch_style_init(params, jax.random.PRNGKey(0))
+  for layer, fan_in in ((out["extractor"]["Dense_0"], 64), (out["head"]["Dense_0"], 128)):
+    for x in (layer["kernel"], layer["bias"]):
+      bound = 1 / math.sqrt(fan_in)
+      assert float(jnp.max(jnp.abs(x))) <= bound
+      assert float(jnp.max(jnp.abs(x))) > 0.9 * bound          # fills the range
+      assert abs(float(jnp.var(x)) - bound ** 2 / 3) < 0.25 * bound ** 2 / 3
+  assert leaves_equal(out["extractor"]["LayerNorm_0"], params["extractor"]["LayerNorm_0"])
+
+
+def test_map_and_vmap_cohorts_agree_for_fibfl_pp():
+  fed = helpers.unequal_digits(sizes=SIZES)
+  out = []
+  for parallelism in ("vmap", "map"):
+    sim = firma_sim(fed, "fibfl_pp", rounds=6, dynamic=True, head_epochs=1,
+                    extractor_epochs=1)
+    sim.parallelism = parallelism
+    state, _ = sim.run_chunk(sim.init(0), 2)
+    out.append(state.clients["params"])
+  for a, b in zip(jax.tree.leaves(out[0]), jax.tree.leaves(out[1])):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

