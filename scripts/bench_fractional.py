@@ -1,7 +1,8 @@
 """Overhead of the fractional-order methods on the CNNMnist bench workload.
 
-  python scripts/bench_fractional.py                     # writes benchmarks/fractional.md
+  python scripts/bench_fractional.py --parallelism=map   # writes benchmarks/fractional.md
   python scripts/bench_fractional.py --repeats=5 --probe=10,20,32 --paper_probe
+  python scripts/bench_fractional.py --only= --append    # only the per-client timing
 
 Workload: as ``scripts/bench.py``'s cnn_mnist_fedavg (10 clients × 600 synthetic
 28×28 images, CNNMnist, SGD, B = 50, E = 1, full participation), with every method
@@ -21,8 +22,13 @@ What is measured:
     M·(m+1)·B_probe = 129,280 forward passes per probed client; the probe cost is
     extrapolated linearly to that size (``--paper_probe`` also times one probe at
     the paper's settings directly).
-  The chunk before any timing is not run as a warm-up (compilation is ahead of
-  time); use ``--repeats`` ≥ 3 on a quiet machine.
+  * one client's jitted local training (12 steps) with SGD, scalar-factor SGD
+    and element-wise-preconditioned SGD, called alternately ``--micro_repeats``
+    times: the preconditioner's cost without the engine around it.
+  Compilation is ahead of time and no warm-up chunk is run; use ``--repeats`` ≥ 3
+  on a quiet machine. On XLA:CPU a vmapped CNN cohort is several times slower
+  than running the clients one after another (DESIGN §2.2), which would hide any
+  per-step overhead, so ``--parallelism=map`` is the informative setting there.
 """
 from __future__ import annotations
 
@@ -115,6 +121,40 @@ def time_paper_probe(sim, repeats=2):
   return statistics.median(times)
 
 
+def micro_bench(config, fed, repeats):
+  """One client's local training (12 CNNMnist steps) with and without the factor.
+
+  Returns ``{name: [seconds per call]}``; the three jitted calls alternate.
+  """
+  import optax
+  from fedfrac.optim import fractional
+  sim = experiment.build_simulation(config, "fedavg", fed)
+  training = sim.training
+  loss_fn = base.supervised_loss(sim.model, sim.task)
+  view = base.ClientView(sim.arrays["x"], sim.arrays["y"], sim.arrays["client_index"][0],
+                         sim.arrays["client_size"][0],
+                         jnp.asarray(sim.num_steps[0], jnp.int32), jnp.asarray(0))
+  optimizers = {
+      "sgd": training.optimizer,
+      "scalar": optax.chain(fractional(0.97, 1e-5, "scalar"), training.optimizer),
+      "elementwise": optax.chain(fractional(0.8, 1e-6, "elementwise", p_min=0.2,
+                                            p_max=5.0), training.optimizer),
+  }
+  params = sim.init(0).server["params"]
+  fns = {}
+  for name, tx in optimizers.items():
+    fns[name] = jax.jit(lambda p, k, tx=tx: base.local_train(
+        p, tx.init(p), view, k, 0.01, loss_fn, training, optimizer=tx)[0])
+    jax.block_until_ready(fns[name](params, jax.random.PRNGKey(0)))
+  times = {name: [] for name in fns}
+  for rep in range(repeats):
+    for name, fn in fns.items():
+      t0 = time.perf_counter()
+      jax.block_until_ready(fn(params, jax.random.PRNGKey(rep)))
+      times[name].append(time.perf_counter() - t0)
+  return times, int(sim.num_steps[0])
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,20 +162,62 @@ def main():
   parser.add_argument("--rounds", type=int, default=5, help="rounds per timed chunk")
   parser.add_argument("--probe", default="5,10,16", help="M,m,B_probe of the timed probe")
   parser.add_argument("--only", default=",".join(DEFAULT_VARIANTS),
-                      help="comma-separated variant keys (all: " + ",".join(ALL_VARIANTS) + ")")
+                      help="comma-separated variant keys (all: " + ",".join(ALL_VARIANTS)
+                      + "); empty: no round timings")
+  parser.add_argument("--micro_repeats", type=int, default=40,
+                      help="interleaved calls of one client's local training with and "
+                      "without the fractional factor (0: skip)")
   parser.add_argument("--parallelism", default=None)
   parser.add_argument("--paper_probe", action="store_true",
                       help="also time one probe at the paper's M=10, m=100, B_probe=128")
+  parser.add_argument("--append", action="store_true",
+                      help="append the sections to --out instead of overwriting it")
   parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "fractional.md"))
   args = parser.parse_args()
   probe = tuple(int(v) for v in args.probe.split(","))
   bench = _bench_module()
   chosen = variants(probe)
-  if args.only:
-    keep = args.only.split(",")
-    chosen = [v for v in chosen if v[0] in keep]
-  config = make_config(chosen, args.parallelism)
+  keep = [k for k in args.only.split(",") if k]
+  chosen = [v for v in chosen if v[0] in keep]
   fed = bench.synthetic_images(10, 600)
+  machine = bench.machine_description()
+  command = "python scripts/bench_fractional.py " + " ".join(sys.argv[1:])
+  lines = []
+  if not args.append:
+    lines += ["# Fractional-order methods: overhead on the CNNMnist bench", "",
+              "Machine: " + ", ".join(f"{k}={v}" for k, v in machine.items()), "",
+              "Workload: 10 clients × 600 synthetic 28×28, CNNMnist, SGD "
+              "lr 0.01/sqrt(t+1), B=50, E=1 (12 local steps), full participation.", ""]
+  if chosen:
+    lines += round_section(args, chosen, probe, fed, command)
+  if args.micro_repeats > 0:
+    config = make_config([("fedavg", "", dict(name="fedavg"))], args.parallelism)
+    loads = [os.getloadavg()[0]]
+    times, steps = micro_bench(config, fed, args.micro_repeats)
+    loads.append(os.getloadavg()[0])
+    med = {k: statistics.median(v) for k, v in times.items()}
+    lines += [f"## One client's local training ({steps} steps), jitted, interleaved", "",
+              f"Command: `{command}`", "",
+              f"Load average (1 min) at start / end: {loads[0]:.1f} / {loads[1]:.1f}. "
+              f"Median of {args.micro_repeats} calls each.", "",
+              "| client optimizer | s/call | vs SGD | min s | max s |", "|---|---|---|---|---|"]
+    labels = {"sgd": "SGD (FedAvg)", "scalar": "fractional scalar α 0.97 + SGD (FOFedAvg)",
+              "elementwise": "fractional element-wise α 0.8, clip + SGD (FO-FedAvg)"}
+    for k, v in times.items():
+      lines.append(f"| {labels[k]} | {med[k]:.4f} | {med[k] / med['sgd'] - 1:+.1%} | "
+                   f"{min(v):.4f} | {max(v):.4f} |")
+    lines.append("")
+    print("\n".join(lines[-6:]), flush=True)
+  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+  with open(args.out, "a" if args.append else "w") as f:
+    f.write("\n".join(lines) + "\n")
+  print("\n".join(lines))
+  print(f"wrote {args.out}")
+
+
+def round_section(args, chosen, probe, fed, command):
+  """Interleaved whole-round timings of the chosen variants: markdown lines."""
+  config = make_config(chosen, args.parallelism)
   sims, states, compile_s = {}, {}, {}
   for key, _, _ in chosen:
     sim = experiment.build_simulation(config, key, fed)
@@ -161,18 +243,14 @@ def main():
 
   median = {k: statistics.median(v) for k, v in times.items()}
   ref = median.get("fedavg")
-  machine = bench.machine_description()
   lines = [
-      "# Fractional-order methods: overhead on the CNNMnist bench", "",
-      "Command: `python scripts/bench_fractional.py " + " ".join(sys.argv[1:]) + "`", "",
-      "Machine: " + ", ".join(f"{k}={v}" for k, v in machine.items()), "",
+      "## Whole rounds, variants interleaved", "",
+      f"Command: `{command}`", "",
       f"Load average (1 min) during the timed chunks: mean {np.mean(loads):.1f}, "
       f"min {np.min(loads):.1f}, max {np.max(loads):.1f} (the machine is shared; "
       "variants were timed interleaved).", "",
-      f"Workload: 10 clients × 600 synthetic 28×28, CNNMnist, SGD lr 0.01/sqrt(t+1), "
-      f"B=50, E=1, full participation, engine parallelism "
-      f"{next(iter(sims.values())).parallelism}. Median of {args.repeats} chunks of "
-      f"{args.rounds} rounds.", "",
+      f"Engine parallelism {next(iter(sims.values())).parallelism}. Median of "
+      f"{args.repeats} chunks of {args.rounds} rounds.", "",
       "| variant | s/round | vs FedAvg | all chunks (s/round) | compile s |",
       "|---|---|---|---|---|"]
   for key, label, _ in chosen:
@@ -225,11 +303,7 @@ def main():
         f"{10 * paper_probe:.1f} s per probe round, i.e. {10 * paper_probe:.1f} s/round "
         f"at R_probe=1 and {2 * paper_probe:.1f} s/round amortised at R_probe=5.")
   lines += ["Findings:", ""] + findings + [""]
-  os.makedirs(os.path.dirname(args.out), exist_ok=True)
-  with open(args.out, "w") as f:
-    f.write("\n".join(lines))
-  print("\n".join(lines))
-  print(f"wrote {args.out}")
+  return lines
 
 
 if __name__ == "__main__":

@@ -61,23 +61,29 @@ def test_lambda_zero_is_fo_fedavg_and_alpha_one_is_fedavg(fed):
   _params_equal(got.server["params"], plain.server["params"])
 
 
-def _probe_reference(sim, params, k, t, root_key, hp):
+def _probe_reference_fn(sim, hp):
   """I_k written directly with ff.ops.roughness_index on the client's first B rows."""
-  key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(root_key, t),
-                                              engine_lib._CLIENT), k)
   b = hp["probe_batch"]
-  rows = sim.data.client_index[k][np.minimum(np.arange(b), sim.data.client_index.shape[1] - 1)]
-  valid = np.arange(b) < sim.data.client_size[k]
-  batch = (jnp.asarray(sim.data.x_train[rows]), jnp.asarray(sim.data.y_train[rows]),
-           jnp.asarray(valid))
 
   def loss(p, batch):
     x, y, v = batch
     per = optax.softmax_cross_entropy_with_integer_labels(sim.model.apply(p, x), y)
     return jnp.sum(per * v) / jnp.sum(v)
-  return float(jax.jit(lambda p: roughness_index(
-      loss, p, batch, jax.random.fold_in(key, fo_ri_fedavg.PROBE_KEY_TAG),
-      hp["num_directions"], hp["radius"], hp["grid"]))(params))
+
+  index_fn = jax.jit(lambda p, batch, key: roughness_index(
+      loss, p, batch, key, hp["num_directions"], hp["radius"], hp["grid"]))
+
+  def probe_reference(params, k, t, root_key):
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(root_key, t),
+                                                engine_lib._CLIENT), k)
+    rows = sim.data.client_index[k][np.minimum(np.arange(b),
+                                               sim.data.client_index.shape[1] - 1)]
+    valid = np.arange(b) < sim.data.client_size[k]
+    batch = (jnp.asarray(sim.data.x_train[rows]), jnp.asarray(sim.data.y_train[rows]),
+             jnp.asarray(valid))
+    return float(index_fn(params, batch,
+                          jax.random.fold_in(key, fo_ri_fedavg.PROBE_KEY_TAG)))
+  return probe_reference
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +103,7 @@ def probed_run(fed):
 
 def test_probe_every_r_participations_with_reuse(probed_run):
   sim, hp, final, history = probed_run
+  probe_reference = _probe_reference_fn(sim, hp)
   reused = fresh_after_first = 0
   for t, (before, m) in enumerate(history):
     for slot, k in enumerate(m["clients/ids"].tolist()):
@@ -104,7 +111,7 @@ def test_probe_every_r_participations_with_reuse(probed_run):
       due = count % hp["probe_every"] == 0
       assert m["clients/probed"][slot] == float(due)
       if due:
-        want = _probe_reference(sim, before.server["params"], k, t, before.key, hp)
+        want = probe_reference(before.server["params"], k, t, before.key)
         assert m["clients/roughness"][slot] == pytest.approx(want, rel=1e-4, abs=1e-6)
         fresh_after_first += count > 0
       else:
