@@ -20,8 +20,13 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
+# Benchmarks -> benchmarks/results.md; the PyTorch reference needs CPU torch (the
+# CPU wheel index keeps pip from pulling CUDA packages). XLA flags go in the
+# environment: make bench XLA_FLAGS=--xla_force_host_platform_device_count=2
 bench: $(STAMP)
-	$(PY) scripts/bench.py
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch \
+	    --index-url https://download.pytorch.org/whl/cpu
+	XLA_FLAGS="$(XLA_FLAGS)" $(PY) scripts/bench.py --vs-torch
 
 clean:
 	rm -rf $(VENV) runs

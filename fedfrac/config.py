@@ -92,10 +92,14 @@ def base_config() -> ml_collections.ConfigDict:
   # unroll: local steps per loop iteration (0 = auto); dynamic_steps: local-step
   # loops stop at each client's own step count; step_buckets: vmapped groups of
   # the step-sorted cohort (0 = auto); shard_clients: shard the cohort over all
-  # devices (shard_map). None of them changes results.
+  # devices with shard_map (auto = when there are several); cpu_devices: split
+  # the CPU into this many devices, one per core (0 = leave JAX's default; only
+  # takes effect before JAX first runs, e.g. from the CLI). None of them changes
+  # results.
   c.engine = ml_collections.ConfigDict(dict(
       client_parallelism="auto", unroll=0, eval_batch_size=1024,
-      dynamic_steps=True, step_buckets=0, shard_clients=False))
+      dynamic_steps=True, step_buckets=0, shard_clients="auto",
+      cpu_devices=0))
   c.churn = ml_collections.ConfigDict(dict(p_leave=0.0, p_join=1.0))
   # Asymmetric churn: client group (BEV: vehicle class) -> (p_leave, p_join);
   # groups not listed use p_leave/p_join above.
@@ -405,11 +409,13 @@ def validate(config) -> None:
   _check(e.client_parallelism in ("vmap", "map", "auto"), "engine.client_parallelism",
          e.client_parallelism, "allowed values are 'vmap', 'map', 'auto'")
   _int_at_least(config, "engine.unroll", 0)
-  for key in ("dynamic_steps", "shard_clients"):
-    _check(isinstance(e.get(key, False), bool), f"engine.{key}", e.get(key, False),
-           "must be True or False")
-  if "step_buckets" in e:
-    _int_at_least(config, "engine.step_buckets", 0)
+  _check(isinstance(e.get("dynamic_steps", False), bool), "engine.dynamic_steps",
+         e.get("dynamic_steps", False), "must be True or False")
+  _check(e.get("shard_clients", False) in (True, False, "auto"), "engine.shard_clients",
+         e.get("shard_clients", False), "allowed values are True, False, 'auto'")
+  for key in ("step_buckets", "cpu_devices"):
+    if key in e:
+      _int_at_least(config, f"engine.{key}", 0)
   _int_at_least(config, "engine.eval_batch_size", 1)
   ch = config.churn
   _check(_is_num(ch.p_leave) and 0 <= ch.p_leave <= 1, "churn.p_leave", ch.p_leave,

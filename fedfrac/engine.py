@@ -118,7 +118,9 @@ class EngineConfig:
       client (less masked work when client sizes differ). ``0`` = auto
       (:func:`auto_step_buckets`); ``1`` = one vmapped group.
     shard_clients: shard the cohort over all devices with ``shard_map`` (one
-      mesh axis ``clients``); results equal a single-device run.
+      mesh axis ``clients``); results equal a single-device run. ``"auto"``:
+      shard when there is more than one device (several GPUs, or CPU cores
+      split into devices with :func:`use_cpu_devices`).
     attack: ``None`` or an :class:`AttackConfig` (Byzantine clients).
   """
   rounds: int
@@ -128,7 +130,7 @@ class EngineConfig:
   availability: Optional[tuple] = None
   cohort_permutation_seed: Optional[int] = None
   step_buckets: int = 0
-  shard_clients: bool = False
+  shard_clients: Any = False
   attack: Optional[AttackConfig] = None
 
 
@@ -192,6 +194,35 @@ def auto_parallelism(model: Model, backend: Optional[str] = None) -> str:
 
 
 CLIENT_AXIS = "clients"
+
+
+def use_cpu_devices(num_devices: Optional[int] = None, strict: bool = True) -> bool:
+  """Split this host's CPU into ``num_devices`` XLA devices (default: one per
+  core), so that ``shard_clients`` runs clients on every core at once.
+
+  XLA:CPU runs one program's operations one after another, and the small
+  per-client operations of a federated round do not split across threads; one
+  device per core runs a share of the cohort on each core (measured on 2
+  cores: the two devices' work overlaps almost completely). JAX fixes its
+  devices when it first runs an operation, so call this right after
+  ``import jax`` (the same as ``XLA_FLAGS=--xla_force_host_platform_device_count=N``).
+  Returns True if the setting took effect; with ``strict=False`` a too-late call
+  returns False instead of raising.
+  """
+  import os
+  from jax._src import xla_bridge
+  n = int(num_devices or os.cpu_count() or 1)
+  if xla_bridge.backends_are_initialized():
+    if jax.config.jax_num_cpu_devices == n:
+      return True
+    if strict:
+      raise RuntimeError(
+          f"use_cpu_devices({n}): JAX has already initialised its devices "
+          f"({jax.device_count()}); call it right after `import jax`, or set "
+          f"XLA_FLAGS=--xla_force_host_platform_device_count={n}")
+    return False
+  jax.config.update("jax_num_cpu_devices", n)
+  return True
 
 
 def client_mesh(devices=None):
@@ -303,7 +334,13 @@ class Simulation:
     if not isinstance(config.step_buckets, int) or config.step_buckets < 0:
       raise ValueError(f"engine.step_buckets={config.step_buckets!r}: must be an "
                        f"integer >= 0 (0 = auto)")
-    self.mesh = client_mesh() if config.shard_clients else None
+    shard = config.shard_clients
+    if shard not in (True, False, "auto"):
+      raise ValueError(f"engine.shard_clients={shard!r}: allowed values are True, "
+                       f"False, 'auto'")
+    if shard == "auto":
+      shard = jax.device_count() > 1
+    self.mesh = client_mesh() if shard else None
     self.num_shards = 1 if self.mesh is None else self.mesh.devices.size
     local = -(-self.cohort // self.num_shards)
     if self.parallelism == "map" or not training.dynamic_steps:
@@ -482,11 +519,19 @@ class Simulation:
     from jax.sharding import NamedSharding, PartitionSpec as P
     d = self.num_shards
     s = args[3].shape[0]
-    pad = -(-s // d) * d - s
-    if pad:
-      rows = jnp.concatenate([jnp.arange(s), jnp.zeros((pad,), jnp.int32)])
-      args = jax.tree.map(lambda x: x[rows], args)
-      args = args[:3] + (jnp.where(jnp.arange(s + pad) < s, args[3], 0),) + args[4:]
+    m = -(-s // d)
+    # Deal the clients to devices in snake order of decreasing step count, so
+    # every device gets a similar amount of work; pad slots (zero steps, copies
+    # of the first client) come last. rows[j] = cohort slot at sharded slot j.
+    order = jnp.argsort(-args[3], stable=True)
+    order = jnp.concatenate([order, jnp.full((d * m - s,), -1, order.dtype)])
+    snake = np.arange(d * m).reshape(m, d)    # [row, device] -> rank
+    snake[1::2] = snake[1::2, ::-1]
+    rows = order[snake.T.reshape(-1)]         # device-major: slot j·m + row
+    valid = rows >= 0
+    rows = jnp.where(valid, rows, 0)
+    args = jax.tree.map(lambda x: x[rows], args)
+    args = args[:3] + (jnp.where(valid, args[3], 0),) + args[4:]
 
     def local(payload, arrays, t, args):
       messages, states, metrics, done = self._run_local(algorithm, payload, arrays, t,
@@ -505,7 +550,9 @@ class Simulation:
         out_specs=(spec, spec, spec, spec), check_vma=False)(payload, arrays, t, args)
     out = jax.lax.with_sharding_constraint((messages, states, metrics),
                                            NamedSharding(self.mesh, P()))
-    out = jax.tree.map(lambda x: x[:s], out)
+    # Back to cohort order: cohort slot i sits at sharded slot inverse[i].
+    inverse = jnp.argsort(jnp.where(valid, rows, s + jnp.arange(d * m)), stable=True)[:s]
+    out = jax.tree.map(lambda x: x[inverse], out)
     return out + (done.sum(),)
 
   def _round(self, algorithm, arrays, state: SimState):

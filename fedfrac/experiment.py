@@ -120,7 +120,7 @@ def engine_config(config, label=None, fed_data=None) -> engine_lib.EngineConfig:
       client_parallelism=e.client_parallelism,
       eval_batch_size=e.eval_batch_size, availability=churn, attack=attack,
       step_buckets=int(e.get("step_buckets", 0)),
-      shard_clients=bool(e.get("shard_clients", False)))
+      shard_clients=e.get("shard_clients", False))
 
 
 def build_simulation(config, label, fed_data, all_client_sizes=None,
@@ -527,6 +527,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     No checkpoints are written (a batched job restarts from scratch).
   """
   config_lib.validate(config)
+  _apply_cpu_devices(config)
   seeds = tuple(config.seeds if seeds is None else seeds)
   if grid is not None and len(grid) != 1:
     raise ValueError(f"grid={grid!r}: give exactly one option and its values")
@@ -618,6 +619,16 @@ def round_communication(comm):
   return lambda p, m, n, r: comm(p, m, n)
 
 
+def _apply_cpu_devices(config):
+  """``engine.cpu_devices > 0``: split the CPU into that many devices if JAX has
+  not started yet (warn otherwise); see :func:`fedfrac.engine.use_cpu_devices`."""
+  n = int(config.engine.get("cpu_devices", 0) or 0)
+  if n and not engine_lib.use_cpu_devices(n, strict=False):
+    warnings.warn(f"config.engine.cpu_devices={n} ignored: JAX had already started "
+                  f"with {jax.device_count()} device(s); set it before any JAX "
+                  f"operation or use XLA_FLAGS=--xla_force_host_platform_device_count={n}")
+
+
 def _data_seed(config, seed):
   return seed if config.data.seed < 0 else config.data.seed
 
@@ -634,6 +645,7 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
     progress: override ``config.progress``.
   """
   config_lib.validate(config)
+  _apply_cpu_devices(config)
   if workdir:
     os.makedirs(workdir, exist_ok=True)
     _atomic_write(os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2))

@@ -10,17 +10,19 @@ Workloads (``--workloads``, comma-separated):
   cnn10        (1) CNNMnist FedAvg, 10 clients x 600 samples, B=50, E=1
   cnn100       (2) the same, 100 clients, C=0.1
   cnn1000      (2) the same, 1,000 clients, C=0.1
-  firma        (3) FIRMA digits FibFL++ (N=5, R=10); until ``fibfl_pp`` is
-               registered: the FIRMA MLP, FedAvg with Adam, 5 clients x 84 steps
-  fori         (4) FO-RI-FedAvg with roughness probing on; until ``fo_ri_fedavg``
-               is registered: the same substitute as (3)
+  firma_mlp    the FIRMA-sized MLP: FedAvg with Adam, 5 clients x 84 steps, B=64
+  firma        (3) FIRMA digits FibFL++ (N=5, R=10; configs/firma/digits.py); the
+               FIRMA-sized MLP until ``fibfl_pp`` is registered
+  fori         (4) FO-RI-FedAvg with the roughness probe on (configs/bev/base.py);
+               the FIRMA-sized MLP until ``fo_ri_fedavg`` is registered
   dirichlet    (5) Dirichlet alpha=0.1, very unequal client sizes (2NN MLP)
 
 Each workload builds a Simulation exactly as ``ff.run`` does, compiles one round
 ahead of time (compile seconds reported separately) and times whole compiled
 rounds: the median of ``--repeats`` rounds after one warm-up round. With
 ``--vs-torch`` the PyTorch reference round (``benchmarks/torch_reference.py``)
-is interleaved with the JAX rounds of workloads (1) and (3) (A, B, A, B, ...),
+is interleaved with the JAX rounds of workload (1) and the FIRMA-sized MLP
+(A, B, A, B, ...),
 so both see the same machine load.
 
 Extra studies (skipped with ``--only-table``): masked work on (5) before and
@@ -135,43 +137,57 @@ def firma_mlp_fedavg_config():
   return c
 
 
+def load_config_module(relpath):
+  """Import ``configs/<relpath>`` by file name (configs are not a package)."""
+  import importlib.util
+  path = os.path.join(ROOT, "configs", relpath)
+  spec = importlib.util.spec_from_file_location("bench_" + relpath.replace("/", "_")[:-3],
+                                                path)
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
+def only_method(c, label, entry):
+  c.methods = type(c.methods)({label: entry})
+  c.only = ""
+  return c
+
+
+def firma_mlp_workload():
+  return lambda: (firma_mlp_fedavg_config(), digits_clients(5, 256), "fedavg")
+
+
+SUBSTITUTE = ("the FIRMA MLP with FedAvg + Adam (5 clients x 84 steps, B=64), the "
+              "FIRMA-sized workload")
+
+
 def firma_workload():
+  """(3) FIRMA digits FibFL++ (N=5, R=10), paper settings (configs/firma/digits.py)."""
   if "fibfl_pp" in algorithms.REGISTRY:
     def make():
-      c = firma_mlp_fedavg_config()
-      c.client.local_epochs = 1
-      c.data.num_clients = 5
-      c.data.partition = "dirichlet"
-      c.data.alpha = 0.5
-      c.data.min_size = 64
-      c.methods = type(c.methods)({"fibfl_pp": type(c.methods)(dict(name="fibfl_pp"))})
-      from fedfrac import data as d
-      return c, d.build(c.data, 0), "fibfl_pp"
+      mod = load_config_module("firma/digits.py")
+      c = mod.firma_config("paper", "dir0.5", num_clients=5, rounds=10)
+      c = only_method(c, "fibfl_pp", c.methods["fibfl_pp"])
+      return c, data_lib.build(c.data, 0), "fibfl_pp"
     return make, ""
-  make = lambda: (firma_mlp_fedavg_config(), digits_clients(5, 256), "fedavg")
-  return make, ("`fibfl_pp` is not registered in this build: substituted by the FIRMA "
-                "MLP with FedAvg + Adam (5 clients x 84 steps, B=64)")
+  return firma_mlp_workload(), (f"`fibfl_pp` is not registered in this build: "
+                                f"substituted by {SUBSTITUTE}")
 
 
 def fori_workload():
+  """(4) FO-RI-FedAvg with the paper's roughness probe on every round, on the
+  synthetic BEV fleet of configs/bev/base.py (10 vehicles, C=0.5)."""
   if "fo_ri_fedavg" in algorithms.REGISTRY:
     def make():
-      c = base_config()
-      c.rounds = 10
-      c.data.num_clients = 10
-      c.data.partition = "dirichlet"
-      c.data.alpha = 0.5
-      c.model.name = "mlp"
-      c.model.hidden = (128, 64)
-      c.client.update(dict(optimizer="sgd", lr=0.05, batch_size=32, local_epochs=2))
-      c.methods = type(c.methods)({"fo_ri_fedavg": type(c.methods)(dict(
-          name="fo_ri_fedavg", probe="on", probe_every=1))})
-      from fedfrac import data as d
-      return c, d.build(c.data, 0), "fo_ri_fedavg"
+      mod = load_config_module("bev/base.py")
+      c = mod.get_config()
+      c = only_method(c, "fo_ri_fedavg", mod.method("fo_ri_fedavg", probe="on",
+                                                    probe_every=1))
+      return c, data_lib.build(c.data, 0), "fo_ri_fedavg"
     return make, ""
-  make = lambda: (firma_mlp_fedavg_config(), digits_clients(5, 256), "fedavg")
-  return make, ("`fo_ri_fedavg` is not registered in this build: substituted by the "
-                "FIRMA MLP with FedAvg + Adam (5 clients x 84 steps, B=64)")
+  return firma_mlp_workload(), (f"`fo_ri_fedavg` is not registered in this build: "
+                                f"substituted by {SUBSTITUTE}")
 
 
 def dirichlet_data(num_clients=100, pool=30000, alpha=0.1, seed=0):
@@ -205,12 +221,15 @@ def workloads():
                          cnn_workload(100, 0.1)),
       "cnn1000": Workload("cnn1000", "(2) CNNMnist FedAvg, 1,000 clients x 600, C=0.1",
                           cnn_workload(1000, 0.1, pool=60000)),
-      "firma": Workload("firma", "(3) FIRMA digits " + (
-          "FibFL++ (N=5)" if not firma_note else "MLP, FedAvg+Adam, 5 clients x 84 steps"),
-          firma_make, torch=None if not firma_note else ("firma_mlp", 5), note=firma_note),
-      "fori": Workload("fori", "(4) " + ("FO-RI-FedAvg, roughness probing on"
-                                         if not fori_note else "substitute of (3)"),
-                       fori_make, note=fori_note),
+      "firma_mlp": Workload("firma_mlp", "FIRMA-sized MLP: FedAvg+Adam, 5 clients x 84 "
+                            "steps, B=64 (digits)", firma_mlp_workload(),
+                            torch=("firma_mlp", 5)),
+      "firma": Workload("firma", "(3) FIRMA digits FibFL++, N=5, E_h=1, E_e=20"
+                        if not firma_note else "(3) substitute: FIRMA-sized MLP",
+                        firma_make, note=firma_note),
+      "fori": Workload("fori", "(4) FO-RI-FedAvg, roughness probe every round, BEV fleet "
+                       "(10 vehicles, C=0.5)" if not fori_note
+                       else "(4) substitute: FIRMA-sized MLP", fori_make, note=fori_note),
       "dirichlet": Workload("dirichlet", "(5) 2NN FedAvg, Dirichlet a=0.1, 100 clients, "
                             "C=0.2", dirichlet_workload()),
   }
@@ -282,14 +301,14 @@ def device_peak_mb():
 class TorchRound:
   """One sequential PyTorch FedAvg round of a reference workload (interleaved)."""
 
-  def __init__(self, name, clients):
+  def __init__(self, name, clients, threads=None):
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     import torch
     import torch_reference as tr
-    self.tr = tr
-    torch.set_num_threads(os.cpu_count() or 1)
+    self.tr, self.torch = tr, torch
+    self.threads = threads or os.cpu_count() or 1
+    torch.set_num_threads(self.threads)
     torch.manual_seed(0)
-    self.threads = torch.get_num_threads()
     self.version = torch.__version__
     self.model, self.clients, self.opt, self.b, self.e = tr.make_workload(name, clients)
     self.gen = torch.Generator().manual_seed(1)
@@ -297,6 +316,7 @@ class TorchRound:
                                  self.gen)   # warm-up
 
   def __call__(self):
+    self.torch.set_num_threads(self.threads)
     t0 = time.perf_counter()
     self.steps = self.tr.fedavg_round(self.model, self.clients, self.opt, self.b, self.e,
                                       self.gen)
@@ -311,20 +331,20 @@ def build(w: Workload, engine_overrides=None):
   return sim
 
 
-def time_rounds(sim, state, repeats, torch_round=None):
-  """Median seconds per compiled round (and per torch round when interleaved)."""
+def time_rounds(sim, state, repeats, torch_rounds=()):
+  """Seconds of each compiled round (and of each interleaved torch round)."""
   compile_s = sim.compile(1, state)
   state, m = sim.run_chunk(state, 1)    # warm-up
   jax.block_until_ready(state)
-  times, torch_times, metrics = [], [], []
+  times, torch_times, metrics = [], [[] for _ in torch_rounds], []
   for _ in range(repeats):
     t0 = time.perf_counter()
     state, m = sim.run_chunk(state, 1)
     jax.block_until_ready(state)
     times.append(time.perf_counter() - t0)
     metrics.append(jax.device_get(m))
-    if torch_round is not None:
-      torch_times.append(torch_round())
+    for tr, tt in zip(torch_rounds, torch_times):
+      tt.append(tr())
   return state, compile_s, times, torch_times, metrics
 
 
@@ -332,8 +352,10 @@ def bench_workload(w: Workload, repeats: int, vs_torch=False, engine_overrides=N
                    peak=None):
   sim = build(w, engine_overrides)
   state = sim.init(0)
-  torch_round = TorchRound(*w.torch) if (vs_torch and w.torch) else None
-  state, compile_s, times, torch_times, ms = time_rounds(sim, state, repeats, torch_round)
+  torch_rounds = []
+  if vs_torch and w.torch:
+    torch_rounds = [TorchRound(*w.torch), TorchRound(*w.torch, threads=1)]
+  state, compile_s, times, torch_times, ms = time_rounds(sim, state, repeats, torch_rounds)
   round_s = statistics.median(times)
   steps = statistics.median(float(np.sum(m["client_steps"])) for m in ms)
   executed = statistics.median(float(np.sum(m["executed_steps"])) for m in ms)
@@ -357,13 +379,16 @@ def bench_workload(w: Workload, repeats: int, vs_torch=False, engine_overrides=N
       "client_state_bytes": engine_lib.tree_bytes(state.clients) / sim.num_clients,
       "rss_mb": rss_mb(), "device_peak_mb": device_peak_mb(),
   }
-  if torch_round is not None:
-    r["torch_round_s"] = statistics.median(torch_times)
-    r["torch_round_times"] = torch_times
-    r["torch_threads"] = torch_round.threads
-    r["torch_version"] = torch_round.version
-    r["torch_steps"] = torch_round.steps
+  if torch_rounds:
+    r["torch_round_s"] = statistics.median(torch_times[0])
+    r["torch_round_times"] = torch_times[0]
+    r["torch_threads"] = torch_rounds[0].threads
+    r["torch_version"] = torch_rounds[0].version
+    r["torch_steps"] = torch_rounds[0].steps
     r["speedup_vs_torch"] = r["torch_round_s"] / round_s
+    r["torch1_round_s"] = statistics.median(torch_times[1])
+    r["torch1_round_times"] = torch_times[1]
+    r["speedup_vs_torch1"] = r["torch1_round_s"] / round_s
   return r
 
 
@@ -391,14 +416,22 @@ def masked_work_study(repeats):
 
 
 def seeds_study(repeats, num_seeds=5):
-  """Workload (3): one seed vs ``num_seeds`` seeds vmapped as one program."""
+  """Workload (3): one seed vs ``num_seeds`` seeds vmapped as one program (each
+  seed with its own partition when the config draws one per seed, as
+  ``ff.run_many`` does)."""
   w = workloads()["firma"]
   config, fed, label = w.make()
-  sim = experiment.build_simulation(config, label, fed)
+  seeds = list(range(num_seeds))
+  if config.data.seed < 0:
+    feds = [data_lib.build(config.data, s) for s in seeds]
+  else:
+    feds = [fed] * num_seeds
+  sizes = np.concatenate([f.client_size for f in feds])
+  sim = experiment.build_simulation(config, label, feds[0], all_client_sizes=sizes)
   single = sim.init(0)
   _, c1, t1, _, _ = time_rounds(sim, single, repeats)
-  batch = engine_lib.BatchedSimulation(sim, [fed] * num_seeds)
-  states = batch.init(list(range(num_seeds)))
+  batch = engine_lib.BatchedSimulation(sim, feds)
+  states = batch.init(seeds)
   cn = batch.compile(1, states)
   states, _ = batch.run_chunk(states, 1)
   jax.block_until_ready(states)
@@ -411,6 +444,7 @@ def seeds_study(repeats, num_seeds=5):
   one, many = statistics.median(t1), statistics.median(tn)
   return {"workload": w.description, "note": w.note, "seeds": num_seeds,
           "one_seed_round_s": one, "many_seeds_round_s": many, "ratio": many / one,
+          "one_seed_times": t1, "many_seeds_times": tn,
           "compile_one_s": c1, "compile_many_s": cn}
 
 
@@ -546,14 +580,21 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
     L += ["", "## Against sequential PyTorch (same process, rounds interleaved)", "",
           "PyTorch: `benchmarks/torch_reference.py`, a plain FedAvg loop (one client after "
           "another, fresh model copy per client, same model, batch size, epochs and "
-          "optimizer), CPU torch with `torch.set_num_threads` = cores.", "",
-          "| workload | fedfrac round s | PyTorch round s | fedfrac vs PyTorch | "
-          "JAX rounds (s) | PyTorch rounds (s) |", "|---|---|---|---|---|---|"]
+          "optimizer), CPU torch with `torch.set_num_threads` = cores (and, as a check "
+          "against thread oversubscription on a loaded machine, 1 thread). Each timed "
+          "round is followed by one PyTorch round of each kind.", "",
+          "| workload | fedfrac round s | PyTorch round s (threads) | fedfrac vs PyTorch | "
+          "PyTorch 1 thread round s | vs PyTorch 1 thread |", "|---|---|---|---|---|---|"]
     for r in torch_rows:
-      L.append(f"| {r['description']} | {r['round_s']:.3f} | {r['torch_round_s']:.3f} | "
-               f"**{_ratio(r['speedup_vs_torch'])}** | "
-               f"{', '.join(f'{t:.3f}' for t in r['round_times'])} | "
-               f"{', '.join(f'{t:.3f}' for t in r['torch_round_times'])} |")
+      L.append(f"| {r['description']} | {r['round_s']:.3f} | {r['torch_round_s']:.3f} "
+               f"({r['torch_threads']}) | **{_ratio(r['speedup_vs_torch'])}** | "
+               f"{r['torch1_round_s']:.3f} | {_ratio(r['speedup_vs_torch1'])} |")
+    L += ["", "All timed rounds (s):", ""]
+    for r in torch_rows:
+      L.append(f"- {r['workload']}: fedfrac "
+               f"{', '.join(f'{t:.3f}' for t in r['round_times'])}; PyTorch "
+               f"{', '.join(f'{t:.3f}' for t in r['torch_round_times'])}; PyTorch 1 thread "
+               f"{', '.join(f'{t:.3f}' for t in r['torch1_round_times'])}")
   if masked:
     L += ["", "## Masked work with very unequal client sizes (workload 5)", "",
           "| variant | step buckets | round s | masked steps |", "|---|---|---|---|"]
@@ -594,7 +635,7 @@ def main():
   parser.add_argument("--workloads", default=",".join(all_workloads))
   parser.add_argument("--repeats", type=int, default=5)
   parser.add_argument("--vs-torch", action="store_true",
-                      help="interleave sequential PyTorch rounds for workloads (1), (3)")
+                      help="interleave sequential PyTorch rounds for (1) and firma_mlp")
   parser.add_argument("--only-table", action="store_true",
                       help="skip the masked-work, seeds and memory studies")
   parser.add_argument("--parallelism", default=None, help="vmap | map (default: auto)")

@@ -55,6 +55,24 @@ def resolve_conv_impl(impl: str) -> str:
   return impl
 
 
+def _pad(x, kernel_size, padding):
+  """``x [B, H, W, C]`` padded for a stride-1 convolution (``padding`` as in lax)."""
+  if isinstance(padding, str):
+    pads = lax.padtype_to_pads(x.shape[1:3], tuple(kernel_size), (1, 1), padding)
+  else:
+    pads = tuple(padding)
+  if any(lo or hi for lo, hi in pads):
+    x = jnp.pad(x, ((0, 0),) + tuple(pads) + ((0, 0),))
+  return x
+
+
+def _shifted_windows(x, kernel_size):
+  """The kh·kw shifted ``[B, OH, OW, C]`` windows of a padded ``x``, row-major taps."""
+  kh, kw = kernel_size
+  oh, ow = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+  return [x[:, i:i + oh, j:j + ow, :] for i in range(kh) for j in range(kw)]
+
+
 def im2col(x, kernel_size, padding):
   """Patches of ``x [B, H, W, C]`` -> ``[B, OH, OW, kh·kw·C]`` (stride 1).
 
@@ -62,15 +80,8 @@ def im2col(x, kernel_size, padding):
   of an HWIO kernel.
   """
   kh, kw = kernel_size
-  if isinstance(padding, str):
-    pads = lax.padtype_to_pads(x.shape[1:3], (kh, kw), (1, 1), padding)
-  else:
-    pads = tuple(padding)
-  if any(lo or hi for lo, hi in pads):
-    x = jnp.pad(x, ((0, 0),) + tuple(pads) + ((0, 0),))
-  b, h, w, c = x.shape
-  oh, ow = h - kh + 1, w - kw + 1
-  cols = [x[:, i:i + oh, j:j + ow, :] for i in range(kh) for j in range(kw)]
+  cols = _shifted_windows(_pad(x, kernel_size, padding), kernel_size)
+  b, oh, ow, c = cols[0].shape
   return jnp.stack(cols, axis=3).reshape(b, oh, ow, kh * kw * c)
 
 
@@ -78,6 +89,15 @@ def conv2d(x, kernel, padding, impl="auto"):
   """Stride-1 2-D convolution, NHWC input and HWIO kernel -> ``[B, OH, OW, O]``."""
   if resolve_conv_impl(impl) == "im2col":
     kh, kw, ci, co = kernel.shape
+    if ci == 1:
+      # One input channel: build the patches tap-major, ``[kh·kw, B·OH·OW]``
+      # (each tap one contiguous shifted copy), instead of interleaving 25
+      # single floats per pixel; the product contracts the leading axis.
+      taps = _shifted_windows(_pad(x, (kh, kw), padding), (kh, kw))
+      b, oh, ow, _ = taps[0].shape
+      cols = jnp.stack(taps, axis=0).reshape(kh * kw, b * oh * ow)
+      out = lax.dot_general(cols, kernel.reshape(kh * kw, co), (((0,), (0,)), ((), ())))
+      return out.reshape(b, oh, ow, co)
     return im2col(x, (kh, kw), padding) @ kernel.reshape(kh * kw * ci, co)
   return lax.conv_general_dilated(x, kernel, (1, 1), padding,
                                   dimension_numbers=("NHWC", "HWIO", "NHWC"))
