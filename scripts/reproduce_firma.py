@@ -70,7 +70,8 @@ def cpu_seconds():
 
 ARRAY_AXES = {"x": None, "y": None, "x_test": None, "y_test": None,
               "client_index": 0, "client_size": 0, "num_steps": 0,
-              "client_test_index": 0, "client_test_size": 0}
+              "client_test_index": 0, "client_test_size": 0,
+              "y_test_scale": None, "y_test_center": None}
 
 
 def make_program(sim, rounds):
