@@ -370,7 +370,11 @@ def bench_workload(w: Workload, repeats: int, vs_torch=False, engine_overrides=N
       "compile_s": compile_s, "round_s": round_s, "round_times": times,
       "rounds_per_s": 1.0 / round_s, "client_steps": steps,
       "client_steps_per_s": steps / round_s, "samples_per_s": steps * b / round_s,
-      "masked_step_fraction": 1.0 - steps / max(executed, 1.0),
+      # Algorithms with their own local loops (FIRMA/FedRep: a head phase and an
+      # extractor phase) run more steps than the engine's one-loop model of
+      # executed work; their masked fraction is not known here (None).
+      "masked_step_fraction": (1.0 - steps / max(executed, 1.0)) if steps <= executed
+                              else None,
       "step_gflop": flops / 1e9,
       "gflops": flops * steps / round_s / 1e9,
       "peak_gflops": peak,
@@ -429,21 +433,25 @@ def seeds_study(repeats, num_seeds=5):
   sizes = np.concatenate([f.client_size for f in feds])
   sim = experiment.build_simulation(config, label, feds[0], all_client_sizes=sizes)
   single = sim.init(0)
-  _, c1, t1, _, _ = time_rounds(sim, single, repeats)
+  _, c1, t1, _, m1 = time_rounds(sim, single, repeats)
+  steps_one = statistics.median(float(np.sum(m["client_steps"])) for m in m1)
   batch = engine_lib.BatchedSimulation(sim, feds)
   states = batch.init(seeds)
   cn = batch.compile(1, states)
   states, _ = batch.run_chunk(states, 1)
   jax.block_until_ready(states)
-  tn = []
+  tn, steps_many = [], []
   for _ in range(repeats):
     t0 = time.perf_counter()
-    states, _ = batch.run_chunk(states, 1)
+    states, mn = batch.run_chunk(states, 1)
     jax.block_until_ready(states)
     tn.append(time.perf_counter() - t0)
+    steps_many.append(float(np.sum(jax.device_get(mn)["client_steps"])))
   one, many = statistics.median(t1), statistics.median(tn)
   return {"workload": w.description, "note": w.note, "seeds": num_seeds,
           "one_seed_round_s": one, "many_seeds_round_s": many, "ratio": many / one,
+          "one_seed_steps_per_s": steps_one / one,
+          "many_seeds_steps_per_s": statistics.median(steps_many) / many,
           "one_seed_times": t1, "many_seeds_times": tn,
           "compile_one_s": c1, "compile_many_s": cn}
 
@@ -540,6 +548,11 @@ def _ratio(x):
   return f"{x:.2f}x faster" if x >= 1 else f"{1 / x:.2f}x slower"
 
 
+def _masked_cell(r):
+  f = r["masked_step_fraction"]
+  return "n/a¹" if f is None else f"{f:.1%}"
+
+
 def write_markdown(path, command, machine, loads, results, masked=None, seeds=None,
                    memory=None):
   L = ["# fedfrac benchmarks", "",
@@ -571,7 +584,16 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
         f"{r['rounds_per_s']:.2f} | {r['client_steps_per_s']:.0f} | "
         f"{r['samples_per_s']:.0f} | {r['gflops']:.1f} "
         f"({100 * r['gflops'] / r['peak_gflops']:.0f}%) | "
-        f"{r['masked_step_fraction']:.1%} | {mem_s} | {r['client_state_bytes']:.0f} |")
+        f"{_masked_cell(r)} | {mem_s} | {r['client_state_bytes']:.0f} |")
+  if any(r["masked_step_fraction"] is None for r in results):
+    L += ["", "n/a¹: the algorithm runs its own local loops (FIRMA: E_h head epochs then "
+          "E_e extractor epochs, each a dynamic loop over the client's own steps), so "
+          "the engine's count of executed steps does not apply; with `map` no client "
+          "waits for another."]
+  if any(r["workload"] == "fori" for r in results):
+    L += ["", "GFLOP/s of (4) counts the local training steps only, not the roughness "
+          "probe's M·(m+1) loss evaluations per probed client, which take most of its "
+          "round; it is not a measure of the machine's use there."]
   notes = [r["note"] for r in results if r.get("note")]
   for n in dict.fromkeys(notes):
     L += ["", f"Note: {n}."]
@@ -607,7 +629,14 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
           f"{seeds['seeds']} seeds vmapped {seeds['many_seeds_round_s']:.3f} s/round "
           f"= **{seeds['ratio']:.2f}x** the time of one seed (compile "
           f"{seeds['compile_one_s']:.1f} s vs {seeds['compile_many_s']:.1f} s)."
-          + (f" Note: {seeds['note']}." if seeds.get("note") else "")]
+          + (f" Note: {seeds['note']}." if seeds.get("note") else ""),
+          "",
+          f"Client steps per second: one seed {seeds['one_seed_steps_per_s']:.0f}, "
+          f"{seeds['seeds']} seeds vmapped {seeds['many_seeds_steps_per_s']:.0f}. "
+          "Vmapping seeds pays when one run leaves the device idle (small models, few "
+          "clients, accelerators); here one FIBFL++ run already keeps both CPU cores "
+          "busy with its matrix products, so 5 seeds are close to 5x the work at the "
+          "same or lower throughput."]
   if memory:
     m = memory
     mem = m["memory"]
