@@ -60,3 +60,19 @@ def test_reproduce_firma_rejects_an_unknown_scenario(tmp_path):
     _script("reproduce_firma").main(["--modes=paper", "--scenarios=nope",
                                      "--methods=fedavg", "--seeds=1", "--workers=1",
                                      "--out", str(tmp_path / "x.md")])
+
+
+def test_reproduce_bev_slice_writes_a_synthetic_report(tmp_path):
+  out = tmp_path / "bev.md"
+  _script("reproduce_bev").main([
+      "--studies=participation,latency", "--rounds=2", "--seeds=0,1",
+      "--latency_calls=20", "--resume_dir=", "--out", str(out)])
+  text = out.read_text()
+  assert "SYNTHETIC fleet" in text and "## Participation sweep" in text
+  assert "## Inference latency" in text and "## Main table" not in text
+  rows = [line for line in text.splitlines() if line.startswith("| 0.")]
+  # C ∈ {0.1, 0.2, 0.3, 0.5} × {FedAvg, FO-RI-FedAvg}, every run finished.
+  assert len(rows) == 8 and all(line.rstrip().endswith("| ok |") for line in rows)
+  assert "nan ±" not in text and "| nan" not in text
+  raw = json.loads(out.with_suffix(".json").read_text())
+  assert "participation" in json.dumps(raw)
