@@ -14,21 +14,9 @@ import importlib.util
 import os
 
 
-def _digits():
+def get_config(arg="paper,dir0.5"):
   path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "digits.py")
   spec = importlib.util.spec_from_file_location("firma_digits_config", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-def get_config(arg="paper,dir0.5"):
-  digits = _digits()
-  parts = [p.strip() for p in (arg or "").split(",") if p.strip()]
-  compat = parts[0] if parts else "paper"
-  scenario = parts[1] if len(parts) > 1 else "dir0.5"
-  c = digits.firma_config(compat, scenario, num_clients=10, rounds=30)
-  c.name = c.name.replace("FIRMA digits (MNIST-1797)", "FIRMA CIFAR-10")
-  c.data.source = "tfds"
-  c.data.tfds.name = "cifar10"
-  return c
+  digits = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(digits)
+  return digits.tfds_config(arg, "cifar10", "FIRMA CIFAR-10")

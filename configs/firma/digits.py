@@ -106,8 +106,20 @@ def firma_config(compat="paper", scenario="dir0.5", num_clients=5, rounds=10):
   return apply_scenario(c, scenario)
 
 
-def get_config(arg="paper,dir0.5"):
+def parse_arg(arg):
+  """``"compat,scenario"`` (either may be left out) -> ``(compat, scenario)``."""
   parts = [p.strip() for p in (arg or "").split(",") if p.strip()]
-  compat = parts[0] if parts else "paper"
-  scenario = parts[1] if len(parts) > 1 else "dir0.5"
-  return firma_config(compat, scenario)
+  return (parts[0] if parts else "paper"), (parts[1] if len(parts) > 1 else "dir0.5")
+
+
+def tfds_config(arg, tfds_name, title):
+  """The FIRMA setting on a tfds dataset: N = 10, R = 30 (configs/firma/<name>.py)."""
+  c = firma_config(*parse_arg(arg), num_clients=10, rounds=30)
+  c.name = c.name.replace("FIRMA digits (MNIST-1797)", title)
+  c.data.source = "tfds"
+  c.data.tfds.name = tfds_name
+  return c
+
+
+def get_config(arg="paper,dir0.5"):
+  return firma_config(*parse_arg(arg))
