@@ -256,6 +256,17 @@ def executed_steps(steps, groups: int, unroll: int = 1, dynamic: bool = True,
   return (m * (-(-top // unroll) * unroll)).sum()
 
 
+def _loop_steps(steps, client_metrics, training):
+  """Per-client step counts for :func:`executed_steps`: ``num_steps``, or the
+  client's reported ``steps`` metric when larger (algorithms with several local
+  loops — FIRMA/FedRep's head and extractor phases, each over the client's own
+  steps — run E_h + E_e epochs, not one)."""
+  reported = client_metrics.get("steps") if isinstance(client_metrics, dict) else None
+  if reported is None or not training.dynamic_steps:
+    return steps
+  return jnp.maximum(steps, jnp.round(reported).astype(steps.dtype))
+
+
 def auto_step_buckets(client_steps, cohort: int, unroll: int = 1, target: float = 0.1,
                       max_buckets: int = 8, samples: int = 64, seed: int = 0) -> int:
   """``step_buckets=0``: the fewest groups (≤ ``max_buckets``) whose expected
@@ -486,13 +497,15 @@ class Simulation:
     training = self.training
     if self.parallelism == "map":
       out = jax.lax.map(lambda a: one(*a), args)
-      return out + (executed_steps(steps, s, training.unroll, training.dynamic_steps,
+      return out + (executed_steps(_loop_steps(steps, out[2], training), s,
+                                   training.unroll, training.dynamic_steps,
                                    training.max_steps),)
     groups = min(self.step_buckets, s)
-    done = executed_steps(steps, groups, training.unroll, training.dynamic_steps,
-                          training.max_steps)
     if groups == 1:
-      return jax.vmap(one)(*args) + (done,)
+      out = jax.vmap(one)(*args)
+      return out + (executed_steps(_loop_steps(steps, out[2], training), 1,
+                                   training.unroll, training.dynamic_steps,
+                                   training.max_steps),)
     # Sort by step count, pad to groups × m with zero-step copies of the first
     # client, run the groups one after another, and restore the cohort order.
     m = -(-s // groups)
@@ -506,7 +519,9 @@ class Simulation:
     out = jax.lax.map(lambda a: jax.vmap(one)(*a), grouped)
     inverse = jnp.argsort(order[pad:], stable=True) + pad
     out = jax.tree.map(lambda x: x.reshape((groups * m,) + x.shape[2:])[inverse], out)
-    return out + (done,)
+    return out + (executed_steps(_loop_steps(steps, out[2], training), groups,
+                                 training.unroll, training.dynamic_steps,
+                                 training.max_steps),)
 
   def _run_sharded(self, algorithm, payload, arrays, t, args):
     """The cohort split over the ``clients`` mesh axis with ``shard_map``.

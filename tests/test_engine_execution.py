@@ -17,7 +17,8 @@ from tests import helpers
 SIZES = (13, 40, 75, 22, 30, 7, 51)   # steps with B=16, E=1: 1 3 5 2 2 1 4
 
 
-def _sim(fed, dynamic=True, unroll=1, optimizer="sgd", parallelism="vmap", **engine):
+def _sim(fed, dynamic=True, unroll=1, optimizer="sgd", parallelism="vmap",
+         algorithm=("fedavg", {}), **engine):
   c = base_config()
   c.client.batch_size = 16
   c.client.optimizer = optimizer
@@ -28,8 +29,8 @@ def _sim(fed, dynamic=True, unroll=1, optimizer="sgd", parallelism="vmap", **eng
   training = experiment.make_training(c.client, fed.client_size, 3, unroll, dynamic)
   ctx = base.BuildContext(model, task, training, fed.info(), 3, c.client)
   cfg = engine_lib.EngineConfig(rounds=3, client_parallelism=parallelism, **engine)
-  return engine_lib.Simulation(algorithms.make("fedavg", ctx), fed, model, task,
-                               training, cfg)
+  return engine_lib.Simulation(algorithms.make(algorithm[0], ctx, **algorithm[1]), fed,
+                               model, task, training, cfg)
 
 
 def _run(sim, rounds=2, seed=1):
@@ -80,6 +81,20 @@ def test_step_buckets_and_map_give_identical_results():
   # [0 0 1] [1 2 2] [3 4 5] -> 3 * (1 + 2 + 5) executed; map runs exactly 18.
   assert m3["executed_steps"][0] == 24
   assert mm["executed_steps"][0] == 18
+
+
+@pytest.mark.parametrize("parallelism,expected", [("map", 4 * 18), ("vmap", 7 * 4 * 5)])
+def test_executed_steps_count_every_local_loop_of_two_phase_training(parallelism,
+                                                                       expected):
+  # FedRep runs E_h = 2 head epochs then E_e = 2 extractor epochs, each a dynamic
+  # loop over the client's own steps (1 3 5 2 2 1 4 per epoch): 4 × 18 active steps;
+  # one vmapped group runs every client as long as the largest (4 × 5).
+  fed = helpers.unequal_digits(sizes=SIZES)
+  sim = _sim(fed, parallelism=parallelism, step_buckets=1,
+             algorithm=("fedrep", {"head_epochs": 2, "extractor_epochs": 2}))
+  _, m = _run(sim, rounds=1)
+  assert m["client_steps"][0] == 4 * 18
+  assert m["executed_steps"][0] == expected
 
 
 def test_bucketed_cohort_order_is_restored_with_partial_participation():
