@@ -429,3 +429,26 @@ def test_map_and_vmap_cohorts_agree_for_fibfl_pp():
     out.append(state.clients["params"])
   for a, b in zip(jax.tree.leaves(out[0]), jax.tree.leaves(out[1])):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_zero_step_slot_trains_nothing_in_either_phase(dynamic):
+  # Pad slots of a sharded or step-bucketed cohort get num_steps = 0; the two-phase
+  # training must leave them untouched instead of running E epochs of the copied
+  # client (wasted work, and a wrong executed-steps count).
+  fed = helpers.unequal_digits(sizes=SIZES)
+  sim = firma_sim(fed, "fibfl", dynamic=dynamic, head_epochs=2, extractor_epochs=2)
+  state = sim.init(0)
+  params = jax.tree.map(lambda x: x[1], state.clients["params"])
+  opt = sim.training.optimizer
+  view = base.ClientView(sim.arrays["x"], sim.arrays["y"], sim.arrays["client_index"][1],
+                         sim.arrays["client_size"][1], jnp.asarray(0, jnp.int32),
+                         jnp.asarray(1))
+  run = jax.jit(lambda p, v: firma.two_phase_train(
+      p, opt.init(p["head"]), opt.init(p["extractor"]), v, jax.random.PRNGKey(0), 0.01,
+      sim.model, sim.task, sim.training, 2, 2))
+  out, _, _, metrics = run(params, view)
+  assert leaves_equal(out, params) and float(metrics["steps"]) == 0.0
+  active = view._replace(num_steps=jnp.asarray(3, jnp.int32))
+  out, _, _, metrics = run(params, active)
+  assert not leaves_equal(out, params) and float(metrics["steps"]) == 4 * 3

@@ -75,8 +75,10 @@ def train_phase(params, opt_state, view, key, lr, loss_fn, training, epochs,
   """
   n_max = view.index.shape[0]
   phase = phase_training(training, epochs, n_max)
-  view = view._replace(num_steps=(int(epochs) * steps_per_epoch(
-      view.size, training.batch_size)).astype(jnp.int32))
+  # E epochs of the client's own batches; a slot the engine gives zero steps (a pad
+  # slot of a sharded or bucketed cohort) stays at zero.
+  steps = int(epochs) * steps_per_epoch(view.size, training.batch_size)
+  view = view._replace(num_steps=jnp.where(view.num_steps > 0, steps, 0).astype(jnp.int32))
   return base.local_train(params, opt_state, view, key, lr, loss_fn, phase,
                           optimizer=optimizer)
 
