@@ -456,6 +456,52 @@ def seeds_study(repeats, num_seeds=5):
           "compile_one_s": c1, "compile_many_s": cn}
 
 
+def diagnostics_study(repeats, rounds_per_chunk=10):
+  """Workload (4)'s setting: share of an FO-RI-FedAvg round spent in roughness
+  probes (paper probe M 10, m 100, B_probe 128; R_probe 1 vs 5) and in the
+  per-round drift/roughness diagnostics, from interleaved chunks of rounds."""
+  mod = load_config_module("bev/base.py")
+  variants = [
+      ("fo_fedavg", "FO-FedAvg (no probe), diagnostics off",
+       mod.method("fo_fedavg", diagnostics=False)),
+      ("probe5_off", "FO-RI-FedAvg, R_probe 5, diagnostics off",
+       mod.method("fo_ri_fedavg", probe_every=5, diagnostics=False)),
+      ("probe5_on", "FO-RI-FedAvg, R_probe 5, diagnostics on",
+       mod.method("fo_ri_fedavg", probe_every=5, diagnostics=True)),
+      ("probe1_on", "FO-RI-FedAvg, R_probe 1, diagnostics on",
+       mod.method("fo_ri_fedavg", probe_every=1, diagnostics=True)),
+  ]
+  sims, states = {}, {}
+  fed = None
+  for key, _, entry in variants:
+    c = only_method(mod.get_config(), key, entry)
+    fed = fed or data_lib.build(c.data, 0)
+    sims[key] = experiment.build_simulation(c, key, fed)
+    states[key] = sims[key].init(0)
+    sims[key].compile(rounds_per_chunk, states[key])
+    states[key], _ = sims[key].run_chunk(states[key], rounds_per_chunk)   # warm-up
+    jax.block_until_ready(states[key])
+  times = {key: [] for key in sims}
+  for _ in range(repeats):
+    for key, sim in sims.items():
+      t0 = time.perf_counter()
+      states[key], _ = sim.run_chunk(states[key], rounds_per_chunk)
+      jax.block_until_ready(states[key])
+      times[key].append((time.perf_counter() - t0) / rounds_per_chunk)
+  med = {k: statistics.median(v) for k, v in times.items()}
+  diag = max(med["probe5_on"] - med["probe5_off"], 0.0)
+  return {"rows": [(label, med[key], times[key]) for key, label, _ in variants],
+          "rounds_per_chunk": rounds_per_chunk,
+          # Probe share: the round minus FO-FedAvg's (same client step, no probe, no
+          # λ term) and minus the diagnostics' cost, over the round.
+          "probe_share_r5": max(med["probe5_off"] - med["fo_fedavg"], 0) / med["probe5_off"],
+          "probe_share_r1": max(med["probe1_on"] - med["fo_fedavg"] - diag, 0)
+                            / med["probe1_on"],
+          "diagnostics_share": diag / med["probe5_on"],
+          "diagnostics_on_vs_off": med["probe5_on"] / med["probe5_off"] - 1,
+          "probe1_vs_probe5": med["probe1_on"] / med["probe5_on"]}
+
+
 def persistent_state_algorithm(ctx):
   """FedAvg whose clients keep a persistent SGD-momentum buffer across rounds
   (per-client state the size of the model, like SCAFFOLD's c_k)."""
@@ -548,13 +594,17 @@ def _ratio(x):
   return f"{x:.2f}x faster" if x >= 1 else f"{1 / x:.2f}x slower"
 
 
+def args_repeats(d):
+  return len(d["rows"][0][2])
+
+
 def _masked_cell(r):
   f = r["masked_step_fraction"]
   return "n/a¹" if f is None else f"{f:.1%}"
 
 
 def write_markdown(path, command, machine, loads, results, masked=None, seeds=None,
-                   memory=None):
+                   memory=None, diagnostics=None):
   L = ["# fedfrac benchmarks", "",
        "Produced by `scripts/bench.py` in one run; do not edit by hand.", "",
        f"Command: `{command}`", "",
@@ -623,6 +673,23 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
     for r in masked:
       L.append(f"| {r['variant']} | {r['step_buckets']} | {r['round_s']:.3f} | "
                f"{r['masked_step_fraction']:.1%} |")
+  if diagnostics:
+    d = diagnostics
+    L += ["", "## Roughness probe and diagnostics share (workload 4's setting)", "",
+          "FO-RI-FedAvg on the synthetic BEV fleet (10 vehicles, C = 0.5, paper probe "
+          f"M 10, m 100, B_probe 128); median s/round over {args_repeats(d)} "
+          f"interleaved chunks of {d['rounds_per_chunk']} rounds.", "",
+          "| variant | ms/round | all chunks (ms/round) |", "|---|---|---|"]
+    for label, med, ts in d["rows"]:
+      L.append(f"| {label} | {med * 1e3:.1f} | " + ", ".join(f"{t * 1e3:.1f}" for t in ts)
+               + " |")
+    L += ["", f"Share of the round in roughness probes: **{d['probe_share_r1']:.0%} at "
+          f"R_probe = 1, {d['probe_share_r5']:.0%} at R_probe = 5** (amortised: a client "
+          f"probes on every R_probe-th participation); R_probe 1 rounds take "
+          f"{d['probe1_vs_probe5']:.1f}x the R_probe 5 ones. Share in the per-round "
+          f"drift/roughness diagnostics: **{d['diagnostics_share']:.1%}** (round time with "
+          f"them on vs off: {d['diagnostics_on_vs_off']:+.1%}; a negative value is "
+          f"timing noise)."]
   if seeds:
     L += ["", "## Seeds vmapped as one program (workload 3)", "",
           f"{seeds['workload']}: one seed {seeds['one_seed_round_s']:.3f} s/round, "
@@ -691,8 +758,10 @@ def main():
     r = bench_workload(all_workloads[n], args.repeats, args.vs_torch, overrides, peak)
     print(json.dumps(r), flush=True)
     results.append(r)
-  masked = seeds = memory = None
+  masked = seeds = memory = diagnostics = None
   if not args.only_table:
+    diagnostics = diagnostics_study(args.repeats)
+    print(json.dumps({k: v for k, v in diagnostics.items() if k != "rows"}), flush=True)
     masked = masked_work_study(args.repeats)
     seeds = seeds_study(args.repeats)
     print(json.dumps(seeds), flush=True)
@@ -703,10 +772,12 @@ def main():
   command = ("python scripts/bench.py " + " ".join(sys.argv[1:])).strip()
   if machine["XLA_FLAGS"]:
     command = f"XLA_FLAGS={machine['XLA_FLAGS']} {command}"
-  write_markdown(args.out, command, machine, loads, results, masked, seeds, memory)
+  write_markdown(args.out, command, machine, loads, results, masked, seeds, memory,
+                 diagnostics)
   if args.json:
     with open(args.json, "w") as f:
       json.dump({"machine": machine, "loads": loads, "results": results, "masked": masked,
+                 "diagnostics": diagnostics,
                  "seeds": seeds, "memory": memory}, f, indent=1, default=str)
   print(f"wrote {args.out}")
 
