@@ -128,7 +128,7 @@ def identical_clients(num_clients=5, size=24):
 
 
 def robust_simulation(fed, spec, rounds=2, attack=None, batch_size=32, local_epochs=1,
-                      lr=0.1):
+                      lr=0.1, name="fedavg", **options):
   c = config_lib.base_config()
   c.client.batch_size = batch_size
   c.client.local_epochs = local_epochs
@@ -140,20 +140,24 @@ def robust_simulation(fed, spec, rounds=2, attack=None, batch_size=32, local_epo
   ctx = base.BuildContext(model, task, training, fed.info(), rounds, c.client,
                           aggregator=spec)
   cfg = engine_lib.EngineConfig(rounds=rounds, client_parallelism="vmap", attack=attack)
-  return engine_lib.Simulation(algorithms.make("fedavg", ctx), fed, model, task,
+  return engine_lib.Simulation(algorithms.make(name, ctx, **options), fed, model, task,
                                training, cfg)
 
 
-def test_robust_rules_of_identical_updates_equal_the_mean():
+@pytest.mark.parametrize("name,options", [
+    ("fedavg", {}), ("fofedavg", {"alpha": 0.9}),
+    ("fo_ri_fedavg", {"num_directions": 2, "grid": 4, "probe_batch": 8})])
+def test_robust_rules_of_identical_updates_equal_the_mean(name, options):
   # Identical data and full-batch steps: every client computes the same update
   # (up to the summation order of its shuffled batch), so every rule returns it.
+  assert algorithms.supports_robust_aggregation(name)
   fed = identical_clients()
   specs = [server.AggregatorSpec(), server.AggregatorSpec("median"),
            server.AggregatorSpec("trimmed_mean", trim_beta=0.2),
            server.AggregatorSpec("krum", num_byzantine=1)]
   finals = []
   for spec in specs:
-    sim = robust_simulation(fed, spec)
+    sim = robust_simulation(fed, spec, name=name, **options)
     state, _ = sim.run_chunk(sim.init(0), 2)
     finals.append(state.server["params"])
   start = sim.init(0).server["params"]
@@ -182,4 +186,10 @@ def test_krum_selects_only_honest_clients_under_attack():
   assert not (sel & byz[ids]).any()
   # Multi-Krum with multi = S - f keeps exactly the honest clients.
   _, m = multi.run_chunk(multi.init(0), 3)
+  np.testing.assert_array_equal(np.asarray(m["server/krum_selected"]), ~byz[ids])
+  # The same rule behind a fractional-order method's server.
+  fo = robust_simulation(fed, server.AggregatorSpec("multi_krum", num_byzantine=2),
+                         rounds=3, attack=attack, batch_size=16, name="fofedavg",
+                         alpha=0.9)
+  _, m = fo.run_chunk(fo.init(0), 3)
   np.testing.assert_array_equal(np.asarray(m["server/krum_selected"]), ~byz[ids])

@@ -40,8 +40,11 @@ import optax
 
 from fedfrac import metrics as metrics_lib
 from fedfrac.algorithms import base
-from fedfrac.ops import aggregate as agg
+from fedfrac.algorithms import server
 from fedfrac.optim.fractional import fractional, fractional_set_reference
+
+# config.server (median / trimmed mean / Krum) replaces the server's mean.
+ROBUST_AGGREGATION = True
 
 
 def alpha_in_range(v):
@@ -118,10 +121,10 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
-    del key
-    mean_delta = agg.weighted_mean(messages, weights, mask)
-    params = base.tree_add(server_state["params"], base.tree_scale(mean_delta, server_lr))
-    return {"params": params}, client_states
+    # Σ_k p_k Δ_k (FedAvg's mean), or the robust rule of ``config.server``.
+    delta, info = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
+    params = base.tree_add(server_state["params"], base.tree_scale(delta, server_lr))
+    return {"params": params}, client_states, info
 
   def eval_params(server_state, client_state):
     del client_state
