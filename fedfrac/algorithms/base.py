@@ -351,6 +351,40 @@ def local_train(params, opt_state, view: ClientView, key, lr, loss_fn,
                              "grad_norm": gnorm_sum / denom}
 
 
+def local_delta(payload, view: ClientView, key, round_index, loss_fn,
+                training: LocalTraining, **local_train_kw):
+  """The FedAvg client (McMahan et al. 2017, Alg. 1, ClientUpdate): train from the
+  global model ``payload`` with a fresh ``training.optimizer`` state.
+
+  Returns ``(delta, metrics)``: Δ_k = w_k − w_t (the payload's pytree) and
+  :func:`local_train`'s metrics plus ``update_norm`` = ‖Δ_k‖₂.
+  ``local_train_kw`` go to :func:`local_train` (e.g. ``step_hook``).
+  """
+  lr = training.lr_schedule(round_index)
+  params, _, metrics = local_train(payload, training.optimizer.init(payload), view, key,
+                                   lr, loss_fn, training, **local_train_kw)
+  delta = tree_sub(params, payload)
+  metrics["update_norm"] = tree_norm(delta)
+  return delta, metrics
+
+
+def init_global_model(key, params0, num_clients, data_info):
+  """``init`` of a server that only keeps the global model: ``({"params"}, None)``."""
+  del key, num_clients, data_info
+  return {"params": params0}, None
+
+
+def broadcast_params(server_state):
+  """``broadcast`` that sends the global model ``server_state["params"]``."""
+  return server_state["params"]
+
+
+def eval_global_params(server_state, client_state):
+  """``eval_params`` that evaluates the global model for every client."""
+  del client_state
+  return server_state["params"]
+
+
 def supervised_loss(model: Model, task: Task):
   """``loss_fn(params, x, y, mask, key) -> (loss, outputs)`` for ``local_train``."""
   def loss_fn(params, x, y, mask, key):

@@ -53,20 +53,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     raise ValueError(f"aggregator={ctx.aggregator.name!r}: dp_fedavg combines updates "
                      "with its own clipped, noised sum; use aggregator='mean'")
 
-  def init(key, params0, num_clients, data_info):
-    del key, num_clients, data_info
-    return {"params": params0}, None
-
-  def broadcast(server_state):
-    return server_state["params"]
-
   def client_update(payload, client_state, view, key, round_index):
-    lr = training.lr_schedule(round_index)
-    opt_state = training.optimizer.init(payload)
-    params, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
-                                          training)
-    delta = base.tree_sub(params, payload)
-    metrics["update_norm"] = base.tree_norm(delta)
+    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
@@ -80,10 +68,6 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
                "noise_std": info["noise_std"]}
     return {"params": params}, client_states, metrics
 
-  def eval_params(server_state, client_state):
-    del client_state
-    return server_state["params"]
-
   host_metrics = None
   if not (base._is_traced(noise_multiplier) or base._is_traced(hp["delta"])):
     host_metrics = _epsilon_metric(
@@ -91,8 +75,9 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
         sampling_rate(ctx.participation, ctx.data_info.num_clients),
         float(hp["delta"]), hp["accountant"])
 
-  return base.FedAlgorithm("dp_fedavg", init, broadcast, client_update, aggregate,
-                           eval_params, host_metrics=host_metrics)
+  return base.FedAlgorithm("dp_fedavg", base.init_global_model, base.broadcast_params,
+                           client_update, aggregate, base.eval_global_params,
+                           host_metrics=host_metrics)
 
 
 def _epsilon_metric(noise_multiplier, q, delta, accountant):

@@ -25,32 +25,13 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   loss_fn = base.supervised_loss(ctx.model, ctx.task)
   server_lr = hp["server_lr"]
 
-  def init(key, params0, num_clients, data_info):
-    del key, num_clients, data_info
-    return {"params": params0}, None
-
-  def broadcast(server_state):
-    return server_state["params"]
-
   def client_update(payload, client_state, view, key, round_index):
-    lr = training.lr_schedule(round_index)
-    opt_state = training.optimizer.init(payload)
-    params, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
-                                          training)
-    delta = base.tree_sub(params, payload)
-    metrics["update_norm"] = base.tree_norm(delta)
+    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
     return delta, client_state, metrics
 
-  def aggregate(server_state, client_states, messages, weights, mask, key):
-    delta, info = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
-    params = base.tree_add(server_state["params"], base.tree_scale(delta, server_lr))
-    return {"params": params}, client_states, info
+  aggregate = server.global_delta_aggregate(ctx.aggregator, server_lr)
 
-  def eval_params(server_state, client_state):
-    del client_state
-    return server_state["params"]
-
-  return base.FedAlgorithm("fedavg", init, broadcast, client_update, aggregate,
-                           eval_params)
+  return base.FedAlgorithm("fedavg", base.init_global_model, base.broadcast_params,
+                           client_update, aggregate, base.eval_global_params)
 
 

@@ -52,9 +52,6 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return ({"params": params0, "h": zeros},
             {"h": base.stack_for_clients(zeros, num_clients)})
 
-  def broadcast(server_state):
-    return server_state["params"]
-
   def client_update(payload, client_state, view, key, round_index):
     lr = training.lr_schedule(round_index)
     h_k = client_state["h"]
@@ -85,9 +82,5 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
                           server_state["params"], mean_delta, h)
     return {"params": params, "h": h}, client_states, {"h_norm": base.tree_norm(h)}
 
-  def eval_params(server_state, client_state):
-    del client_state
-    return server_state["params"]
-
-  return base.FedAlgorithm("feddyn", init, broadcast, client_update, aggregate,
-                           eval_params)
+  return base.FedAlgorithm("feddyn", init, base.broadcast_params,
+                           client_update, aggregate, base.eval_global_params)

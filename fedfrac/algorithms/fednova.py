@@ -78,20 +78,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   rho = 0.0 if cc.optimizer == "sgd" else float(cc.momentum)
   nesterov = cc.optimizer == "nesterov"
 
-  def init(key, params0, num_clients, data_info):
-    del key, num_clients, data_info
-    return {"params": params0}, None
-
-  def broadcast(server_state):
-    return server_state["params"]
-
   def client_update(payload, client_state, view, key, round_index):
-    lr = training.lr_schedule(round_index)
-    opt_state = training.optimizer.init(payload)
-    params, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
-                                          training)
-    delta = base.tree_sub(params, payload)
-    metrics["update_norm"] = base.tree_norm(delta)
+    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
     norm = a_norm(metrics["steps"], rho, nesterov)
     metrics["a_norm"] = norm
     return {"delta": delta, "a_norm": norm}, client_state, metrics
@@ -109,9 +97,5 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     params = base.tree_add(server_state["params"], step)
     return {"params": params}, client_states, {"tau_eff": tau_eff}
 
-  def eval_params(server_state, client_state):
-    del client_state
-    return server_state["params"]
-
-  return base.FedAlgorithm("fednova", init, broadcast, client_update, aggregate,
-                           eval_params)
+  return base.FedAlgorithm("fednova", base.init_global_model, base.broadcast_params,
+                           client_update, aggregate, base.eval_global_params)

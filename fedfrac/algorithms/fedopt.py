@@ -112,16 +112,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     del key, num_clients, data_info
     return {"params": params0, "opt_state": server_tx.init(params0)}, None
 
-  def broadcast(server_state):
-    return server_state["params"]
-
   def client_update(payload, client_state, view, key, round_index):
-    lr = training.lr_schedule(round_index)
-    opt_state = training.optimizer.init(payload)
-    params, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
-                                          training)
-    delta = base.tree_sub(params, payload)
-    metrics["update_norm"] = base.tree_norm(delta)
+    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
@@ -133,9 +125,5 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return ({"params": params, "opt_state": opt_state}, client_states,
             {"server_step_norm": base.tree_norm(updates)})
 
-  def eval_params(server_state, client_state):
-    del client_state
-    return server_state["params"]
-
-  return base.FedAlgorithm("fedopt", init, broadcast, client_update, aggregate,
-                           eval_params)
+  return base.FedAlgorithm("fedopt", init, base.broadcast_params,
+                           client_update, aggregate, base.eval_global_params)

@@ -32,35 +32,19 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   loss_fn = base.supervised_loss(ctx.model, ctx.task)
   mu = hp["mu"]
 
-  def init(key, params0, num_clients, data_info):
-    del key, num_clients, data_info
-    return {"params": params0}, None
-
-  def broadcast(server_state):
-    return server_state["params"]
-
   def client_update(payload, client_state, view, key, round_index):
-    lr = training.lr_schedule(round_index)
-
     def proximal(grads, params, step):
       del step
       # ∇h_k = ∇F_k(w) + μ (w − w_t)   (Li et al. 2020, eq. (2))
       return jax.tree.map(lambda g, w, w0: g + mu * (w - w0), grads, params, payload)
 
-    opt_state = training.optimizer.init(payload)
-    params, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
-                                          training, step_hook=proximal)
-    delta = base.tree_sub(params, payload)
-    metrics["update_norm"] = base.tree_norm(delta)
+    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training,
+                                      step_hook=proximal)
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
     return {"params": base.tree_add(server_state["params"], mean_delta)}, client_states
 
-  def eval_params(server_state, client_state):
-    del client_state
-    return server_state["params"]
-
-  return base.FedAlgorithm("fedprox", init, broadcast, client_update, aggregate,
-                           eval_params)
+  return base.FedAlgorithm("fedprox", base.init_global_model, base.broadcast_params,
+                           client_update, aggregate, base.eval_global_params)

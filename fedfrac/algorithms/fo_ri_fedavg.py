@@ -243,9 +243,6 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
                "probes": jnp.zeros((num_clients,), jnp.int32)}
     return {"params": params0}, clients
 
-  def broadcast(server_state):
-    return server_state["params"]
-
   def prepare_cohort(payload, states, views, keys, mask, round_index):
     """Probe I_k at w_t for the sampled clients due this round; reuse the rest."""
     del round_index
@@ -284,15 +281,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     client_state = {**client_state, "participations": client_state["participations"] + 1}
     return delta, client_state, metrics
 
-  def aggregate(server_state, client_states, messages, weights, mask, key):
-    # Σ_k p_k Δ_k (FedAvg's mean), or the robust rule of ``config.server``.
-    delta, info = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
-    params = base.tree_add(server_state["params"], base.tree_scale(delta, server_lr))
-    return {"params": params}, client_states, info
-
-  def eval_params(server_state, client_state):
-    del client_state
-    return server_state["params"]
+  # Σ_k p_k Δ_k (FedAvg's mean), or the robust rule of ``config.server``.
+  aggregate = server.global_delta_aggregate(ctx.aggregator, server_lr)
 
   cohort_metrics = None
   if hp["diagnostics"]:
@@ -304,7 +294,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
             client_metrics["roughness"], client_metrics["drift"], mask))
       return out
 
-  return base.FedAlgorithm("fo_ri_fedavg", init, broadcast, client_update, aggregate,
-                           eval_params,
+  return base.FedAlgorithm("fo_ri_fedavg", init, base.broadcast_params,
+                           client_update, aggregate, base.eval_global_params,
                            prepare_cohort=prepare_cohort if probing else None,
                            cohort_metrics=cohort_metrics)

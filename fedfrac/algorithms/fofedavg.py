@@ -100,9 +100,6 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
                  "has_participated": jnp.zeros((num_clients,), bool)}
     return {"params": params0}, clients
 
-  def broadcast(server_state):
-    return server_state["params"]
-
   def client_update(payload, client_state, view, key, round_index):
     lr = training.lr_schedule(round_index)  # μ_t (inv_sqrt: μ0/sqrt(t+1))
     tx = client_optimizer(round_index)
@@ -120,15 +117,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
                       "has_participated": jnp.ones((), bool)}
     return delta, client_state, metrics
 
-  def aggregate(server_state, client_states, messages, weights, mask, key):
-    # Σ_k p_k Δ_k (FedAvg's mean), or the robust rule of ``config.server``.
-    delta, info = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
-    params = base.tree_add(server_state["params"], base.tree_scale(delta, server_lr))
-    return {"params": params}, client_states, info
-
-  def eval_params(server_state, client_state):
-    del client_state
-    return server_state["params"]
+  # Σ_k p_k Δ_k (FedAvg's mean), or the robust rule of ``config.server``.
+  aggregate = server.global_delta_aggregate(ctx.aggregator, server_lr)
 
   cohort_metrics = None
   if hp["diagnostics"]:
@@ -136,5 +126,6 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
       del weights
       return metrics_lib.drift_stats_jnp(client_metrics["drift"], mask)
 
-  return base.FedAlgorithm("fofedavg", init, broadcast, client_update, aggregate,
-                           eval_params, cohort_metrics=cohort_metrics)
+  return base.FedAlgorithm("fofedavg", init, base.broadcast_params,
+                           client_update, aggregate, base.eval_global_params,
+                           cohort_metrics=cohort_metrics)

@@ -71,16 +71,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     del key, num_clients, data_info
     return {"params": params0, "round": jnp.zeros((), jnp.int32)}, None
 
-  def broadcast(server_state):
-    return server_state["params"]
-
   def client_update(payload, client_state, view, key, round_index):
-    lr = training.lr_schedule(round_index)
-    opt_state = training.optimizer.init(payload)
-    params, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
-                                          training)
-    delta = base.tree_sub(params, payload)
-    metrics["update_norm"] = base.tree_norm(delta)
+    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
     message = {"delta": delta}
     if with_phase:
       # φ_k: the client's mean local gradient norm (authors' code).
@@ -116,9 +108,5 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     server = {"params": params, "round": server_state["round"] + 1}
     return server, client_states, metrics
 
-  def eval_params(server_state, client_state):
-    del client_state
-    return server_state["params"]
-
-  return base.FedAlgorithm("kuramoto_fedavg", init, broadcast, client_update, aggregate,
-                           eval_params)
+  return base.FedAlgorithm("kuramoto_fedavg", init, base.broadcast_params,
+                           client_update, aggregate, base.eval_global_params)

@@ -117,9 +117,5 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return ({"params": params, "c": c}, client_states,
             {"control_norm": base.tree_norm(c)})
 
-  def eval_params(server_state, client_state):
-    del client_state
-    return server_state["params"]
-
   return base.FedAlgorithm("scaffold", init, broadcast, client_update, aggregate,
-                           eval_params)
+                           base.eval_global_params)

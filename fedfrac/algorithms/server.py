@@ -34,6 +34,7 @@ import math
 
 import jax
 
+from fedfrac.algorithms import base
 from fedfrac.ops import aggregate as agg
 
 AGGREGATORS = ("mean", "median", "trimmed_mean", "krum", "multi_krum")
@@ -128,3 +129,15 @@ def _is_int(v):
 
 def _is_number(v):
   return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def global_delta_aggregate(spec: AggregatorSpec | None, server_lr):
+  """``aggregate`` of a server that keeps only the global model:
+  w_{t+1} = w_t + η_g · combine(Δ_k) (FedAvg's mean, or the robust rule of ``spec``);
+  the rule's metrics (Krum's selection) are the round's server metrics."""
+
+  def aggregate(server_state, client_states, messages, weights, mask, key):
+    delta, info = combine_deltas(messages, weights, mask, key, spec)
+    params = base.tree_add(server_state["params"], base.tree_scale(delta, server_lr))
+    return {"params": params}, client_states, info
+  return aggregate
