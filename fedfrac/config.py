@@ -7,7 +7,9 @@ the value and what is allowed.
 """
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
 
 import ml_collections
 
@@ -23,6 +25,18 @@ from fedfrac.optim import schedules
 
 class ConfigError(ValueError):
   """A config value is invalid; the message names the key, value and allowed range."""
+
+
+def sibling_config(config_file, name):
+  """Import the config module ``name`` that sits beside ``config_file`` (pass
+  ``__file__``), so one config file can build on another: config files are loaded
+  by path (``--config=configs/x/y.py``), not imported as a package."""
+  path = os.path.join(os.path.dirname(os.path.abspath(config_file)), name)
+  label = os.path.relpath(path).replace(os.sep, "_").replace(".", "_")
+  spec = importlib.util.spec_from_file_location(f"fedfrac_config_{label}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 def base_config() -> ml_collections.ConfigDict:

@@ -16,15 +16,11 @@ FO-RI-FedAvg). Values:
 """
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import ml_collections
 
-_spec = importlib.util.spec_from_file_location(
-    "configs_bev_base", os.path.join(os.path.dirname(os.path.abspath(__file__)), "base.py"))
-base = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(base)
+from fedfrac.config import sibling_config
+
+base = sibling_config(__file__, "base.py")
 
 SAFEGUARDS = {"paper": (0.2, 5.0), "tight": (0.5, 2.0), "none": (0.0, 0.0)}
 # study -> (values, whether the values are continuous and can share one compiled

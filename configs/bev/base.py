@@ -25,9 +25,6 @@ model, client sampling and batch order).
 """
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import ml_collections
 
 from fedfrac.config import base_config
@@ -118,11 +115,3 @@ def get_config():
   c.methods.fedavg = method("fedavg")
   return c
 
-
-def load_sibling(name):
-  """Import another config module of this directory by file name."""
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
-  spec = importlib.util.spec_from_file_location(f"configs_bev_{name}", path)
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod

@@ -7,15 +7,11 @@ FO-RI-FedAvg runs with the light roughness probe (configs/bev/base.py).
 """
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import ml_collections
 
-_spec = importlib.util.spec_from_file_location(
-    "configs_bev_base", os.path.join(os.path.dirname(os.path.abspath(__file__)), "base.py"))
-base = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(base)
+from fedfrac.config import sibling_config
+
+base = sibling_config(__file__, "base.py")
 
 VALUES = (0.1, 0.2, 0.3, 0.5)
 METHODS = ("fedavg", "fo_ri_fedavg")

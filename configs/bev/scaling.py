@@ -9,15 +9,11 @@ main-table fleet. C = 0.2. FO-RI-FedAvg runs with the light roughness probe
 """
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import ml_collections
 
-_spec = importlib.util.spec_from_file_location(
-    "configs_bev_base", os.path.join(os.path.dirname(os.path.abspath(__file__)), "base.py"))
-base = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(base)
+from fedfrac.config import sibling_config
+
+base = sibling_config(__file__, "base.py")
 
 VALUES = (10, 50, 100, 200)
 METHODS = ("fedavg", "fo_ri_fedavg")

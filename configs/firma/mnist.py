@@ -10,13 +10,8 @@ The argument picks the compatibility mode and scenario as in digits.py. Inputs
 are scaled to [0, 1]; the authors' code instead normalises with torchvision's
 per-channel mean/std, which `compat="reference_code"` does not reproduce.
 """
-import importlib.util
-import os
+from fedfrac.config import sibling_config
 
 
 def get_config(arg="paper,dir0.5"):
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "digits.py")
-  spec = importlib.util.spec_from_file_location("firma_digits_config", path)
-  digits = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(digits)
-  return digits.tfds_config(arg, "mnist", "FIRMA MNIST-60k")
+  return sibling_config(__file__, "digits.py").tfds_config(arg, "mnist", "FIRMA MNIST-60k")

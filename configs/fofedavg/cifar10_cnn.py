@@ -7,44 +7,17 @@ batch 50, 5 local epochs, 200 rounds. Needs the dataset prepared by tfds:
   python -m fedfrac.main --config=configs/fofedavg/cifar10_cnn.py --workdir=runs/fo_cifar \\
       --config.data.tfds.download=True        # first time, with internet
 """
-import ml_collections
-
-from fedfrac.config import base_config
-
-
-def fractional_methods():
-  """FedAvg and the fractional family with the papers' default options; all use
-  the run's client step-size schedule (inv_sqrt), so FedAvg = FOFedAvg at α = 1."""
-  m = ml_collections.ConfigDict()
-  m.fedavg = dict(name="fedavg")
-  m.fofedavg = dict(name="fofedavg")                        # α 0.97, δ 1e-5, step memory
-  m.fofedavg_round = dict(name="fofedavg", memory="round")  # w_prev from last participation
-  m.fo_fedavg = dict(name="fo_fedavg")                      # element-wise p, λ = 0
-  m.ri_fedavg = dict(name="ri_fedavg")                      # α = 1, roughness pull
-  m.fo_ri_fedavg = dict(name="fo_ri_fedavg")                # both
-  return m
+from fedfrac.config import sibling_config
 
 
 def get_config():
-  c = base_config()
+  """The MNIST setting of mnist_cnn.py with CIFAR-10 data, CNNCifar and 200 rounds."""
+  c = sibling_config(__file__, "mnist_cnn.py").get_config()
   c.name = "fractional methods: CIFAR-10 CNN, Dirichlet 0.3, 100 clients, C=0.2"
-  c.seeds = (0, 1, 2)
   c.rounds = 200
-  c.participation = 0.2
   c.eval_every = 10
   c.checkpoint_every = 2
   c.target_accuracy = 0.5
-  c.data.source = "tfds"
   c.data.tfds.name = "cifar10"
-  c.data.num_clients = 100
-  c.data.partition = "dirichlet"
-  c.data.alpha = 0.3
-  c.data.min_size = 20
   c.model.name = "cnn_cifar"
-  c.client.optimizer = "sgd"
-  c.client.lr = 0.01
-  c.client.schedule = "inv_sqrt"
-  c.client.batch_size = 50
-  c.client.local_epochs = 5
-  c.methods = fractional_methods()
   return c

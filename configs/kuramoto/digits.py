@@ -76,3 +76,15 @@ def get_config(arg=None):
   c.model.name = "mlp"
   c.model.hidden = (128, 64)
   return c
+
+
+def tfds_config(arg, tfds_name, title, model, padding=None):
+  """The paper's protocol on a tfds dataset (configs/kuramoto/<dataset>.py)."""
+  c = paper_protocol(base_config(), arg)
+  c.name = f"kuramoto: {title}, K={c.data.num_clients}, s={c.data.shards_per_client}"
+  c.data.source = "tfds"
+  c.data.tfds.name = tfds_name
+  c.model.name = model
+  if padding:
+    c.model.padding = padding
+  return c

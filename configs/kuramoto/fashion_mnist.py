@@ -9,26 +9,9 @@ Needs the dataset prepared once (internet):
   python -m fedfrac.main --config=configs/kuramoto/fashion_mnist.py:K=20,s=5 \\
       --workdir=runs/k_fmnist --config.data.tfds.download=True
 """
-import importlib.util
-import os
-
-from fedfrac.config import base_config
-
-
-def _load_protocol():
-  """configs/kuramoto/digits.py, which holds the protocol shared by these configs."""
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "digits.py")
-  spec = importlib.util.spec_from_file_location("fedfrac_configs_kuramoto_digits", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+from fedfrac.config import sibling_config
 
 
 def get_config(arg=None):
-  c = _load_protocol().paper_protocol(base_config(), arg)
-  c.name = f"kuramoto: Fashion-MNIST, K={c.data.num_clients}, s={c.data.shards_per_client}"
-  c.data.source = "tfds"
-  c.data.tfds.name = "fashion_mnist"
-  c.model.name = "cnn4"
-  c.model.padding = "SAME"
-  return c
+  protocol = sibling_config(__file__, "digits.py")
+  return protocol.tfds_config(arg, "fashion_mnist", "Fashion-MNIST", "cnn4", padding="SAME")

@@ -7,14 +7,9 @@ skew; this table shows by how much.
 
   python scripts/reproduce_robust.py --config=configs/robust/digits_signflip_dirichlet.py --out=results/robust_digits_dirichlet.md
 """
-import importlib.util
-import os
+from fedfrac.config import sibling_config
 
-_spec = importlib.util.spec_from_file_location(
-    "digits_signflip", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                    "digits_signflip.py"))
-_base = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_base)
+_base = sibling_config(__file__, "digits_signflip.py")
 
 
 def get_config():
