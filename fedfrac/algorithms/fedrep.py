@@ -22,18 +22,14 @@ HPARAMS = {
                                "E_h; must be an integer >= 1"),
     "extractor_epochs": base.HParam(2, lambda v: isinstance(v, int) and v >= 1,
                                     "E_e; must be an integer >= 1"),
-    "compat": base.HParam("paper", firma.check_compat,
-                          "allowed values are 'paper', 'reference_code'"),
-    "init": base.HParam(None, base.one_of(None, "shared", "per_client"),
-                        "allowed values are None (by compat), 'shared', 'per_client'"),
+    **firma.COMPAT_HPARAMS,
 }
 
 
 def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   training, model, task = ctx.training, ctx.model, ctx.task
   firma.check_epoch_mode(training, "fedrep")
-  per_client = (hp["init"] or ("per_client" if hp["compat"] == "reference_code"
-                               else "shared")) == "per_client"
+  per_client = firma.per_client_init(hp)
   opt = training.optimizer
   e_h, e_e = hp["head_epochs"], hp["extractor_epochs"]
 

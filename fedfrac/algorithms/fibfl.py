@@ -39,10 +39,7 @@ HPARAMS = {
                                     "E_e; must be an integer >= 1"),
     "sweep": base.HParam("synchronous", base.one_of("synchronous", "sequential"),
                          "allowed values are 'synchronous', 'sequential'"),
-    "compat": base.HParam("paper", firma.check_compat,
-                          "allowed values are 'paper', 'reference_code'"),
-    "init": base.HParam(None, base.one_of(None, "shared", "per_client"),
-                        "allowed values are None (by compat), 'shared', 'per_client'"),
+    **firma.COMPAT_HPARAMS,
 }
 
 
@@ -53,8 +50,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   if num_clients < 2:
     raise ValueError(f"data.num_clients={num_clients}: a ring needs at least 2 clients")
   gated = hp["gate"] == "accuracy"
-  per_client = (hp["init"] or ("per_client" if hp["compat"] == "reference_code"
-                               else "shared")) == "per_client"
+  per_client = firma.per_client_init(hp)
   opt = training.optimizer
   e_h, e_e = hp["head_epochs"], hp["extractor_epochs"]
 

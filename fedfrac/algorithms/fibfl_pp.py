@@ -61,10 +61,7 @@ HPARAMS = {
                              "allowed values are None (by compat), 'cosine', 'dot'"),
     "warmup_heads": base.HParam(None, _OPTIONAL_BOOL,
                                 "None (by compat) or a bool: average heads in warm-up"),
-    "compat": base.HParam("paper", firma.check_compat,
-                          "allowed values are 'paper', 'reference_code'"),
-    "init": base.HParam(None, base.one_of(None, "shared", "per_client"),
-                        "allowed values are None (by compat), 'shared', 'per_client'"),
+    **firma.COMPAT_HPARAMS,
 }
 
 
@@ -82,8 +79,7 @@ def resolved_options(hp, num_clients, rounds):
       "sweep": hp["sweep"] or ("synchronous" if ref else "sequential"),
       "ring_cost": hp["ring_cost"] or ("dot" if ref else "cosine"),
       "warmup_heads": ref if hp["warmup_heads"] is None else hp["warmup_heads"],
-      "per_client_init": (hp["init"] or ("per_client" if ref else "shared"))
-                         == "per_client",
+      "per_client_init": firma.per_client_init(hp),
   }
 
 

@@ -42,6 +42,22 @@ def check_compat(value):
   return value in COMPAT
 
 
+# Options every FIRMA-family algorithm takes (DESIGN §3.3).
+COMPAT_HPARAMS = {
+    "compat": base.HParam("paper", check_compat,
+                          "allowed values are 'paper', 'reference_code'"),
+    "init": base.HParam(None, base.one_of(None, "shared", "per_client"),
+                        "allowed values are None (by compat), 'shared', 'per_client'"),
+}
+
+
+def per_client_init(hp) -> bool:
+  """Whether every client starts from its own random model: ``init`` if given,
+  else by ``compat`` (the reference code draws one per client, the paper shares one)."""
+  return (hp["init"] or ("per_client" if hp["compat"] == "reference_code"
+                         else "shared")) == "per_client"
+
+
 def check_epoch_mode(training: base.LocalTraining, name: str):
   if training.local_steps is not None:
     raise ValueError(

@@ -29,10 +29,7 @@ FULL_PARTICIPATION = True
 HPARAMS = {
     "gamma": base.HParam(None, lambda v: v is None or base.unit_interval(v),
                          "self-retention γ; None (by compat) or in [0, 1]"),
-    "compat": base.HParam("paper", firma.check_compat,
-                          "allowed values are 'paper', 'reference_code'"),
-    "init": base.HParam(None, base.one_of(None, "shared", "per_client"),
-                        "allowed values are None (by compat), 'shared', 'per_client'"),
+    **firma.COMPAT_HPARAMS,
 }
 
 
@@ -43,7 +40,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     raise ValueError(f"data.num_clients={num_clients}: a ring needs at least 2 clients")
   ref = hp["compat"] == "reference_code"
   gamma = hp["gamma"] if hp["gamma"] is not None else (1.0 if ref else 0.5)
-  per_client = (hp["init"] or ("per_client" if ref else "shared")) == "per_client"
+  per_client = firma.per_client_init(hp)
   loss_fn = base.supervised_loss(model, task)
   opt = training.optimizer
 

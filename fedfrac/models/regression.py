@@ -13,17 +13,7 @@ from typing import Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
-
-class WindowMLPExtractor(nn.Module):
-  """Flatten the window, then Dense+ReLU layers: ``[B, L, F] -> [B, hidden[-1]]``."""
-  hidden: Sequence[int] = (128, 64)
-
-  @nn.compact
-  def __call__(self, x, train: bool = False):
-    x = x.reshape((x.shape[0], -1))
-    for width in self.hidden:
-      x = nn.relu(nn.Dense(width)(x))
-    return x
+from fedfrac.models.mlp import MLPExtractor
 
 
 class RecurrentExtractor(nn.Module):
@@ -65,7 +55,7 @@ class WindowMLP(_SplitRegressor):
   hidden: Sequence[int] = (128, 64)
 
   def setup(self):
-    self.extractor = WindowMLPExtractor(hidden=tuple(self.hidden))
+    self.extractor = MLPExtractor(hidden=tuple(self.hidden))
     self.head = ScalarHead()
 
 
