@@ -370,11 +370,7 @@ def bench_workload(w: Workload, repeats: int, vs_torch=False, engine_overrides=N
       "compile_s": compile_s, "round_s": round_s, "round_times": times,
       "rounds_per_s": 1.0 / round_s, "client_steps": steps,
       "client_steps_per_s": steps / round_s, "samples_per_s": steps * b / round_s,
-      # Algorithms with their own local loops (FIRMA/FedRep: a head phase and an
-      # extractor phase) run more steps than the engine's one-loop model of
-      # executed work; their masked fraction is not known here (None).
-      "masked_step_fraction": (1.0 - steps / max(executed, 1.0)) if steps <= executed
-                              else None,
+      "masked_step_fraction": 1.0 - steps / max(executed, 1.0),
       "step_gflop": flops / 1e9,
       "gflops": flops * steps / round_s / 1e9,
       "peak_gflops": peak,
@@ -598,11 +594,6 @@ def args_repeats(d):
   return len(d["rows"][0][2])
 
 
-def _masked_cell(r):
-  f = r["masked_step_fraction"]
-  return "n/a¹" if f is None else f"{f:.1%}"
-
-
 def write_markdown(path, command, machine, loads, results, masked=None, seeds=None,
                    memory=None, diagnostics=None):
   L = ["# fedfrac benchmarks", "",
@@ -634,12 +625,7 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
         f"{r['rounds_per_s']:.2f} | {r['client_steps_per_s']:.0f} | "
         f"{r['samples_per_s']:.0f} | {r['gflops']:.1f} "
         f"({100 * r['gflops'] / r['peak_gflops']:.0f}%) | "
-        f"{_masked_cell(r)} | {mem_s} | {r['client_state_bytes']:.0f} |")
-  if any(r["masked_step_fraction"] is None for r in results):
-    L += ["", "n/a¹: the algorithm runs its own local loops (FIRMA: E_h head epochs then "
-          "E_e extractor epochs, each a dynamic loop over the client's own steps), so "
-          "the engine's count of executed steps does not apply; with `map` no client "
-          "waits for another."]
+        f"{r['masked_step_fraction']:.1%} | {mem_s} | {r['client_state_bytes']:.0f} |")
   if any(r["workload"] == "fori" for r in results):
     L += ["", "GFLOP/s of (4) counts the local training steps only, not the roughness "
           "probe's M·(m+1) loss evaluations per probed client, which take most of its "
