@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench reproduce clean
+.PHONY: run test lint bench reproduce clean data-fashion-mnist
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,16 +20,44 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
-# Benchmarks -> benchmarks/results.md (+ .json); the PyTorch reference needs CPU
-# torch (the CPU wheel index keeps pip from pulling CUDA packages). By default the
-# CPU is split into one XLA device per core, so the cohort is sharded over the
-# cores (benchmarks/results.md was made this way); override with XLA_FLAGS=.
+# ruff (pyproject.toml [tool.ruff]) over the repository, mypy ([tool.mypy]) over
+# fedfrac.ops, fedfrac.optim, fedfrac.data and fedfrac.algorithms.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+# Benchmarks -> benchmarks/results.md (+ .json); the PyTorch reference comes from
+# the `bench` extra (torch from the package index; to avoid CUDA wheels on a
+# CPU-only machine, point pip at a CPU index yourself, e.g. PIP_EXTRA_INDEX_URL).
+# By default the CPU is split into one XLA device per core, so the cohort is
+# sharded over the cores (benchmarks/results.md was made this way); override with
+# XLA_FLAGS=.
 BENCH_XLA_FLAGS ?= --xla_force_host_platform_device_count=$(shell nproc)
 bench: $(STAMP)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch \
-	    --index-url https://download.pytorch.org/whl/cpu
-	XLA_FLAGS="$(or $(XLA_FLAGS),$(BENCH_XLA_FLAGS))" $(PY) scripts/bench.py --vs-torch \
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q -c constraints.txt -e '.[bench]'
+	XLA_FLAGS="$(or $(XLA_FLAGS),$(BENCH_XLA_FLAGS))" $(VENV)/bin/fedfrac-bench --vs-torch \
 	    --json benchmarks/results.json
+
+# Fashion-MNIST (60,000 / 10,000, MIT licence) as its four original IDX .gz files
+# from Debian's dataset-fashion-mnist package, in /usr/share/datasets/fashion-mnist
+# (apt-get; sudo when not root), then a check of the uncompressed files against the
+# published MD5 sums (Debian recompressed the .gz, so only their contents match).
+# Use: --config.data.source=files --config.data.dir=$(FASHION_MNIST_DIR)
+FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
+FASHION_MNIST_MD5 := f4a8712d7a061bf5bd6d2ca38dc4d50a:train-images-idx3-ubyte \
+	9018921c3c673c538a1fc5bad174d6f9:train-labels-idx1-ubyte \
+	8181f5470baa50b63fa0f6fddb340f0a:t10k-images-idx3-ubyte \
+	15d484375f8d13e6eb1aabb0c3f46965:t10k-labels-idx1-ubyte
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+data-fashion-mnist:
+	@test -f $(FASHION_MNIST_DIR)/t10k-labels-idx1-ubyte.gz || \
+	    { $(SUDO) apt-get update && $(SUDO) apt-get install -y dataset-fashion-mnist; }
+	@for entry in $(FASHION_MNIST_MD5); do \
+	    sum=$${entry%%:*}; name=$${entry#*:}; \
+	    got=$$(gzip -dc $(FASHION_MNIST_DIR)/$$name.gz | md5sum | cut -d' ' -f1); \
+	    if [ "$$got" = "$$sum" ]; then echo "md5 ok  $(FASHION_MNIST_DIR)/$$name.gz"; \
+	    else echo "md5 MISMATCH $(FASHION_MNIST_DIR)/$$name.gz: $$got, published $$sum"; exit 1; fi; \
+	done
 
 clean:
 	rm -rf $(VENV) runs

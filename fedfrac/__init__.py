@@ -5,7 +5,13 @@
 """
 __version__ = "0.1.0"
 
-from fedfrac import algorithms, data, engine, metrics, models, ops, optim
-from fedfrac.algorithms.base import ClientView, FedAlgorithm
+from fedfrac import algorithms, data, metrics, models, ops, optim, runner, sim
+from fedfrac.algorithms.contract import ClientView, FedAlgorithm
 from fedfrac.config import ConfigError, base_config
-from fedfrac.experiment import Results, run, run_many
+from fedfrac.runner import Results, run, run_many
+from fedfrac.sim import BatchedSimulation, EngineConfig, Simulation
+
+engine = sim   # `ff.engine.Simulation` and friends: the engine is the `sim` package
+
+# Paper reproductions and the sweep runner, for notebooks (ff.reproduce.firma.table).
+from fedfrac import reproduce, sweep  # noqa: E402  (they use the names above)

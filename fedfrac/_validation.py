@@ -13,7 +13,7 @@ def concrete_scalar(x):
   Non-scalar or non-numeric concrete input gives NaN, which every range check
   rejects, so callers report it with their own ValueError.
   """
-  if isinstance(x, jax.core.Tracer):
+  if is_traced(x):
     return None
   if isinstance(x, (numbers.Real, np.number)) and not isinstance(x, np.complexfloating):
     return float(x)
@@ -22,3 +22,9 @@ def concrete_scalar(x):
                            or np.issubdtype(arr.dtype, np.floating)):
     return float("nan")
   return float(arr)
+
+
+def is_traced(x) -> bool:
+  """Whether ``x`` is a traced JAX value (under jit/vmap/eval_shape): its number
+  is not known yet, so range checks skip it. The one traced-value test of fedfrac."""
+  return isinstance(x, jax.core.Tracer)

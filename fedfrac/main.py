@@ -1,32 +1,273 @@
 """Command line: ``python -m fedfrac.main --config=configs/<name>.py --workdir=DIR``.
 
+``python -m fedfrac.main --list`` prints every algorithm with its options,
+defaults and allowed values, and every data source, partition and model.
+
 Any config field can be overridden with ``--config.<key>=<value>``, e.g.
-``--config.rounds=50 --config.data.alpha=0.1 --config.only=fedavg``.
+``--config.rounds=50 --config.data.alpha=0.1 --config.only=fedavg``; so can any
+option of a method's algorithm and any key of its ``client`` / ``server`` /
+``attack`` sections, whether or not the config file mentions it
+(``--config.methods.fofedavg.alpha=0.9``, ``--config.methods.fedavg.client.lr=0.01``).
+
+A workdir belongs to one experiment: a config that differs from the one that
+wrote it is refused (one line naming the keys that differ) unless
+``--overwrite`` starts afresh. Ctrl-C stops after the current chunk, writes a
+checkpoint and the rows so far, prints how to resume and exits with status 130;
+a run that diverges with ``on_divergence='error'`` exits with status 1.
+
+Bad input — an invalid config value, an unknown key, an override that does not
+parse, a config file that is missing or raises, a dataset that is not available —
+prints one line ``error: ...`` to stderr and exits with status 2; ``--debug``
+shows the Python traceback instead.
 """
 from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+import traceback
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from fedfrac import experiment
+from fedfrac import config as config_lib
+from fedfrac import runner
+from fedfrac.config import ConfigError
+from fedfrac.data.files import DataFileError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output and checkpoint directory.")
 _STOP_AFTER = flags.DEFINE_integer(
     "stop_after_round", None, "Stop after this many rounds (resume later from --workdir).")
-flags.mark_flags_as_required(["config"])
+_LIST = flags.DEFINE_bool(
+    "list", False, "Print every algorithm (options, defaults, allowed values), data "
+    "source, partition and model, then exit; no --config needed.")
+_DEBUG = flags.DEFINE_bool(
+    "debug", False, "On a config or data error show the traceback, not one line.")
+
+_OVERWRITE = flags.DEFINE_bool(
+    "overwrite", False, "Clear the workdir's earlier results and checkpoints and start "
+    "afresh (needed when the config differs from the one that wrote it).")
+
+USAGE_ERROR = 2  # exit status for bad input (config, flags, missing data)
+DIVERGED = 1     # a run diverged with on_divergence='error'
+INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+
+
+def _one_line(text: str) -> str:
+  return " ".join(str(text).split())
+
+
+def _exit_with_error(message: str):
+  print(f"error: {_one_line(message)}", file=sys.stderr)
+  sys.exit(USAGE_ERROR)
+
+
+def _debug_requested(argv) -> bool:
+  """``--debug`` from the raw arguments (flag parsing may have failed before it)."""
+  value = False
+  for arg in argv[1:]:
+    if arg == "--":
+      break
+    if arg in ("--debug", "--debug=true", "--debug=True", "--debug=1"):
+      value = True
+    elif arg in ("--nodebug", "--debug=false", "--debug=False", "--debug=0"):
+      value = False
+  return value
+
+
+def _config_path(argv) -> str:
+  """The ``--config`` file named in ``argv`` ('' if none)."""
+  for i, arg in enumerate(argv[1:], start=1):
+    if arg.startswith("--config="):
+      return arg[len("--config="):]
+    if arg == "--config" and i + 1 < len(argv):
+      return argv[i + 1]
+  return ""
+
+
+def _config_file(argv) -> str:
+  """The file part of ``--config`` (config_flags allows ``file.py:argument``)."""
+  path = _config_path(argv)
+  return path if os.path.isfile(path) else path.split(":", 1)[0]
+
+
+def _loaded_config(argv):
+  """The config the ``--config`` file returns, before overrides (None if it fails)."""
+  value = flags.FLAGS["config"].value
+  if hasattr(value, "keys"):
+    return value
+  file = _config_file(argv)
+  arg = _config_path(argv)[len(file) + 1:]
+  try:
+    spec = importlib.util.spec_from_file_location("fedfrac_cli_config", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(arg) if arg else module.get_config()
+  except Exception:  # only used to list the keys in an error message
+    return None
+
+
+def _raised_in(error: BaseException, path: str) -> bool:
+  """Whether a frame of ``error``'s traceback runs code from the file ``path``."""
+  if not path:
+    return False
+  target = os.path.realpath(path)
+  return any(os.path.realpath(frame.filename) == target
+             for frame in traceback.extract_tb(error.__traceback__))
+
+
+def _unknown_key_message(argv, missing: str) -> str:
+  """``config.<path>: unknown key ...`` for the override naming ``missing``."""
+  loaded = _loaded_config(argv)
+  for arg in argv[1:]:
+    if not arg.startswith("--config."):
+      continue
+    path = arg[len("--config."):].split("=", 1)[0]
+    parts = path.split(".")
+    if missing not in parts:
+      continue
+    parent = parts[:parts.index(missing)]
+    node = loaded
+    try:
+      for p in parent:
+        node = node[p]
+      known = ", ".join(sorted(node.keys()))
+    except Exception:  # the loaded config is unavailable or not a mapping here
+      known = ""
+    where = "config" + "".join(f".{p}" for p in parent)
+    hint = f"; {where} has keys: {known}" if known else ""
+    return f"config.{path}: unknown key {missing!r}{hint}"
+  return f"unknown config key {missing!r}"
+
+
+def _has_path(config, path) -> bool:
+  node = config
+  for part in path.split("."):
+    try:
+      if part not in node:
+        return False
+      node = node[part]
+    except TypeError:   # not a mapping
+      return False
+  return True
+
+
+def _split_method_overrides(argv):
+  """``(argv without them, [(path, text)])``: the ``--config.methods.<...>=v``
+  overrides whose key the config file does not have (config_flags can only set
+  existing keys; these are applied by :func:`fedfrac.config.set_method_option`)."""
+  loaded = None
+  kept, extra = [argv[0]], []
+  for i, arg in enumerate(argv[1:], start=1):
+    if arg == "--":
+      kept.extend(argv[i:])
+      break
+    if arg.startswith("--config.methods.") and "=" in arg:
+      path, text = arg[len("--config."):].split("=", 1)
+      if loaded is None:
+        loaded = _loaded_config(argv) or {}
+      if hasattr(loaded, "keys") and "methods" in loaded and not _has_path(loaded, path):
+        extra.append((path, text))
+        continue
+    kept.append(arg)
+  return kept, extra
+
+
+def parse_flags(argv):
+  """Parse ``argv`` like absl does, but report bad flags and configs in one line.
+
+  Loading the config file and applying ``--config.<key>`` overrides happen here,
+  before ``main``; any failure becomes ``error: ...`` on stderr and exit status 2
+  (with ``--debug``, the exception propagates with its traceback).
+  """
+  try:
+    argv, method_overrides = _split_method_overrides(argv)
+    sys.argv[:] = argv    # config_flags reads its overrides from sys.argv
+    args = flags.FLAGS(argv)
+    # A config file that cannot be read is reported lazily by config_flags, on
+    # the first attribute access: force it here.
+    getattr(_CONFIG.value, "rounds", None)
+  except Exception as e:  # every failure here is bad input on the command line
+    if _debug_requested(argv):
+      raise
+    if isinstance(e, flags.UnrecognizedFlagError) and e.flagname.startswith("config."):
+      message = _unknown_key_message(argv, e.flagname.split(".")[-1])
+    elif isinstance(e, flags.Error):
+      message = str(e)
+      if message.startswith("flag --"):
+        message = message[len("flag "):]
+    elif isinstance(e, OSError) or not os.path.isfile(_config_file(argv)):
+      path = _config_path(argv)
+      message = (f"--config={path}: no such file" if not os.path.isfile(_config_file(argv))
+                 else f"--config={path}: cannot load the config file ({e})")
+    elif (isinstance(e, (AttributeError, KeyError))
+          and not _raised_in(e, _config_file(argv))):
+      # Not raised by the config file itself: an override named a missing key.
+      text = str(e.args[0]) if e.args else str(e)
+      missing = re.search(r"[A-Za-z_][A-Za-z0-9_]*", text)
+      message = _unknown_key_message(argv, missing.group(0) if missing else text)
+    else:
+      message = (f"--config={_config_path(argv)}: the config file raised "
+                 f"{type(e).__name__}: {e}")
+    _exit_with_error(message)
+  try:
+    for path, text in method_overrides:
+      config_lib.set_method_option(_CONFIG.value, path, text)
+  except ConfigError as e:
+    if _debug_requested(argv):
+      raise
+    _exit_with_error(str(e))
+  return args
 
 
 def main(argv):
   del argv
+  if _LIST.value:
+    from fedfrac import catalog
+    print(catalog.catalog_text())
+    return
+  if _CONFIG.value is None:
+    _exit_with_error("--config=None: a config file is required (or give --list)")
   logging.set_verbosity(logging.WARNING)
-  results = experiment.run(_CONFIG.value, workdir=_WORKDIR.value,
-                           stop_after_round=_STOP_AFTER.value)
+  # Several processes (FEDFRAC_COORDINATOR/NUM_PROCESSES/PROCESS_ID, docs/scaling.md):
+  # join them before JAX runs anything; only process 0 writes the workdir.
+  from fedfrac.sim import distributed
+  try:
+    distributed.initialize_from_env()
+  except ValueError as e:
+    _exit_with_error(str(e))
+  workdir = _WORKDIR.value if distributed.is_writer() else None
+  try:
+    results = runner.run(_CONFIG.value, workdir=workdir,
+                         stop_after_round=_STOP_AFTER.value,
+                         overwrite=_OVERWRITE.value)
+  except (ConfigError, DataFileError, FileNotFoundError) as e:  # bad value or data
+    if _DEBUG.value:
+      raise
+    _exit_with_error(str(e))
+  except runner.RunInterrupted as e:
+    print(_one_line(e.message), file=sys.stderr)
+    sys.exit(INTERRUPTED)
+  except FloatingPointError as e:   # on_divergence='error'; finished runs are written
+    if _DEBUG.value:
+      raise
+    where = f" (finished runs are in {_WORKDIR.value})" if _WORKDIR.value else ""
+    print(f"error: {_one_line(str(e))}{where}", file=sys.stderr)
+    sys.exit(DIVERGED)
+  if not distributed.is_writer():
+    return
   print(results.table())
   if _WORKDIR.value:
     print(f"\nwrote {_WORKDIR.value}/metrics.csv, summary.json, accuracy.png")
 
 
+def cli():
+  """Console entry point ``fedfrac-run`` (same flags as ``python -m fedfrac.main``)."""
+  app.run(main, flags_parser=parse_flags)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  cli()

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from fedfrac import data as data_lib
-from fedfrac import engine as engine_lib
-from fedfrac import experiment, models
-from fedfrac.algorithms import base
+from fedfrac import sim as sim_lib
+from fedfrac import models, runner
+from fedfrac.algorithms import contract, tasks
 from fedfrac.config import base_config
 
 
@@ -56,11 +56,11 @@ def simulation(fed, algorithm_builder, client_cfg=None, rounds=3, participation=
     for k, v in client_cfg.items():
       c.client[k] = v
   c.model.hidden = hidden
-  task = base.classification_task()
+  task = tasks.classification_task()
   model = models.build(c.model, fed.input_shape, fed.num_classes, fed.input_scale)
-  training = experiment.make_training(c.client, fed.client_size, rounds, unroll)
-  ctx = base.BuildContext(model, task, training, fed.info(), rounds, c.client)
+  training = runner.make_training(c.client, fed.client_size, rounds, unroll)
+  ctx = contract.BuildContext(model, task, training, fed.info(), rounds, c.client)
   algorithm = algorithm_builder(ctx)
-  cfg = engine_lib.EngineConfig(rounds=rounds, participation=participation,
+  cfg = sim_lib.EngineConfig(rounds=rounds, participation=participation,
                                 client_parallelism=parallelism, **engine_kwargs)
-  return engine_lib.Simulation(algorithm, fed, model, task, training, cfg)
+  return sim_lib.Simulation(algorithm, fed, model, task, training, cfg)

@@ -2,8 +2,8 @@
 
 They follow the engine's documented key derivation and batch sampler
 (``fold_in(round)`` → ``fold_in(CLIENT)`` → ``fold_in(client_id)``, then
-``base.batch_positions``) like ``reference_fedavg_round`` in test_engine.py, and
-take plain SGD steps w ← w − η·hook(g, w).
+``local_training.batch_positions``) like ``reference_fedavg_round`` in
+tests/sim/test_simulation.py, and take plain SGD steps w ← w − η·hook(g, w).
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedfrac import engine as engine_lib
-from fedfrac.algorithms import base
+from fedfrac import sim as sim_lib
+from fedfrac.algorithms import contract, local_training, tasks
 
 
 def tree_map(f, *trees):
@@ -26,10 +26,10 @@ def tree_sum(weights, trees):
 
 def client_view(sim, k):
   data = sim.data
-  return base.ClientView(jnp.asarray(data.x_train), jnp.asarray(data.y_train),
-                         jnp.asarray(data.client_index[k]),
-                         jnp.asarray(data.client_size[k]),
-                         jnp.asarray(sim.num_steps[k]), jnp.asarray(k))
+  return contract.ClientView(jnp.asarray(data.x_train), jnp.asarray(data.y_train),
+                             jnp.asarray(data.client_index[k]),
+                             jnp.asarray(data.client_size[k]),
+                             jnp.asarray(sim.num_steps[k]), jnp.asarray(k))
 
 
 def batch_grad_fn(sim, grad_fn):
@@ -39,14 +39,14 @@ def batch_grad_fn(sim, grad_fn):
   training = sim.training
 
   def one(params, view, batch_key, step_key, h, perms, extra):
-    pos, mask = base.batch_positions(view, batch_key, h, training, perms)
+    pos, mask = local_training.batch_positions(view, batch_key, h, training, perms)
     rows = view.index[pos]
     return grad_fn(params, view.x[rows], view.y[rows], mask,
                    jax.random.fold_in(step_key, h), extra)
   return jax.jit(one)
 
 
-_perms = jax.jit(base.epoch_permutations, static_argnums=(2, 3, 4))
+_perms = jax.jit(local_training.epoch_permutations, static_argnums=(2, 3, 4))
 
 
 def local_sgd(sim, params, k, t, root_key, batch_grad, hook=None, extra=None):
@@ -58,7 +58,7 @@ def local_sgd(sim, params, k, t, root_key, batch_grad, hook=None, extra=None):
   """
   training = sim.training
   key_t = jax.random.fold_in(root_key, t)
-  key = jax.random.fold_in(jax.random.fold_in(key_t, engine_lib._CLIENT), k)
+  key = jax.random.fold_in(jax.random.fold_in(key_t, sim_lib.CLIENT), k)
   batch_key, step_key = jax.random.split(key)
   view = client_view(sim, k)
   perms = jnp.zeros((1, 1), jnp.int32)
@@ -78,7 +78,7 @@ def local_sgd(sim, params, k, t, root_key, batch_grad, hook=None, extra=None):
 
 def supervised_grad(sim):
   """``batch_grad`` of the plain supervised loss."""
-  loss_fn = base.supervised_loss(sim.model, sim.task)
+  loss_fn = tasks.supervised_loss(sim.model, sim.task)
   return batch_grad_fn(sim, jax.grad(lambda p, x, y, m, k, extra: loss_fn(p, x, y, m, k)[0]))
 
 

@@ -1,21 +1,25 @@
-"""scripts/sweep.py: argument parsing, config axes × a vmapped grid, markdown output."""
+"""fedfrac.sweep: argument parsing, config axes × a vmapped grid, packing into
+batches, the point directory (resume, refusal of a different sweep), a killed
+sweep resumed, and the table outputs."""
 from __future__ import annotations
 
-import importlib.util
+import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
+
+from fedfrac import sweep as sweep_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
 def sweep():
-  spec = importlib.util.spec_from_file_location("sweep", os.path.join(ROOT, "scripts",
-                                                                      "sweep.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return sweep_module
 
 
 def test_parse_values_and_assignments(sweep):
@@ -36,7 +40,7 @@ def test_axes_times_grid_table(sweep, tmp_path):
       "--config", os.path.join(ROOT, "configs", "quickstart.py"),
       "--set=rounds=1", "--set=model.hidden=(8,)", "--set=only=fedavg",
       "--set=data.num_clients=4", "--sweep=client.lr=0.05,0.2",
-      "--grid=server_lr=0.5,1.0", "--seeds=0,1", f"--out={out}"])
+      "--grid=server_lr=0.5,1.0", "--seeds=0,1", "--workers=1", f"--out={out}"])
   assert [p for p, _ in points] == [{"client.lr": 0.05}, {"client.lr": 0.2}]
   for _, summary in points:
     assert list(summary) == ["fedavg[server_lr=0.5]", "fedavg[server_lr=1.0]"]
@@ -45,5 +49,168 @@ def test_axes_times_grid_table(sweep, tmp_path):
   assert acc[0] != acc[1]
   text = out.read_text()
   assert "| client.lr | method | final accuracy |" in text
+  # The header comes from the resolved config (the --set overrides), not its name.
+  assert text.startswith("# Sweep: digits, Dirichlet α=0.5, 4 clients, ")
+  assert "1 rounds" in text.splitlines()[0] and "set rounds=1" in text.splitlines()[0]
   assert text.count("| fedavg[server_lr=") == 4 and " ± " in text
-  assert (tmp_path / "table.json").exists()
+  for suffix in (".json", ".csv", ".png"):
+    assert (tmp_path / f"table{suffix}").exists()
+  csv_lines = (tmp_path / "table.csv").read_text().splitlines()
+  assert csv_lines[0].startswith("client.lr,method,accuracy mean,accuracy std")
+  assert len(csv_lines) == 5
+  # 2 config points x 2 grid values x 2 seeds, one file each.
+  assert len(os.listdir(tmp_path / "table.points" / "points")) == 8
+
+
+def test_header_and_progress_over_points(sweep, capsys):
+  config = sweep.load_config(os.path.join(ROOT, "configs", "quickstart.py"))
+  sweep.set_key(config, "data.alpha", 0.1)
+  assert "Dirichlet α=0.1, 10 clients" in sweep.header(config)
+  bar = sweep.progress_bar(True, 3, 0)
+  for _ in range(3):
+    bar.update(1)
+  bar.close()
+  err = capsys.readouterr().err
+  assert "sweep" in err and "3/3" in err
+
+
+def test_load_config_rejects_a_file_that_is_not_python(sweep, tmp_path):
+  with pytest.raises(SystemExit, match="not a Python file"):
+    sweep.load_config(str(tmp_path / "missing.txt"))
+
+
+def test_python_dash_m_sweep_writes_its_table(tmp_path):
+  """``python -m fedfrac.sweep`` (= ``fedfrac-sweep``) end to end, 1 round."""
+  out = tmp_path / "t.md"
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  proc = subprocess.run(
+      [sys.executable, "-m", "fedfrac.sweep",
+       f"--config={os.path.join(ROOT, 'configs', 'quickstart.py')}", "--set=rounds=1",
+       "--set=model.hidden=(8,)", "--set=only=fedavg", "--set=data.num_clients=4",
+       "--seeds=0", "--workers=1", f"--out={out}"],
+      cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  text = out.read_text()
+  assert "Command: `fedfrac-sweep --config=" in text and "| fedfrac |" not in text
+  assert [line.split(" | ")[0] for line in text.splitlines()
+          if line.startswith("| fedavg")] == ["| fedavg"]
+
+
+# A 2-axis x 3-seed digits sweep, a few seconds per batch.
+SMALL = ["--set=rounds=2", "--set=model.hidden=(8,)", "--set=only=fedavg",
+         "--set=data.num_clients=4", "--sweep=client.lr=0.05,0.2",
+         "--sweep=client.batch_size=16,32", "--seeds=0,1,2", "--batch_size=3",
+         "--no_progress"]
+
+
+def _table_lines(path):
+  return [line for line in path.read_text().splitlines() if line.startswith("|")]
+
+
+def test_killed_sweep_reruns_only_missing_points_and_its_table_equals_a_whole_one(
+    tmp_path, capsys, sweep):
+  """SIGKILL a ``python -m fedfrac.sweep`` after its first batch; the rerun runs
+  only the points without a file, leaves the finished files alone, and writes
+  the same table (markdown, CSV, JSON) as an uninterrupted sweep on 2 workers."""
+  config = os.path.join(ROOT, "configs", "quickstart.py")
+  killed_out = tmp_path / "killed" / "t.md"
+  points_dir = tmp_path / "killed" / "t.points" / "points"
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "fedfrac.sweep", f"--config={config}", *SMALL,
+       "--workers=1", f"--out={killed_out}"], cwd=tmp_path, env=env,
+      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+  deadline = time.time() + 600
+  try:
+    while time.time() < deadline and proc.poll() is None:
+      if points_dir.is_dir() and len([f for f in os.listdir(points_dir)
+                                       if f.endswith(".json")]) >= 3:
+        break
+      time.sleep(0.05)
+    assert proc.poll() is None, "the sweep ended before it could be killed"
+  finally:
+    if proc.poll() is None:
+      os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+  assert proc.returncode == -signal.SIGKILL
+  assert not killed_out.exists()
+  finished = {f: os.stat(points_dir / f).st_mtime_ns for f in os.listdir(points_dir)
+              if f.endswith(".json")}
+  assert 3 <= len(finished) < 12
+  for name in finished:   # every file there is a whole point
+    assert json.loads((points_dir / name).read_text())["record"]["status"] == "ok"
+
+  capsys.readouterr()
+  sweep.main([f"--config={config}", *SMALL, "--workers=1", f"--out={killed_out}"])
+  printed = capsys.readouterr().out
+  assert f"ran {12 - len(finished)} of 12 points ({len(finished)} already done)" in printed
+  files = [f for f in os.listdir(points_dir) if f.endswith(".json")]
+  assert len(files) == 12
+  assert {f: os.stat(points_dir / f).st_mtime_ns for f in finished} == finished
+
+  whole_out = tmp_path / "whole" / "t.md"
+  sweep.main([f"--config={config}", *SMALL, "--workers=2", f"--out={whole_out}"])
+  assert "ran 12 of 12 points (0 already done) with 2 workers" in capsys.readouterr().out
+  assert _table_lines(killed_out) == _table_lines(whole_out)
+  assert len(_table_lines(whole_out)) == 2 + 4
+  for suffix in (".csv", ".json"):
+    assert (killed_out.with_suffix(suffix).read_text()
+            == whole_out.with_suffix(suffix).read_text())
+
+  # The same directory with a changed config refuses to mix its points.
+  with pytest.raises(SystemExit, match="different sweep .*differs in: config"):
+    sweep.main([f"--config={config}", *SMALL, "--set=client.local_epochs=3",
+                "--workers=1", f"--out={killed_out}"])
+  assert len(os.listdir(points_dir)) == 12
+
+
+def test_point_store_refuses_a_different_sweep_unless_overwritten(tmp_path):
+  from fedfrac.runner import points as points_lib
+  store = points_lib.PointStore(tmp_path, {"config": {"rounds": 2}})
+  store.write("a", {"x": 1.5})
+  assert store.done() == {"a"} and store.load("a") == {"x": 1.5}
+  again = points_lib.PointStore(tmp_path, {"config": {"rounds": 2}})
+  assert again.done() == {"a"}
+  with pytest.raises(points_lib.SweepMismatch, match="differs in: config"):
+    points_lib.PointStore(tmp_path, {"config": {"rounds": 3}})
+  replaced = points_lib.PointStore(tmp_path, {"config": {"rounds": 3}}, overwrite=True)
+  assert replaced.done() == set()
+  assert not [f for f in os.listdir(tmp_path / "points") if ".tmp" in f]
+
+
+def test_pack_skips_done_points_groups_by_program_and_fills_workers(sweep):
+  base = sweep.load_config(os.path.join(ROOT, "configs", "quickstart.py"))
+  for key, value in (("rounds", 1), ("only", "fedavg"), ("data.num_clients", 4)):
+    sweep.set_key(base, key, value)
+  points = sweep.expand(base, [("client.lr", [0.1, 0.2])], [0, 1, 2, 3],
+                        grid={"server_lr": [0.5, 1.0]})
+  assert len(points) == 2 * 2 * 4 and len({p["id"] for p in points}) == 16
+  # Same point, same id, whatever else the sweep holds.
+  again = sweep.expand(base, [("client.lr", [0.2])], [3], grid={"server_lr": [1.0]})
+  assert again[0]["id"] == points[-1]["id"]
+  done = {p["id"] for p in points if p["axes"]["client.lr"] == 0.1}
+  done.add(next(p["id"] for p in points if p["axes"]["client.lr"] == 0.2
+                and p["seed"] == 0 and p["grid"] == 0.5))
+  batches = sweep.pack(points, done, ["accuracy"], workers=1)
+  # Seed 0 still needs only server_lr=1.0; seeds 1-3 need both: two programs' worth
+  # of runs, one batch per distinct set of missing values.
+  assert sorted((b.spec["seeds"], b.spec["values"]) for b in batches) == [
+      ([0], [1.0]), ([1, 2, 3], [0.5, 1.0])]
+  assert sorted(pid for b in batches for pid in b.point_ids) == sorted(
+      p["id"] for p in points if p["id"] not in done)
+  split = sweep.pack(points, done, ["accuracy"], workers=4)
+  assert len(split) == 4 and sum(len(b.point_ids) for b in split) == 7
+  capped = sweep.pack(points, set(), ["accuracy"], batch_size=2, workers=1)
+  assert all(len(b.point_ids) <= 2 for b in capped) and len(capped) == 8
+
+
+def test_local_workers_on_a_cpu_host_are_one_per_core(monkeypatch):
+  from fedfrac.runner import points as points_lib
+  monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+  workers = points_lib.local_workers()
+  assert len(workers) == len(os.sched_getaffinity(0))
+  assert {kind for kind, _ in workers} == {"cpu"}
+  assert sorted(int(env["FEDFRAC_CPU_CORE"]) for _, env in workers) == sorted(
+      os.sched_getaffinity(0))
+  assert all("--xla_force_host_platform_device_count=1" in env["XLA_FLAGS"]
+             for _, env in workers)

@@ -16,8 +16,9 @@ every baseline fedfrac ships on the offline 8×8 digits instead (1,437 train /
   * ``engine.unroll = 1``: for this small MLP compilation dominates on CPU and
     unrolling the local-step scan only makes it slower (same numbers).
 
-Each method runs with its registered defaults (each module's HPARAMS and the
-preset in ``fedfrac.algorithms.REGISTRY``) plus its quickstart options.
+Each method runs with its registered defaults (its entry's schema in
+``fedfrac.algorithms.REGISTRY``; ``python -m fedfrac.main --list`` shows them) plus
+its quickstart options.
 
   python -m fedfrac.main --config=configs/baselines/digits.py --workdir=runs/baselines_digits
 """
@@ -27,7 +28,9 @@ from fedfrac import algorithms
 from fedfrac.config import base_config
 
 METHODS = ("fedavg", "fedavgm", "fedprox", "scaffold", "fednova", "fedadam", "fedyogi",
-           "fedadagrad", "moon", "feddyn")
+           "fedadagrad", "moon", "feddyn", "dp_sgd", "fdse", "fedbm", "fedel")
+# sparse_secagg is not listed: it needs participation = 1 (no dropout recovery),
+# and this comparison samples C = 0.2.
 
 
 def get_config():

@@ -21,7 +21,8 @@ from ml_collections import ConfigDict
 from fedfrac.config import base_config
 
 METHODS = ("fedavg", "fedavgm", "fedprox", "scaffold", "fednova", "fedadam", "fedyogi",
-           "fedadagrad", "moon", "feddyn")
+           "fedadagrad", "moon", "feddyn", "dp_sgd", "fdse", "fedbm",
+           "fedel")
 
 
 def get_config():

@@ -46,7 +46,8 @@ MAIN_METHODS = {
     "fo_fedavg": ("fo_fedavg", {}),
     "fo_ri_fedavg": ("fo_ri_fedavg", {}),
     # The fractional preconditioner rescales every step, so the shared learning
-    # rate is not neutral for it: the paper's η0 = 0.05 as an extra row.
+    # rate is not neutral for it: an extra row at a constant η = 0.05 (the paper's
+    # η0, without its 1/sqrt(t+1) decay; configs/bev/paper.py has the decay).
     "fo_ri_fedavg_lr05": ("fo_ri_fedavg", {"client": {"lr": 0.05}}),
 }
 
@@ -103,7 +104,7 @@ def get_config():
   c.model.hidden = (64, 32)
   c.model.rnn_hidden = 64
   c.task.loss = "mse"
-  c.task.mape_eps = 10.0         # ε_Y in Wh: MAPE counts windows with |y| > 10 Wh
+  c.task.mape_eps = 10.0         # ε_Y in Wh: MAPE = 100/N Σ |e|/(|y| + ε_Y) (Eq. 34)
   c.client.optimizer = "sgd"
   c.client.lr = 0.02
   c.client.momentum = 0.0

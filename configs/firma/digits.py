@@ -18,12 +18,14 @@ The argument after the colon picks the compatibility mode and the scenario:
 Scenarios: iid, dir0.8, dir0.5, dir0.1 (Dirichlet α), ls1, ls2, ls3 (label skew
 with K primary classes). ``paper``: stratified 80/20 digits split, a new
 partition per seed, each client's test split follows its own train class mix,
-Dirichlet partitions re-drawn until every client has 64 samples, label-skew
-clients below 64 samples dropped. ``reference_code``: the authors' pipeline —
+Dirichlet partitions re-drawn until every client has 64 samples, label skew by
+the §3.5 rule (K primary, K+1 secondary, 3 % minority classes; every sample
+used, all 5 clients get data; fedfrac.data.partition.label_skew), FibFL++
+warm-up averaging the full model (Alg. 3). ``reference_code``: the authors' pipeline —
 one permutation 80/20 split (seed 42), partitions with their fixed seed 42 (only
 model initialisation and batch order change between seeds), the test set split
 independently with the same scheme, clients below 64 train samples dropped, and
-every algorithm's ``compat="reference_code"`` behaviour (DESIGN §3.3).
+every algorithm's ``compat="reference_code"`` behaviour (docs/design.md §3.3).
 
   python -m fedfrac.main --config=configs/firma/digits.py:reference_code,dir0.8 \
       --workdir=runs/firma_digits

@@ -6,6 +6,10 @@ the dataset (prepare it once with `--config.data.tfds.download=True`):
 
   python -m fedfrac.main --config=configs/firma/fashion_mnist.py:paper,ls1 --workdir=runs/firma_fashion_mnist
 
+Offline, from the original IDX files (e.g. Debian's `dataset-fashion-mnist`,
+`make data-fashion-mnist`), add
+`--config.data.source=files --config.data.dir=/usr/share/datasets/fashion-mnist`.
+
 The argument picks the compatibility mode and scenario as in digits.py. Inputs
 are scaled to [0, 1]; the authors' code instead normalises with torchvision's
 per-channel mean/std, which `compat="reference_code"` does not reproduce.

@@ -6,6 +6,9 @@ the dataset (prepare it once with `--config.data.tfds.download=True`):
 
   python -m fedfrac.main --config=configs/firma/mnist.py:paper,ls1 --workdir=runs/firma_mnist
 
+Offline, from local files (the MNIST IDX files, or an `mnist.pkl.gz`), add
+`--config.data.source=files --config.data.dir=DIR` (see `fedfrac.data.files`).
+
 The argument picks the compatibility mode and scenario as in digits.py. Inputs
 are scaled to [0, 1]; the authors' code instead normalises with torchvision's
 per-channel mean/std, which `compat="reference_code"` does not reproduce.

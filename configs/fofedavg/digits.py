@@ -11,7 +11,7 @@ R_probe 5); the step size is the quickstart's (the papers' μ0 = 0.01 / η0 = 0.
 barely move a digits MLP in 30 rounds).
 
   python -m fedfrac.main --config=configs/fofedavg/digits.py --workdir=runs/fo_digits
-  python scripts/sweep.py --config=configs/fofedavg/digits.py \\
+  fedfrac-sweep --config=configs/fofedavg/digits.py \\
       --grid=alpha=0.5,0.6,0.8,0.97,1.0 --grid_methods=fofedavg \\
       --out=results/fractional_digits.md
 """

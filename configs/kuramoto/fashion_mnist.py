@@ -8,6 +8,10 @@ Methods: FedAvg and Kuramoto-FedAvg (coupled, paper, reference_code; κ0 = 0.1).
 Needs the dataset prepared once (internet):
   python -m fedfrac.main --config=configs/kuramoto/fashion_mnist.py:K=20,s=5 \\
       --workdir=runs/k_fmnist --config.data.tfds.download=True
+
+Offline, from the original IDX files (e.g. Debian's ``dataset-fashion-mnist``,
+``make data-fashion-mnist``), add
+``--config.data.source=files --config.data.dir=/usr/share/datasets/fashion-mnist``.
 """
 from fedfrac.config import sibling_config
 

@@ -8,6 +8,9 @@ Methods: FedAvg and Kuramoto-FedAvg (coupled, paper, reference_code; κ0 = 0.1).
 Needs the dataset prepared once (internet):
   python -m fedfrac.main --config=configs/kuramoto/mnist.py:K=20,s=5 \\
       --workdir=runs/k_mnist --config.data.tfds.download=True
+
+Offline, from local files (the MNIST IDX files, or an ``mnist.pkl.gz``), add
+``--config.data.source=files --config.data.dir=DIR`` (see ``fedfrac.data.files``).
 """
 from fedfrac.config import sibling_config
 

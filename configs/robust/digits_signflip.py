@@ -9,7 +9,7 @@ magnitude the plain mean moves against the honest direction
 20%-trimmed mean and (Multi-)Krum with f = 2 ignore the attackers.
 ``fedavg_clean`` (no attack) is the reference.
 
-  python scripts/reproduce_robust.py --config=configs/robust/digits_signflip.py --out=results/robust_digits.md
+  fedfrac-reproduce robust --config=configs/robust/digits_signflip.py --out=results/robust_digits.md
   python -m fedfrac.main --config=configs/robust/digits_signflip.py --workdir=runs/robust
 """
 import ml_collections

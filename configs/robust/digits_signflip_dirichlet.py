@@ -5,7 +5,7 @@ partition changes. Robust rules that keep a single or a central client's update
 (Krum, the median) lose accuracy when honest clients' updates differ by data
 skew; this table shows by how much.
 
-  python scripts/reproduce_robust.py --config=configs/robust/digits_signflip_dirichlet.py --out=results/robust_digits_dirichlet.md
+  fedfrac-reproduce robust --config=configs/robust/digits_signflip_dirichlet.py --out=results/robust_digits_dirichlet.md
 """
 from fedfrac.config import sibling_config
 

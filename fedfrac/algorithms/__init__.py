@@ -1,40 +1,39 @@
-"""One module per algorithm; ``make`` builds a FedAlgorithm from a name and options.
+"""One module per algorithm; the registry maps a public name to its entry.
 
-``REGISTRY`` maps a public name to ``(module, preset)``: the module under
-``fedfrac.algorithms`` defines ``HPARAMS`` (name -> HParam) and
-``build(ctx, hp) -> FedAlgorithm``; ``preset`` overrides defaults, so named
-reductions (e.g. RI-FedAvg = FO-RI-FedAvg with α = 1) share one module.
+Every algorithm module lists its :class:`AlgorithmEntry` values in ``ENTRIES``
+(name, ``build(ctx, hp) -> FedAlgorithm``, the :class:`HParamSchema` of its
+options, and its capabilities); one module may register several names that
+differ only in defaults (RI-FedAvg = FO-RI-FedAvg with α = 1). ``make`` builds an
+algorithm from a name and options; ``entry(name)`` is the registry's one way in.
 """
 from __future__ import annotations
 
-import importlib
+from fedfrac.algorithms.contract import (AlgorithmEntry, BuildContext, ClientView,
+                                         FedAlgorithm)
+from fedfrac.algorithms.local_training import LocalTraining, local_train
+from fedfrac.algorithms.schema import HParam, HParamSchema
+from fedfrac.algorithms import (dp_fedavg, dp_sgd, fdse, fedavg, fedavgm, fedbm, feddyn,
+                                fedel, fednova, fedopt, fedprox, fedrep, fibfl, fibfl_pp,
+                                fo_ri_fedavg, fofedavg, kuramoto_fedavg, moon, rdfl,
+                                scaffold, sparse_secagg)
 
-from fedfrac.algorithms.base import (BuildContext, ClientView, FedAlgorithm, HParam,
-                                     LocalTraining, local_train, resolve_hparams)
+# Registration order is the order of names(), --list and the quickstart table.
+_MODULES = (fedavg, fedavgm, fedprox, scaffold, fednova, fedopt, moon, feddyn,
+            kuramoto_fedavg, dp_fedavg, dp_sgd, sparse_secagg, fdse, fedbm, fedel,
+            fofedavg, fo_ri_fedavg, fedrep, rdfl, fibfl, fibfl_pp)
 
-REGISTRY = {
-    "fedavg": ("fedavg", {}),
-    "fedavgm": ("fedavgm", {}),
-    "fedprox": ("fedprox", {}),
-    "scaffold": ("scaffold", {}),
-    "fednova": ("fednova", {}),
-    "fedadam": ("fedopt", {"server_opt": "adam"}),
-    "fedyogi": ("fedopt", {"server_opt": "yogi"}),
-    "fedadagrad": ("fedopt", {"server_opt": "adagrad", "server_lr": 0.1}),
-    "moon": ("moon", {}),
-    "feddyn": ("feddyn", {}),
-    "kuramoto_fedavg": ("kuramoto_fedavg", {}),
-    "dp_fedavg": ("dp_fedavg", {}),
-    "fofedavg": ("fofedavg", {}),
-    "fo_ri_fedavg": ("fo_ri_fedavg", {}),
-    "ri_fedavg": ("fo_ri_fedavg", {"alpha": 1.0}),
-    "fo_fedavg": ("fo_ri_fedavg", {"lam": 0.0}),
-    "fedrep": ("fedrep", {}),
-    "rdfl": ("rdfl", {}),
-    "fibfl": ("fibfl", {"gate": "none"}),
-    "fibfl_plus": ("fibfl", {"gate": "accuracy"}),
-    "fibfl_pp": ("fibfl_pp", {}),
-}
+
+def _register(modules) -> dict:
+  registry = {}
+  for module in modules:
+    for e in module.ENTRIES:
+      if e.name in registry:
+        raise ValueError(f"algorithm {e.name!r} is registered twice")
+      registry[e.name] = e
+  return registry
+
+
+REGISTRY: dict = _register(_MODULES)   # name -> AlgorithmEntry
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
 # a "client" entry overrides the shared client optimizer settings.
@@ -57,6 +56,8 @@ QUICKSTART = {
     "feddyn": {},
     "kuramoto_fedavg": {"weighting": "coupled", "kappa0": 0.3, "beta": 0.01},
     "dp_fedavg": {"noise_multiplier": 0.1, "clip_norm": 1.0},
+    "dp_sgd": {"noise_multiplier": 0.5, "clip_norm": 1.0},
+    "sparse_secagg": {"fraction": 0.25},
     "fofedavg": dict(_INV_SQRT),
     "fo_ri_fedavg": {**_SMALL_PROBE, **_INV_SQRT},
     "ri_fedavg": {**_SMALL_PROBE, **_INV_SQRT},
@@ -78,29 +79,28 @@ def names():
   return tuple(REGISTRY)
 
 
-def supports_robust_aggregation(name) -> bool:
-  """Whether algorithm ``name`` combines updates via ``server.combine_deltas``
-  (its module sets ``ROBUST_AGGREGATION = True``), so ``config.server`` applies."""
-  mod, _ = _entry(name)
-  return bool(getattr(mod, "ROBUST_AGGREGATION", False))
-
-
-def _entry(name):
+def entry(name) -> AlgorithmEntry:
+  """The registry entry of algorithm ``name``; a one-line error for an unknown name."""
   if name not in REGISTRY:
-    raise ValueError(f"algorithm name={name!r}: allowed values are {', '.join(REGISTRY)}")
-  mod_name, preset = REGISTRY[name]
-  return importlib.import_module(f"fedfrac.algorithms.{mod_name}"), dict(preset)
+    import difflib
+    close = difflib.get_close_matches(str(name), list(REGISTRY), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ValueError(f"algorithm name={name!r}: {hint}allowed values are "
+                     f"{', '.join(REGISTRY)}")
+  return REGISTRY[name]
+
+
+def supports_robust_aggregation(name) -> bool:
+  """Whether algorithm ``name`` combines updates via ``server.combine_deltas``, so
+  ``config.server`` applies (its entry's ``robust_aggregation``)."""
+  return entry(name).robust_aggregation
 
 
 def hparams(name, given=None, prefix=""):
   """Resolved, validated hyper-parameters of algorithm ``name``."""
-  mod, preset = _entry(name)
-  preset.update(dict(given or {}))
-  return resolve_hparams(name, mod.HPARAMS, preset, prefix)
+  return entry(name).hparams(given, prefix)
 
 
 def make(name, ctx: BuildContext, **given) -> FedAlgorithm:
-  """Build algorithm ``name`` with options ``given`` (preset and defaults fill the rest)."""
-  mod, _ = _entry(name)
-  algorithm = mod.build(ctx, hparams(name, given))
-  return algorithm._replace(name=name)
+  """Build algorithm ``name`` with options ``given`` (its defaults fill the rest)."""
+  return entry(name).make(ctx, **given)

@@ -1,5 +1,10 @@
 """DP-FedAvg (McMahan, Ramage, Talwar, Zhang, ICLR 2018, Alg. 1): user-level DP.
 
+User level: the clipping and noise act on each client's whole update, so the
+guarantee covers all of a client's data. Record-level privacy of single
+training examples (per-example clipping and noise at every local step) is
+``dp_sgd`` (Abadi et al. 2016).
+
 Clients run FedAvg's local training and upload their model delta Δ_k. The server
 clips each delta to norm S, adds Gaussian noise of std σ·S to the sum and divides
 by the fixed denominator D = cohort size (the fixed-denominator estimator; an
@@ -22,19 +27,20 @@ from __future__ import annotations
 
 import math
 
-from fedfrac.algorithms import base
+from fedfrac._validation import is_traced
+from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 from fedfrac.ops import dp
 
-HPARAMS = {
-    "noise_multiplier": base.HParam(1.0, base.non_negative,
-                                    "noise multiplier σ; must be >= 0"),
-    "clip_norm": base.HParam(1.0, base.positive, "clip norm S; must be > 0"),
-    "delta": base.HParam(1e-5, lambda v: base.positive(v) and v < 1,
-                         "target δ of the (ε, δ) guarantee; must be in (0, 1)"),
-    "accountant": base.HParam("rdp", base.one_of(*dp.ACCOUNTANTS),
-                              f"allowed values are {', '.join(dp.ACCOUNTANTS)}"),
-    "server_lr": base.HParam(1.0, base.positive, "server learning rate; must be > 0"),
-}
+HPARAMS = schema.HParamSchema({
+    "noise_multiplier": schema.HParam(1.0, schema.non_negative,
+                                      "noise multiplier σ; must be >= 0"),
+    "clip_norm": schema.HParam(1.0, schema.positive, "clip norm S; must be > 0"),
+    "delta": schema.HParam(1e-5, lambda v: schema.positive(v) and v < 1,
+                           "target δ of the (ε, δ) guarantee; must be in (0, 1)"),
+    "accountant": schema.HParam("rdp", schema.one_of(*dp.ACCOUNTANTS),
+                                f"allowed values are {', '.join(dp.ACCOUNTANTS)}"),
+    "server_lr": schema.HParam(1.0, schema.positive, "server learning rate; must be > 0"),
+})
 
 
 def sampling_rate(participation, num_clients) -> float:
@@ -43,9 +49,9 @@ def sampling_rate(participation, num_clients) -> float:
   return cohort / num_clients
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
-  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   server_lr = hp["server_lr"]
   clip_norm = hp["clip_norm"]
   noise_multiplier = hp["noise_multiplier"]
@@ -54,7 +60,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
                      "with its own clipped, noised sum; use aggregator='mean'")
 
   def client_update(payload, client_state, view, key, round_index):
-    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
+    delta, metrics = local_training.local_delta(payload, view, key, round_index, loss_fn,
+                                                training)
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
@@ -63,21 +70,22 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     # McMahan et al. 2018, Alg. 1: clip, sum, add N(0, σ²S²), divide by fixed D.
     delta, info = dp.dp_aggregate(messages, mask, clip_norm, noise_multiplier, key,
                                   expected_cohort_size=cohort)
-    params = base.tree_add(server_state["params"], base.tree_scale(delta, server_lr))
+    params = trees.tree_add(server_state["params"], trees.tree_scale(delta, server_lr))
     metrics = {"clip_fraction": info["clip_fraction"], "mean_norm": info["mean_norm"],
                "noise_std": info["noise_std"]}
     return {"params": params}, client_states, metrics
 
   host_metrics = None
-  if not (base._is_traced(noise_multiplier) or base._is_traced(hp["delta"])):
+  if not (is_traced(noise_multiplier) or is_traced(hp["delta"])):
     host_metrics = _epsilon_metric(
         float(noise_multiplier),
         sampling_rate(ctx.participation, ctx.data_info.num_clients),
         float(hp["delta"]), hp["accountant"])
 
-  return base.FedAlgorithm("dp_fedavg", base.init_global_model, base.broadcast_params,
-                           client_update, aggregate, base.eval_global_params,
-                           host_metrics=host_metrics)
+  return contract.FedAlgorithm("dp_fedavg", contract.init_global_model,
+                               contract.broadcast_params,
+                           client_update, aggregate, contract.eval_global_params,
+                               host_metrics=host_metrics)
 
 
 def _epsilon_metric(noise_multiplier, q, delta, accountant):
@@ -91,3 +99,10 @@ def _epsilon_metric(noise_multiplier, q, delta, accountant):
       curve.append(acc.step(1).epsilon)
     return {"dp_epsilon": curve[rounds_done]}
   return metrics
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "dp_fedavg", build, HPARAMS,
+        "DP-FedAvg: user-level differential privacy (clip + Gaussian noise)"),
+)

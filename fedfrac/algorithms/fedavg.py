@@ -10,28 +10,34 @@ Krum) with the config's ``server`` section (``fedfrac.algorithms.server``).
 from __future__ import annotations
 
 
-from fedfrac.algorithms import base
+from fedfrac.algorithms import contract, local_training, schema, tasks
 from fedfrac.algorithms import server
 
-ROBUST_AGGREGATION = True
 
-HPARAMS = {
-    "server_lr": base.HParam(1.0, base.positive, "server learning rate; must be > 0"),
-}
+HPARAMS = schema.HParamSchema({
+    "server_lr": schema.HParam(1.0, schema.positive, "server learning rate; must be > 0"),
+})
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
-  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   server_lr = hp["server_lr"]
 
   def client_update(payload, client_state, view, key, round_index):
-    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
+    delta, metrics = local_training.local_delta(payload, view, key, round_index, loss_fn,
+                                                training)
     return delta, client_state, metrics
 
   aggregate = server.global_delta_aggregate(ctx.aggregator, server_lr)
 
-  return base.FedAlgorithm("fedavg", base.init_global_model, base.broadcast_params,
-                           client_update, aggregate, base.eval_global_params)
+  return contract.FedAlgorithm("fedavg", contract.init_global_model,
+                               contract.broadcast_params,
+                           client_update, aggregate, contract.eval_global_params)
 
 
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "fedavg", build, HPARAMS,
+        "FedAvg: local SGD, sample-weighted model average", robust_aggregation=True),
+)

@@ -14,42 +14,47 @@ so large β usually wants η_g < 1 (Hsu et al. keep η_g (1−β)⁻¹ near 1).
 """
 from __future__ import annotations
 
-from fedfrac.algorithms import base, server
+from fedfrac.algorithms import contract, local_training, schema, server, tasks, trees
 
 
 def _momentum(v):
-  return base.non_negative(v) and v < 1
+  return schema.non_negative(v) and v < 1
 
 
-# Updates are combined by server.combine_deltas: config.server selects the rule.
-ROBUST_AGGREGATION = True
-
-HPARAMS = {
-    "server_lr": base.HParam(1.0, base.positive, "server learning rate; must be > 0"),
-    "momentum": base.HParam(0.9, _momentum, "server momentum β; must be in [0, 1)"),
-}
+HPARAMS = schema.HParamSchema({
+    "server_lr": schema.HParam(1.0, schema.positive, "server learning rate; must be > 0"),
+    "momentum": schema.HParam(0.9, _momentum, "server momentum β; must be in [0, 1)"),
+})
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
-  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   server_lr, beta = hp["server_lr"], hp["momentum"]
 
   def init(key, params0, num_clients, data_info):
     del key, num_clients, data_info
-    return {"params": params0, "momentum": base.tree_zeros_like(params0)}, None
+    return {"params": params0, "momentum": trees.tree_zeros_like(params0)}, None
 
   def client_update(payload, client_state, view, key, round_index):
-    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
+    delta, metrics = local_training.local_delta(payload, view, key, round_index, loss_fn,
+                                                training)
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
     # v ← β v + Δ̄;  w ← w + η_g v   (Hsu et al. 2019, FedAvgM)
-    v = base.tree_add(base.tree_scale(server_state["momentum"], beta), mean_delta)
-    params = base.tree_add(server_state["params"], base.tree_scale(v, server_lr))
+    v = trees.tree_add(trees.tree_scale(server_state["momentum"], beta), mean_delta)
+    params = trees.tree_add(server_state["params"], trees.tree_scale(v, server_lr))
     return ({"params": params, "momentum": v}, client_states,
-            {"momentum_norm": base.tree_norm(v)})
+            {"momentum_norm": trees.tree_norm(v)})
 
-  return base.FedAlgorithm("fedavgm", init, base.broadcast_params,
-                           client_update, aggregate, base.eval_global_params)
+  return contract.FedAlgorithm("fedavgm", init, contract.broadcast_params,
+                           client_update, aggregate, contract.eval_global_params)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "fedavgm", build, HPARAMS,
+        "FedAvgM: FedAvg with server momentum", robust_aggregation=True),
+)

@@ -30,27 +30,27 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fedfrac.algorithms import base
+from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 from fedfrac.algorithms.scaffold import WEIGHTINGS, cohort_weights, weighted_sum
 
-HPARAMS = {
-    "alpha": base.HParam(0.01, base.positive, "regularisation α; must be > 0"),
-    "weighting": base.HParam("samples", base.one_of(*WEIGHTINGS),
-                             "allowed values are 'samples', 'uniform'"),
-}
+HPARAMS = schema.HParamSchema({
+    "alpha": schema.HParam(0.01, schema.positive, "regularisation α; must be > 0"),
+    "weighting": schema.HParam("samples", schema.one_of(*WEIGHTINGS),
+                               "allowed values are 'samples', 'uniform'"),
+})
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
-  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   alpha, weighting = hp["alpha"], hp["weighting"]
   client_size = jnp.asarray(ctx.data_info.client_size)
 
   def init(key, params0, num_clients, data_info):
     del key, data_info
-    zeros = base.tree_zeros_like(params0)
+    zeros = trees.tree_zeros_like(params0)
     return ({"params": params0, "h": zeros},
-            {"h": base.stack_for_clients(zeros, num_clients)})
+            {"h": trees.stack_for_clients(zeros, num_clients)})
 
   def client_update(payload, client_state, view, key, round_index):
     lr = training.lr_schedule(round_index)
@@ -63,12 +63,12 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
                           grads, h_k, params, payload)
 
     opt_state = training.optimizer.init(payload)
-    params, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
-                                          training, step_hook=dynamic)
-    delta = base.tree_sub(params, payload)
+    params, _, metrics = local_training.local_train(payload, opt_state, view, key, lr,
+                                                    loss_fn, training, step_hook=dynamic)
+    delta = trees.tree_sub(params, payload)
     # h_k ← h_k − α (θ_k^t − θ^{t−1})   (Alg. 1)
     h_new = jax.tree.map(lambda h, d: h - alpha * d, h_k, delta)
-    metrics["update_norm"] = base.tree_norm(delta)
+    metrics["update_norm"] = trees.tree_norm(delta)
     return delta, {"h": h_new}, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
@@ -80,7 +80,14 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     mean_delta = weighted_sum(messages, p)
     params = jax.tree.map(lambda w, d, hh: w + d - hh / alpha,
                           server_state["params"], mean_delta, h)
-    return {"params": params, "h": h}, client_states, {"h_norm": base.tree_norm(h)}
+    return {"params": params, "h": h}, client_states, {"h_norm": trees.tree_norm(h)}
 
-  return base.FedAlgorithm("feddyn", init, base.broadcast_params,
-                           client_update, aggregate, base.eval_global_params)
+  return contract.FedAlgorithm("feddyn", init, contract.broadcast_params,
+                           client_update, aggregate, contract.eval_global_params)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "feddyn", build, HPARAMS,
+        "FedDyn: dynamic regularisation of the local objective"),
+)

@@ -33,12 +33,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fedfrac.algorithms import base
+from fedfrac.algorithms import schema, contract, local_training, tasks, trees
 from fedfrac.ops import aggregate as agg
 
 CLIENT_OPTIMIZERS = ("sgd", "momentum", "nesterov")
 
-HPARAMS = {}
+HPARAMS = schema.HParamSchema({})
 
 
 def a_norm(num_steps, momentum=0.0, nesterov=False):
@@ -62,10 +62,10 @@ def a_norm(num_steps, momentum=0.0, nesterov=False):
   return heavy_ball
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   del hp
   training = ctx.training
-  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   cc = ctx.client_cfg
   if cc is None:
     raise ValueError("fednova needs the client optimizer settings (BuildContext."
@@ -79,7 +79,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   nesterov = cc.optimizer == "nesterov"
 
   def client_update(payload, client_state, view, key, round_index):
-    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
+    delta, metrics = local_training.local_delta(payload, view, key, round_index, loss_fn,
+                                                training)
     norm = a_norm(metrics["steps"], rho, nesterov)
     metrics["a_norm"] = norm
     return {"delta": delta, "a_norm": norm}, client_state, metrics
@@ -88,14 +89,23 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     del key
     p = agg.normalize_weights(weights, mask)
     norms = messages["a_norm"]
-    # d_k = Δ_k/‖a_k‖₁ (normalised update); τ_eff = Σ p_k ‖a_k‖₁; w ← w + τ_eff Σ p_k d_k (FedNova update)
+    # d_k = Δ_k/‖a_k‖₁ (normalised update); τ_eff = Σ p_k ‖a_k‖₁;
+    # w ← w + τ_eff Σ p_k d_k (FedNova update)
     inv = jnp.where(norms > 0, 1.0 / jnp.where(norms > 0, norms, 1.0), 0.0)
     tau_eff = jnp.sum(p * norms)
     coef = tau_eff * p * inv
     step = jax.tree.map(lambda d: jnp.tensordot(coef.astype(d.dtype), d, axes=(0, 0)),
                         messages["delta"])
-    params = base.tree_add(server_state["params"], step)
+    params = trees.tree_add(server_state["params"], step)
     return {"params": params}, client_states, {"tau_eff": tau_eff}
 
-  return base.FedAlgorithm("fednova", base.init_global_model, base.broadcast_params,
-                           client_update, aggregate, base.eval_global_params)
+  return contract.FedAlgorithm("fednova", contract.init_global_model,
+                               contract.broadcast_params,
+                           client_update, aggregate, contract.eval_global_params)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "fednova", build, HPARAMS,
+        "FedNova: normalised averaging of local updates"),
+)

@@ -27,32 +27,29 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedfrac.algorithms import base, server
+from fedfrac.algorithms import contract, local_training, schema, server, tasks, trees
 
 SERVER_OPTIMIZERS = ("adam", "yogi", "adagrad", "sgd")
 
 
 def _decay(v):
-  return base.non_negative(v) and v < 1
+  return schema.non_negative(v) and v < 1
 
 
-# Updates are combined by server.combine_deltas: config.server selects the rule.
-ROBUST_AGGREGATION = True
-
-HPARAMS = {
-    "server_opt": base.HParam("adam", base.one_of(*SERVER_OPTIMIZERS),
-                              "allowed values are " + ", ".join(SERVER_OPTIMIZERS)),
-    "server_lr": base.HParam(0.01, base.positive, "server learning rate η; must be > 0"),
-    "beta1": base.HParam(0.9, _decay, "first-moment decay β1; must be in [0, 1)"),
-    "beta2": base.HParam(0.99, _decay, "second-moment decay β2; must be in [0, 1)"),
-    "tau": base.HParam(1e-3, base.positive, "adaptivity τ (eps); must be > 0"),
-    "bias_correction": base.HParam(False, base.one_of(False, True),
-                                   "must be True or False"),
-}
+HPARAMS = schema.HParamSchema({
+    "server_opt": schema.HParam("adam", schema.one_of(*SERVER_OPTIMIZERS),
+                                "allowed values are " + ", ".join(SERVER_OPTIMIZERS)),
+    "server_lr": schema.HParam(0.01, schema.positive, "server learning rate η; must be > 0"),
+    "beta1": schema.HParam(0.9, _decay, "first-moment decay β1; must be in [0, 1)"),
+    "beta2": schema.HParam(0.99, _decay, "second-moment decay β2; must be in [0, 1)"),
+    "tau": schema.HParam(1e-3, schema.positive, "adaptivity τ (eps); must be > 0"),
+    "bias_correction": schema.HParam(False, schema.one_of(False, True),
+                                     "must be True or False"),
+})
 
 
 class AdaptiveState(NamedTuple):
-  count: jax.Array   # [] int32 server steps taken
+  count: jax.Array   # type: ignore[assignment]  # [] int32 server steps taken
   m: optax.Updates
   v: optax.Updates
 
@@ -67,7 +64,7 @@ def scale_by_reddi(kind, beta1=0.9, beta2=0.99, tau=1e-3, bias_correction=False)
     raise ValueError(f"server_opt={kind!r}: allowed values are adam, yogi, adagrad")
 
   def init_fn(params):
-    return AdaptiveState(jnp.zeros((), jnp.int32), base.tree_zeros_like(params),
+    return AdaptiveState(jnp.zeros((), jnp.int32), trees.tree_zeros_like(params),
                          jax.tree.map(lambda p: jnp.full_like(p, tau * tau), params))
 
   def update_fn(updates, state, params=None):
@@ -103,9 +100,9 @@ def server_optimizer(hp) -> optax.GradientTransformation:
       optax.scale(-1.0 * hp["server_lr"]))
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
-  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   server_tx = server_optimizer(hp)
 
   def init(key, params0, num_clients, data_info):
@@ -113,7 +110,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return {"params": params0, "opt_state": server_tx.init(params0)}, None
 
   def client_update(payload, client_state, view, key, round_index):
-    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
+    delta, metrics = local_training.local_delta(payload, view, key, round_index, loss_fn,
+                                                training)
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
@@ -123,7 +121,20 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
                                           server_state["params"])
     params = optax.apply_updates(server_state["params"], updates)
     return ({"params": params, "opt_state": opt_state}, client_states,
-            {"server_step_norm": base.tree_norm(updates)})
+            {"server_step_norm": trees.tree_norm(updates)})
 
-  return base.FedAlgorithm("fedopt", init, base.broadcast_params,
-                           client_update, aggregate, base.eval_global_params)
+  return contract.FedAlgorithm("fedopt", init, contract.broadcast_params,
+                           client_update, aggregate, contract.eval_global_params)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "fedadam", build, HPARAMS.with_defaults(server_opt="adam"),
+        "FedAdam: adaptive server optimizer (Adam)", robust_aggregation=True),
+    contract.AlgorithmEntry(
+        "fedyogi", build, HPARAMS.with_defaults(server_opt="yogi"),
+        "FedYogi: adaptive server optimizer (Yogi)", robust_aggregation=True),
+    contract.AlgorithmEntry(
+        "fedadagrad", build, HPARAMS.with_defaults(server_opt="adagrad", server_lr=0.1),
+        "FedAdagrad: adaptive server optimizer (Adagrad)", robust_aggregation=True),
+)

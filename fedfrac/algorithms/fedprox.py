@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import jax
 
-from fedfrac.algorithms import base, server
-
-# Updates are combined by server.combine_deltas: config.server selects the rule.
-ROBUST_AGGREGATION = True
-
-HPARAMS = {
-    "mu": base.HParam(0.01, base.non_negative, "proximal weight μ; must be >= 0"),
-}
+from fedfrac.algorithms import contract, local_training, schema, server, tasks, trees
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+HPARAMS = schema.HParamSchema({
+    "mu": schema.HParam(0.01, schema.non_negative, "proximal weight μ; must be >= 0"),
+})
+
+
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
-  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   mu = hp["mu"]
 
   def client_update(payload, client_state, view, key, round_index):
@@ -38,13 +36,21 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
       # ∇h_k = ∇F_k(w) + μ (w − w_t)   (Li et al. 2020, eq. (2))
       return jax.tree.map(lambda g, w, w0: g + mu * (w - w0), grads, params, payload)
 
-    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training,
-                                      step_hook=proximal)
+    delta, metrics = local_training.local_delta(payload, view, key, round_index, loss_fn,
+                                                training, step_hook=proximal)
     return delta, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
-    return {"params": base.tree_add(server_state["params"], mean_delta)}, client_states
+    return {"params": trees.tree_add(server_state["params"], mean_delta)}, client_states
 
-  return base.FedAlgorithm("fedprox", base.init_global_model, base.broadcast_params,
-                           client_update, aggregate, base.eval_global_params)
+  return contract.FedAlgorithm("fedprox", contract.init_global_model,
+                               contract.broadcast_params,
+                           client_update, aggregate, contract.eval_global_params)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "fedprox", build, HPARAMS,
+        "FedProx: local proximal term mu/2 ||w - w_t||^2", robust_aggregation=True),
+)

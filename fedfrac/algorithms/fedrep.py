@@ -14,19 +14,19 @@ random initial head, matching the per-client initialisation of the authors' code
 """
 from __future__ import annotations
 
-from fedfrac.algorithms import base, firma
+from fedfrac.algorithms import contract, firma, schema, trees
 from fedfrac.ops import aggregate as agg
 
-HPARAMS = {
-    "head_epochs": base.HParam(2, lambda v: isinstance(v, int) and v >= 1,
-                               "E_h; must be an integer >= 1"),
-    "extractor_epochs": base.HParam(2, lambda v: isinstance(v, int) and v >= 1,
-                                    "E_e; must be an integer >= 1"),
+HPARAMS = schema.HParamSchema({
+    "head_epochs": schema.HParam(2, lambda v: isinstance(v, int) and v >= 1,
+                                 "E_h; must be an integer >= 1"),
+    "extractor_epochs": schema.HParam(2, lambda v: isinstance(v, int) and v >= 1,
+                                      "E_e; must be an integer >= 1"),
     **firma.COMPAT_HPARAMS,
-}
+})
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training, model, task = ctx.training, ctx.model, ctx.task
   firma.check_epoch_mode(training, "fedrep")
   per_client = firma.per_client_init(hp)
@@ -39,7 +39,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     clients = {"head": heads,
                "opt_head": firma.stacked_init(opt, heads),
                "opt_ext": firma.stacked_init(
-                   opt, base.stack_for_clients(params0["extractor"], n))}
+                   opt, trees.stack_for_clients(params0["extractor"], n))}
     return {"extractor": params0["extractor"]}, clients
 
   def broadcast(server_state):
@@ -60,5 +60,12 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   def eval_params(server_state, client_state):
     return {"extractor": server_state["extractor"], "head": client_state["head"]}
 
-  return base.FedAlgorithm("fedrep", init, broadcast, client_update, aggregate,
-                           eval_params, personalized=True)
+  return contract.FedAlgorithm("fedrep", init, broadcast, client_update, aggregate,
+                               eval_params, personalized=True)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "fedrep", build, HPARAMS,
+        "FedRep: shared extractor, private heads"),
+)

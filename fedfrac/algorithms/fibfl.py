@@ -23,27 +23,26 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from fedfrac.algorithms import base, firma
+from fedfrac.algorithms import contract, firma, schema
 from fedfrac.ops import ring
 
-FULL_PARTICIPATION = True
 
-HPARAMS = {
-    "gamma": base.HParam(0.5, base.unit_interval, "self-retention γ; must be in [0, 1]"),
-    "gate": base.HParam("none", base.one_of("none", "accuracy"),
-                        "allowed values are 'none' (FibFL), 'accuracy' (FibFL+)"),
-    "tau": base.HParam(0.35, base.unit_interval, "gate threshold τ; must be in [0, 1]"),
-    "head_epochs": base.HParam(1, lambda v: isinstance(v, int) and v >= 1,
-                               "E_h; must be an integer >= 1"),
-    "extractor_epochs": base.HParam(20, lambda v: isinstance(v, int) and v >= 1,
-                                    "E_e; must be an integer >= 1"),
-    "sweep": base.HParam("synchronous", base.one_of("synchronous", "sequential"),
-                         "allowed values are 'synchronous', 'sequential'"),
+HPARAMS = schema.HParamSchema({
+    "gamma": schema.HParam(0.5, schema.unit_interval, "self-retention γ; must be in [0, 1]"),
+    "gate": schema.HParam("none", schema.one_of("none", "accuracy"),
+                          "allowed values are 'none' (FibFL), 'accuracy' (FibFL+)"),
+    "tau": schema.HParam(0.35, schema.unit_interval, "gate threshold τ; must be in [0, 1]"),
+    "head_epochs": schema.HParam(1, lambda v: isinstance(v, int) and v >= 1,
+                                 "E_h; must be an integer >= 1"),
+    "extractor_epochs": schema.HParam(20, lambda v: isinstance(v, int) and v >= 1,
+                                      "E_e; must be an integer >= 1"),
+    "sweep": schema.HParam("synchronous", schema.one_of("synchronous", "sequential"),
+                           "allowed values are 'synchronous', 'sequential'"),
     **firma.COMPAT_HPARAMS,
-}
+})
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training, model, task = ctx.training, ctx.model, ctx.task
   firma.check_epoch_mode(training, "fibfl")
   num_clients = ctx.data_info.num_clients
@@ -98,6 +97,18 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     del server_state
     return client_state["params"]
 
-  return base.FedAlgorithm("fibfl_plus" if gated else "fibfl", init, broadcast,
-                           client_update, aggregate, eval_params, personalized=True,
-                           comm=firma.ring_communication(1))
+  return contract.FedAlgorithm("fibfl_plus" if gated else "fibfl", init, broadcast,
+                               client_update, aggregate, eval_params, personalized=True,
+                               comm=firma.ring_communication(1))
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "fibfl", build, HPARAMS.with_defaults(gate="none"),
+        "FibFL: Fibonacci ring model aggregation",
+        full_participation=True, decentralised=True),
+    contract.AlgorithmEntry(
+        "fibfl_plus", build, HPARAMS.with_defaults(gate="accuracy"),
+        "FibFL+: FibFL with an accuracy gate",
+        full_participation=True, decentralised=True),
+)

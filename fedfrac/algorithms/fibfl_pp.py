@@ -13,12 +13,15 @@ two-phase local training with persistent per-client optimizer states) plus:
 * sweep ``"sequential"`` (default; the in-place pass of Alg. 3, Gauss–Seidel
   along σ*) or ``"synchronous"`` (every pass reads a snapshot) — both one N×N
   matrix applied to the stacked extractors;
-* a FedAvg warm-up for the first W = ⌊R/6⌋ rounds: every client trains its full
-  model jointly for max(E_h, E_e) epochs (its own persistent warm-up optimizer
-  state) and the extractors are replaced by their sample-weighted average
-  (the mixing matrix 1pᵀ). In the paper mode heads stay private during the
-  warm-up; ``compat="reference_code"`` averages the heads too, as the authors'
-  code does.
+* a FedAvg warm-up for the first W = ⌊R/6⌋ rounds (FIRMA §4.5 "FedAvg warmup",
+  Alg. 3 l.7–9): every client trains its full model jointly for max(E_h, E_e)
+  epochs (its own persistent warm-up optimizer state) and the FULL model,
+  extractor and head, is replaced by its sample-weighted average (the mixing
+  matrix 1pᵀ, weights n_i/n). Heads become private only after round W. This is
+  the default in both modes (``warmup_heads=None`` → True). The named option
+  ``warmup_heads=False`` keeps the earlier fedfrac behaviour, an extractor-only
+  warm-up with heads private from round 1 (not in the paper; useful to isolate
+  what the shared warm-up head contributes).
 
 ``compat="reference_code"`` also uses a per-client random initial model, the raw
 dot product as 2-opt cost, synchronous passes and W = max(1, ⌊R/6⌋).
@@ -34,35 +37,35 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fedfrac.algorithms import base, firma
+from fedfrac.algorithms import contract, firma, schema, tasks
 from fedfrac.ops import ring
 
-FULL_PARTICIPATION = True
 
 _OPTIONAL_BOOL = lambda v: v is None or isinstance(v, bool)
 
-HPARAMS = {
-    "gamma_start": base.HParam(0.4, base.unit_interval, "must be in [0, 1]"),
-    "gamma_end": base.HParam(0.05, base.unit_interval, "must be in [0, 1]"),
-    "tau": base.HParam(0.35, base.unit_interval, "gate threshold τ; must be in [0, 1]"),
-    "head_epochs": base.HParam(1, lambda v: isinstance(v, int) and v >= 1,
-                               "E_h; must be an integer >= 1"),
-    "extractor_epochs": base.HParam(20, lambda v: isinstance(v, int) and v >= 1,
-                                    "E_e; must be an integer >= 1"),
-    "passes": base.HParam(None, lambda v: v is None or (isinstance(v, int) and v >= 1),
-                          "K_g; None (= ceil(N/2)) or an integer >= 1"),
-    "warmup_rounds": base.HParam(None, lambda v: v is None or (isinstance(v, int)
-                                                               and v >= 0),
-                                 "W; None (= floor(R/6)) or an integer >= 0"),
-    "sweep": base.HParam(None, base.one_of(None, "sequential", "synchronous"),
-                         "allowed values are None (by compat), 'sequential', "
-                         "'synchronous'"),
-    "ring_cost": base.HParam(None, base.one_of(None, "cosine", "dot"),
-                             "allowed values are None (by compat), 'cosine', 'dot'"),
-    "warmup_heads": base.HParam(None, _OPTIONAL_BOOL,
-                                "None (by compat) or a bool: average heads in warm-up"),
+HPARAMS = schema.HParamSchema({
+    "gamma_start": schema.HParam(0.4, schema.unit_interval, "must be in [0, 1]"),
+    "gamma_end": schema.HParam(0.05, schema.unit_interval, "must be in [0, 1]"),
+    "tau": schema.HParam(0.35, schema.unit_interval, "gate threshold τ; must be in [0, 1]"),
+    "head_epochs": schema.HParam(1, lambda v: isinstance(v, int) and v >= 1,
+                                 "E_h; must be an integer >= 1"),
+    "extractor_epochs": schema.HParam(20, lambda v: isinstance(v, int) and v >= 1,
+                                      "E_e; must be an integer >= 1"),
+    "passes": schema.HParam(None, lambda v: v is None or (isinstance(v, int) and v >= 1),
+                            "K_g; None (= ceil(N/2)) or an integer >= 1"),
+    "warmup_rounds": schema.HParam(None, lambda v: v is None or (isinstance(v, int)
+                                                                 and v >= 0),
+                                   "W; None (= floor(R/6)) or an integer >= 0"),
+    "sweep": schema.HParam(None, schema.one_of(None, "sequential", "synchronous"),
+                           "allowed values are None (by compat), 'sequential', "
+                           "'synchronous'"),
+    "ring_cost": schema.HParam(None, schema.one_of(None, "cosine", "dot"),
+                               "allowed values are None (by compat), 'cosine', 'dot'"),
+    "warmup_heads": schema.HParam(None, _OPTIONAL_BOOL,
+                                  "None (= True, the paper's full-model warm-up) or a "
+                                  "bool; False averages only extractors in warm-up"),
     **firma.COMPAT_HPARAMS,
-}
+})
 
 
 def resolved_options(hp, num_clients, rounds):
@@ -78,12 +81,14 @@ def resolved_options(hp, num_clients, rounds):
       "warmup": int(warmup),
       "sweep": hp["sweep"] or ("synchronous" if ref else "sequential"),
       "ring_cost": hp["ring_cost"] or ("dot" if ref else "cosine"),
-      "warmup_heads": ref if hp["warmup_heads"] is None else hp["warmup_heads"],
+      # FIRMA §4.5 / Alg. 3 l.9: the warm-up averages the full model, heads
+      # included, in both modes; False is the extractor-only variant.
+      "warmup_heads": True if hp["warmup_heads"] is None else hp["warmup_heads"],
       "per_client_init": firma.per_client_init(hp),
   }
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training, model, task = ctx.training, ctx.model, ctx.task
   firma.check_epoch_mode(training, "fibfl_pp")
   num_clients, rounds = ctx.data_info.num_clients, ctx.rounds
@@ -127,7 +132,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     # FedAvg warm-up: the full model trained jointly, own persistent state.
     params, opt_w, m = firma.train_phase(
         cs["params"], cs["opt_warm"], view, key, lr,
-        base.supervised_loss(model, task), training, e_w)
+        tasks.supervised_loss(model, task), training, e_w)
     metrics = {"head_loss": m["loss"], "loss": m["loss"], "steps": m["steps"]}
     return {**cs, "params": params, "opt_warm": opt_w}, metrics
 
@@ -159,7 +164,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     m = jnp.where(in_warmup, m_avg, m_ring)
     new_states = firma.mix_extractors(client_states, m)
     if o["warmup_heads"] and warmup > 0:
-      # Authors' code: the warm-up FedAvg averages the heads too.
+      # Alg. 3 l.9: the warm-up FedAvg averages the heads too (heads private
+      # only after round W).
       params = new_states["params"]
       heads = jax.tree.map(lambda h, a: jnp.where(in_warmup, a, h), params["head"],
                            ring.apply_mixing(m_avg, params["head"]))
@@ -188,8 +194,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
       return participants * sent, participants * sent
     return ring_comm(payload_bytes, message_bytes, participants)
 
-  return base.FedAlgorithm("fibfl_pp", init, broadcast, client_update, aggregate,
-                           eval_params, personalized=True, comm=comm)
+  return contract.FedAlgorithm("fibfl_pp", init, broadcast, client_update, aggregate,
+                               eval_params, personalized=True, comm=comm)
 
 
 def ring_summary(class_counts, cost="cosine"):
@@ -199,3 +205,11 @@ def ring_summary(class_counts, cost="cosine"):
                                            cost=cost)
   return {"order": order.tolist(), "cost_before": before, "cost_after": after,
           "saving_pct": 100.0 * (before - after) / max(abs(before), 1e-12)}
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "fibfl_pp", build, HPARAMS,
+        "FibFL++: the full FIRMA ring protocol",
+        full_participation=True, decentralised=True),
+)

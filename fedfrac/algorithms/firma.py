@@ -19,7 +19,7 @@ the mixing matrix and the local training, so this module provides:
 
 ``compat`` (every FIRMA-family algorithm takes it): ``"paper"`` follows the
 paper; ``"reference_code"`` reproduces what the authors' public code does where
-it differs (DESIGN §3.3): one random initial model per client, RDFL with γ = 1
+it differs (docs/design.md §3.3): one random initial model per client, RDFL with γ = 1
 (no mixing), 2-opt on the raw dot product of class proportions, a FibFL++
 warm-up that averages heads too, and synchronous gossip passes.
 """
@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedfrac.algorithms import base
+from fedfrac.algorithms import local_training, schema, tasks, trees
 from fedfrac.ops import ring
 
 COMPAT = ("paper", "reference_code")
@@ -42,12 +42,12 @@ def check_compat(value):
   return value in COMPAT
 
 
-# Options every FIRMA-family algorithm takes (DESIGN §3.3).
+# Options every FIRMA-family algorithm takes (docs/design.md §3.3).
 COMPAT_HPARAMS = {
-    "compat": base.HParam("paper", check_compat,
-                          "allowed values are 'paper', 'reference_code'"),
-    "init": base.HParam(None, base.one_of(None, "shared", "per_client"),
-                        "allowed values are None (by compat), 'shared', 'per_client'"),
+    "compat": schema.HParam("paper", schema.one_of(*COMPAT),
+                            "allowed values are 'paper', 'reference_code'"),
+    "init": schema.HParam(None, schema.one_of(None, "shared", "per_client"),
+                          "allowed values are None (by compat), 'shared', 'per_client'"),
 }
 
 
@@ -58,7 +58,7 @@ def per_client_init(hp) -> bool:
                          else "shared")) == "per_client"
 
 
-def check_epoch_mode(training: base.LocalTraining, name: str):
+def check_epoch_mode(training: local_training.LocalTraining, name: str):
   if training.local_steps is not None:
     raise ValueError(
         f"client.local_steps={training.local_steps}: algorithm {name!r} trains in "
@@ -74,7 +74,7 @@ def steps_per_epoch(size, batch_size):
   return ((size + batch_size - 1) // batch_size).astype(jnp.int32)
 
 
-def phase_training(training: base.LocalTraining, epochs: int, n_max: int):
+def phase_training(training: local_training.LocalTraining, epochs: int, n_max: int):
   """``training`` for one phase of ``epochs`` epochs over an index table of width
   ``n_max`` (the static scan length covers the largest possible client)."""
   max_steps = max(int(epochs) * math.ceil(n_max / training.batch_size), 1)
@@ -87,7 +87,7 @@ def train_phase(params, opt_state, view, key, lr, loss_fn, training, epochs,
                 optimizer=None):
   """Run ``epochs`` epochs of ``loss_fn`` on ``params`` (one phase).
 
-  Returns ``(params, opt_state, metrics)`` as :func:`base.local_train`.
+  Returns ``(params, opt_state, metrics)`` as :func:`local_training.local_train`.
   """
   n_max = view.index.shape[0]
   phase = phase_training(training, epochs, n_max)
@@ -95,20 +95,20 @@ def train_phase(params, opt_state, view, key, lr, loss_fn, training, epochs,
   # slot of a sharded or bucketed cohort) stays at zero.
   steps = int(epochs) * steps_per_epoch(view.size, training.batch_size)
   view = view._replace(num_steps=jnp.where(view.num_steps > 0, steps, 0).astype(jnp.int32))
-  return base.local_train(params, opt_state, view, key, lr, loss_fn, phase,
-                          optimizer=optimizer)
+  return local_training.local_train(params, opt_state, view, key, lr, loss_fn, phase,
+                                    optimizer=optimizer)
 
 
 def head_loss(model, task, extractor):
   """Loss of the head with the extractor frozen (FIRMA phase 1): differentiates
   only w.r.t. the head, so no backward pass runs through the extractor."""
-  full = base.supervised_loss(model, task)
+  full = tasks.supervised_loss(model, task)
   return lambda head, x, y, m, k: full({"extractor": extractor, "head": head}, x, y, m, k)
 
 
 def extractor_loss(model, task, head):
   """Loss of the extractor with the head frozen (FIRMA phase 2)."""
-  full = base.supervised_loss(model, task)
+  full = tasks.supervised_loss(model, task)
   return lambda ext, x, y, m, k: full({"extractor": ext, "head": head}, x, y, m, k)
 
 
@@ -120,7 +120,7 @@ def two_phase_train(params, opt_head, opt_ext, view, key, lr, model, task, train
     params: ``{"extractor", "head"}`` of one client.
     opt_head, opt_ext: the client's persistent optimizer states for the head
       and the extractor (``training.optimizer``).
-    view: the client's :class:`base.ClientView`.
+    view: the client's :class:`fedfrac.algorithms.contract.ClientView`.
     key: client key for this round (split into one key per phase).
     lr: learning rate of the round.
     head_epochs, extractor_epochs: E_h, E_e (static ints).
@@ -207,7 +207,7 @@ def initial_models(model, key, params0, num_clients, per_client):
       k_model, k_torch = jax.random.split(k)
       return torch_style_init(model.init(k_model), k_torch)
     return jax.vmap(one)(jax.random.split(key, num_clients))
-  return base.stack_for_clients(params0, num_clients)
+  return trees.stack_for_clients(params0, num_clients)
 
 
 def stacked_init(optimizer, stacked_params):

@@ -1,14 +1,17 @@
 """FO-RI-FedAvg and its reductions RI-FedAvg (α = 1) and FO-FedAvg (λ = 0).
 
 Fractional Order FL for BEV energy consumption modelling (Partohaghighi, Marcia,
-West, Chen), DESIGN §3.2. Each local step of client k in round t:
+West, Chen), docs/design.md §3.2. Each local step of client k in round t:
 
-  g̃ = g + λ_t · r(I_k) · (w − w_t)                      proximal pull
-  p = clip((|w_h − w_{h−1}| + δ)^(1−α) / Γ(2−α), p_min, p_max),   p_0 = 1
-  p ← p / (1 + β_κ κ_k)                                  optional spectral gate
-  w ← w − η_t (g̃ ⊙ p)
+  g̃ = g + λ_t · r(I_k) · (w − w_t)                      proximal pull (Eq. 22)
+  p = (|w_h − w_{h−1}| + δ)^(1−α) / Γ(2−α)              preconditioner (Eq. 10)
+  p ← p / (1 + β_κ κ_k)                                 optional spectral gate (Eq. 24)
+  p ← clip(p, p_min, p_max)                             optional clip (Eq. 12)
+  w ← w − η_t (g̃ ⊙ p)                                   (Eq. 23)
 
-as the optax chain ``proximal → fractional(elementwise) → gate → client
+for local steps h ≥ 1; step 0 is plain proximal SGD, p_0 = 1, neither gated nor
+clipped (Alg. 1 l.15–18). The order preconditioner → gate → clip is Alg. 1
+l.22–26. As optax: ``proximal → fractional(elementwise, gated) → client
 optimizer`` (the client optimizer is unit-rate SGD in the paper; its output is
 scaled by the round's η_t). The server is FedAvg.
 
@@ -18,9 +21,13 @@ Schedules. η_t is the run's client learning-rate schedule: the paper's
 or λ/sqrt(t+1) (``"inv_sqrt"``).
 
 Roughness index I_k (BEV Eqs. 13–18, :func:`fedfrac.ops.roughness_index`):
-probed at the global model w_t on a fixed probe batch (the client's first
-``probe_batch`` samples), with M = ``num_directions`` directions and m + 1 =
-``grid`` + 1 points in [−ℓ, ℓ]. A client probes on its 1st, (R+1)-th,
+probed at the global model w_t on a probe batch b_probe^k of ``probe_batch``
+samples drawn at random, without replacement, from the client's data with the
+client's key of the round (Alg. 1 l.8, :func:`probe_rows`), with M =
+``num_directions`` directions and m + 1 = ``grid`` + 1 points in [−ℓ, ℓ]. §II-C
+calls b_probe^k "fixed" while Alg. 1 l.8 samples it inside the round loop; we
+read "fixed" as one batch for all M·(m+1) losses of a probe and draw a new batch
+at every probe, as Alg. 1 does. A client probes on its 1st, (R+1)-th,
 (2R+1)-th, ... participation (R = ``probe_every``) and reuses the stored I_k in
 between; the client state holds ``roughness [K]``, ``participations [K]`` and
 ``probes [K]``. The probe runs in the ``prepare_cohort`` hook, outside the
@@ -33,9 +40,16 @@ Response r(I): ``"saturating"`` I/(I + τ_I) (default) or ``"clip"``
 clip(I, I_min, I_max).
 
 Spectral gate (β_κ > 0): κ_k = ‖W‖₂/(‖W‖_F + ε_F) (BEV Eq. 19) of the head's
-kernel (the last linear layer) of the client's current iterate, recomputed every
-local step with ``spectral_iters`` power iterations (default 200: 10, as in
-DESIGN §3.2, leaves errors of ~1e-2 on random layers).
+kernel (the last linear layer) of the round's global model w_t, computed once per
+round before local training (Alg. 1 l.11) and constant over the local steps; the
+factor 1/(1 + β_κ κ_k) multiplies p on steps h ≥ 1 before the clip
+(:func:`spectral_gate_factor`). Since all clients start from w_t, κ_k is the same
+for every client of a round. ‖W‖₂ comes from ``spectral_iters`` power iterations
+(default 200, more than the "e.g. 10" of §IV-P: at 10 the gate factor is off by
+~0.2 % median and up to ~6 % on random 32×10 – 128×10 layers; now that κ is
+computed once per round the extra iterations cost nothing measurable). A head
+with one output (the BEV regressors' ``[H, 1]`` kernel) has rank one, so κ = 1
+(up to ε_F) and the gate is the constant 1/(1 + β_κ).
 
 Probing: ``probe="auto"`` probes iff λ may be non-zero; ``"on"`` also probes
 with λ = 0 (to record roughness diagnostics for FO-FedAvg); ``"off"`` needs
@@ -60,85 +74,78 @@ import optax
 from jax import lax
 
 from fedfrac import metrics as metrics_lib
-from fedfrac.algorithms import base
+from fedfrac._validation import concrete_scalar
+from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 from fedfrac.algorithms import server
 from fedfrac.algorithms.fofedavg import alpha_in_range, check_alpha
 from fedfrac.ops.roughness import roughness_index
 from fedfrac.ops.spectral import spectral_flatness
-from fedfrac.optim.fractional import fractional, fractional_set_reference
+from fedfrac.optim.fractional import fractional, fractional_set_gate
 from fedfrac.optim.proximal import proximal, proximal_set_reference
 
-# config.server (median / trimmed mean / Krum) replaces the server's mean.
-ROBUST_AGGREGATION = True
 
 PROBE_KEY_TAG = 0x50524F42   # fold_in tag of the probe directions' key
+PROBE_BATCH_TAG = 0x50424154  # fold_in tag of the probe batch's key
 PROBE_SAMPLES_PER_CHUNK = 16384
-
-
-def positive_int(v):
-  return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
-def non_negative_int(v):
-  return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def _check_options(hp):
   message = check_alpha(hp)
   if message:
     return message
-  lo, hi = base.concrete(hp["p_min"]), base.concrete(hp["p_max"])
+  lo, hi = concrete_scalar(hp["p_min"]), concrete_scalar(hp["p_max"])
   if lo is not None and hi is not None and lo > 0 and hi > 0 and lo > hi:
     return f"p_min={hp['p_min']!r}: must be <= p_max={hp['p_max']!r}"
-  lo, hi = base.concrete(hp["i_min"]), base.concrete(hp["i_max"])
+  lo, hi = concrete_scalar(hp["i_min"]), concrete_scalar(hp["i_max"])
   if lo is not None and hi is not None and lo > hi:
     return f"i_min={hp['i_min']!r}: must be <= i_max={hp['i_max']!r}"
-  lam = base.concrete(hp["lam"])
+  lam = concrete_scalar(hp["lam"])
   if hp["probe"] == "off" and lam is not None and lam > 0:
     return (f"probe='off': the roughness-informed pull needs I_k; set lam=0 "
             f"(got lam={hp['lam']!r}) or probe='auto'")
   return None
 
 
-HPARAMS = base.HParams({
-    "alpha": base.HParam(0.8, alpha_in_range,
-                         "fractional order; must be in (0, 1], or (0, 2) with "
-                         "allow_heuristic_alpha=True"),
-    "delta": base.HParam(1e-6, base.positive, "must be > 0"),
-    "p_min": base.HParam(0.2, base.non_negative,
-                         "lower clip of the preconditioner; must be >= 0 (0 = none)"),
-    "p_max": base.HParam(5.0, base.non_negative,
-                         "upper clip of the preconditioner; must be >= 0 (0 = none)"),
-    "allow_heuristic_alpha": base.HParam(False, base.boolean, "must be True or False"),
-    "lam": base.HParam(0.1, base.non_negative, "proximal strength λ; must be >= 0"),
-    "lam_schedule": base.HParam("constant", base.one_of("constant", "inv_sqrt"),
-                                "allowed values are 'constant', 'inv_sqrt'"),
-    "response": base.HParam("saturating", base.one_of("saturating", "clip"),
-                            "allowed values are 'saturating', 'clip'"),
-    "tau_i": base.HParam(1.0, base.positive, "saturation constant τ_I; must be > 0"),
-    "i_min": base.HParam(0.0, base.non_negative, "must be >= 0"),
-    "i_max": base.HParam(1.0, base.non_negative, "must be >= 0"),
-    "probe": base.HParam("auto", base.one_of("auto", "on", "off"),
-                         "allowed values are 'auto', 'on', 'off'"),
-    "probe_every": base.HParam(5, positive_int, "R_probe; must be an integer >= 1"),
-    "num_directions": base.HParam(10, positive_int, "M; must be an integer >= 1"),
-    "grid": base.HParam(100, positive_int, "m; must be an integer >= 1"),
-    "radius": base.HParam(0.01, base.positive, "ℓ; must be > 0"),
-    "probe_batch": base.HParam(128, positive_int, "B_probe; must be an integer >= 1"),
-    "probe_chunk": base.HParam(0, non_negative_int,
-                               "losses per batched chunk; integer >= 0 (0 = auto)"),
-    "eps_a": base.HParam(1e-8, base.non_negative, "must be >= 0"),
-    "eps_t": base.HParam(1e-8, base.non_negative, "must be >= 0"),
-    "beta_kappa": base.HParam(0.0, base.non_negative, "spectral gate β_κ; must be >= 0"),
-    "spectral_iters": base.HParam(200, positive_int, "must be an integer >= 1"),
-    "eps_f": base.HParam(1e-8, base.non_negative, "must be >= 0"),
-    "server_lr": base.HParam(1.0, base.positive, "server learning rate; must be > 0"),
-    "diagnostics": base.HParam(True, base.boolean, "must be True or False"),
+HPARAMS = schema.HParamSchema({
+    "alpha": schema.HParam(0.8, alpha_in_range,
+                           "fractional order; must be in (0, 1], or (0, 2) with "
+                           "allow_heuristic_alpha=True"),
+    "delta": schema.HParam(1e-6, schema.positive, "must be > 0"),
+    "p_min": schema.HParam(0.2, schema.non_negative,
+                           "lower clip of the preconditioner; must be >= 0 (0 = none)"),
+    "p_max": schema.HParam(5.0, schema.non_negative,
+                           "upper clip of the preconditioner; must be >= 0 (0 = none)"),
+    "allow_heuristic_alpha": schema.HParam(False, schema.boolean, "must be True or False"),
+    "lam": schema.HParam(0.1, schema.non_negative, "proximal strength λ; must be >= 0"),
+    "lam_schedule": schema.HParam("constant", schema.one_of("constant", "inv_sqrt"),
+                                  "allowed values are 'constant', 'inv_sqrt'"),
+    "response": schema.HParam("saturating", schema.one_of("saturating", "clip"),
+                              "allowed values are 'saturating', 'clip'"),
+    "tau_i": schema.HParam(1.0, schema.positive, "saturation constant τ_I; must be > 0"),
+    "i_min": schema.HParam(0.0, schema.non_negative, "must be >= 0"),
+    "i_max": schema.HParam(1.0, schema.non_negative, "must be >= 0"),
+    "probe": schema.HParam("auto", schema.one_of("auto", "on", "off"),
+                           "allowed values are 'auto', 'on', 'off'"),
+    "probe_every": schema.HParam(5, schema.positive_int, "R_probe; must be an integer >= 1"),
+    "num_directions": schema.HParam(10, schema.positive_int, "M; must be an integer >= 1"),
+    "grid": schema.HParam(100, schema.positive_int, "m; must be an integer >= 1"),
+    "radius": schema.HParam(0.01, schema.positive, "ℓ; must be > 0"),
+    "probe_batch": schema.HParam(128, schema.positive_int, "B_probe; must be an integer >= 1"),
+    "probe_chunk": schema.HParam(0, schema.non_negative_int,
+                                 "losses per batched chunk; integer >= 0 (0 = auto)"),
+    "eps_a": schema.HParam(1e-8, schema.non_negative, "must be >= 0"),
+    "eps_t": schema.HParam(1e-8, schema.non_negative, "must be >= 0"),
+    "beta_kappa": schema.HParam(0.0, schema.non_negative, "spectral gate β_κ; must be >= 0"),
+    "spectral_iters": schema.HParam(200, schema.positive_int, "must be an integer >= 1"),
+    "eps_f": schema.HParam(1e-8, schema.non_negative, "must be >= 0"),
+    "server_lr": schema.HParam(1.0, schema.positive, "server learning rate; must be > 0"),
+    "diagnostics": schema.HParam(True, schema.boolean, "must be True or False"),
 }, checks=(_check_options,))
 
 
 def response(index, kind="saturating", tau=1.0, i_min=0.0, i_max=1.0):
-  """r(I): ``saturating`` I/(I + τ_I) or ``clip`` clip(I, I_min, I_max) (DESIGN §3.2)."""
+  """r(I): ``saturating`` I/(I + τ_I) (BEV paper Eq. 21) or ``clip``
+  clip(I, I_min, I_max) (docs/design.md §3.2)."""
   if kind == "saturating":
     return index / (index + tau)  # r(I) = I/(I+τ_I)
   if kind == "clip":
@@ -156,41 +163,60 @@ def head_kernel(params):
   return mats[-1]
 
 
-def spectral_gate(beta, num_iters=200, eps=1e-8, select=head_kernel
-                  ) -> optax.GradientTransformation:
-  """Scale updates by 1/(1 + β κ), κ the spectral flatness of ``select(params)``.
+def spectral_gate_factor(params, beta, num_iters=10, eps=1e-8, select=head_kernel):
+  """1/(1 + β_κ κ_k) with κ_k = ‖W(w_t)‖₂/(‖W(w_t)‖_F + ε_F) (BEV paper Eqs. 19
+  and 24), scalar ``[]``.
 
-  Stateless; ``update`` needs ``params`` (the current iterate).
+  ``params`` is the round's global model w_t (Alg. 1 l.11): the factor is
+  computed once per round, before local training, and is constant over the
+  local steps. Since every client of S_t starts from the same w_t, κ_k is the
+  same for all of them (the paper indexes it by k; Alg. 1 l.11 computes it on
+  W(w_t)). ``num_iters`` power iterations estimate ‖W‖₂
+  (:func:`fedfrac.ops.spectral.spectral_flatness`).
   """
-  def init_fn(params):
-    del params
-    return optax.EmptyState()
+  kappa = spectral_flatness(select(params), num_iters, eps)  # κ_k, Eq. 19
+  return 1.0 / (1.0 + beta * kappa)  # the factor of Eq. 24
 
-  def update_fn(updates, state, params=None):
-    if params is None:
-      raise ValueError("spectral_gate: update(updates, state, params) needs params")
-    kappa = spectral_flatness(select(params), num_iters, eps)  # κ_k (BEV Eq. 19)
-    scale = 1.0 / (1.0 + beta * kappa)  # p ← p / (1 + β_κ κ_k)
-    return jax.tree.map(lambda g: g * scale.astype(g.dtype), updates), state
 
-  return optax.GradientTransformation(init_fn, update_fn)
+def probe_rows(key, index, size, batch):
+  """Rows of b_probe^k (BEV Alg. 1 l.8): ``batch`` samples drawn uniformly without
+  replacement from the client's ``size`` valid rows ``index[:size]``.
+
+  Args:
+    key: the client's key of the round (a fresh batch at every probe).
+    index: ``[N_max]`` int row ids of the client's samples (padded).
+    size: number of valid entries of ``index`` (may be traced).
+    batch: B_probe (static).
+  Returns:
+    ``(rows [batch] int, valid [batch] bool)``; when ``size < batch`` all valid
+    rows come first and the padding slots are masked.
+  """
+  n_max = index.shape[0]
+  scores = jax.random.uniform(key, (n_max,)) + jnp.where(jnp.arange(n_max) < size,
+                                                          0.0, 2.0)
+  if batch <= n_max:
+    pos = jnp.argsort(scores)[:batch]
+  else:
+    pos = jnp.concatenate([jnp.argsort(scores),
+                           jnp.full((batch - n_max,), n_max - 1, jnp.int32)])
+  return index[pos], jnp.arange(batch) < size
 
 
 def _bound(v):
   """Clip bound: None when concretely 0 (no clipping), else the (maybe traced) value."""
-  c = base.concrete(v)
+  c = concrete_scalar(v)
   return None if c is not None and c == 0 else v
 
 
 def _may_be_nonzero(v):
-  c = base.concrete(v)
+  c = concrete_scalar(v)
   return c is None or c != 0
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
   model, task = ctx.model, ctx.task
-  loss_fn = base.supervised_loss(model, task)
+  loss_fn = tasks.supervised_loss(model, task)
   alpha, delta = hp["alpha"], hp["delta"]
   p_min, p_max = _bound(hp["p_min"]), _bound(hp["p_max"])
   lam, beta = hp["lam"], hp["beta_kappa"]
@@ -202,9 +228,6 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   chunk = hp["probe_chunk"] or max(1, PROBE_SAMPLES_PER_CHUNK // probe_b)
   chunk = None if chunk >= num_dirs * (grid + 1) else chunk
   server_lr = hp["server_lr"]
-  # Validate the concrete options once (traced grid values are checked upstream).
-  fractional(alpha, delta, "elementwise", "step", p_min, p_max,
-                  allow_heuristic_alpha=hp["allow_heuristic_alpha"])
   if use_gate:
     shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0))
     head_kernel(shapes)
@@ -213,26 +236,26 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     parts = []
     if use_prox:
       parts.append(proximal(0.0))   # coefficient set per round
+    # preconditioner → gate → clip (Alg. 1 l.22–26) inside one transformation;
+    # step 0 has p = 1: neither gated nor clipped (Alg. 1 l.15–18).
     parts.append(fractional(alpha, delta, "elementwise", "step", p_min, p_max,
-                                 allow_heuristic_alpha=True))
-    if use_gate:
-      parts.append(spectral_gate(beta, hp["spectral_iters"], hp["eps_f"]))
+                            allow_heuristic_alpha=True, gated=use_gate))
     parts.append(training.optimizer)
     return optax.chain(*parts)
 
   def probe_loss(params, batch):
     x, y, valid = batch
-    return base.masked_mean(task.example_loss(model.apply(params, x), y), valid)
+    return tasks.masked_mean(task.example_loss(model.apply(params, x), y), valid)
 
-  def probe_batch(x, y, index, size):
-    """The client's fixed probe batch: its first B_probe samples (masked)."""
-    pos = jnp.minimum(jnp.arange(probe_b), index.shape[0] - 1)
-    rows = index[pos]
-    return x[rows], y[rows], jnp.arange(probe_b) < size
+  def probe_batch(x, y, index, size, key):
+    """b_probe^k: B_probe samples drawn from the client's data (Alg. 1 l.8)."""
+    rows, valid = probe_rows(jax.random.fold_in(key, PROBE_BATCH_TAG), index, size,
+                             probe_b)
+    return x[rows], y[rows], valid
 
   def probe(params, x, y, index, size, key):
     """I_k at ``params`` (BEV Eqs. 13–18), scalar."""
-    return roughness_index(probe_loss, params, probe_batch(x, y, index, size),
+    return roughness_index(probe_loss, params, probe_batch(x, y, index, size, key),
                            jax.random.fold_in(key, PROBE_KEY_TAG), num_dirs,
                            hp["radius"], grid, hp["eps_a"], hp["eps_t"], chunk)
 
@@ -261,6 +284,10 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     lr = training.lr_schedule(round_index)  # η_t
     tx = client_optimizer()
     opt_state = tx.init(payload)
+    if use_gate:
+      # κ_k once per round on W(w_t) (Alg. 1 l.11), constant over the local steps.
+      opt_state = fractional_set_gate(opt_state, spectral_gate_factor(
+          payload, beta, hp["spectral_iters"], hp["eps_f"]))
     index = client_state["roughness"]
     coef = None
     if use_prox:
@@ -269,10 +296,10 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
       coef = lam_t * response(index, hp["response"], hp["tau_i"], hp["i_min"],
                               hp["i_max"])   # λ_t · r(I_k)
       opt_state = proximal_set_reference(opt_state, payload, coef)
-    params, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
-                                          training, optimizer=tx)
-    delta = base.tree_sub(params, payload)
-    metrics["drift"] = base.tree_norm(delta)  # ‖Δ_t^k‖₂ (Eq. 36)
+    params, _, metrics = local_training.local_train(payload, opt_state, view, key, lr,
+                                                    loss_fn, training, optimizer=tx)
+    delta = trees.tree_sub(params, payload)
+    metrics["drift"] = trees.tree_norm(delta)  # ‖Δ_t^k‖₂ (Eq. 36)
     if probing:
       metrics["roughness"] = index
       metrics["probed"] = (client_state["participations"] % every == 0).astype(jnp.float32)
@@ -294,7 +321,21 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
             client_metrics["roughness"], client_metrics["drift"], mask))
       return out
 
-  return base.FedAlgorithm("fo_ri_fedavg", init, base.broadcast_params,
-                           client_update, aggregate, base.eval_global_params,
-                           prepare_cohort=prepare_cohort if probing else None,
-                           cohort_metrics=cohort_metrics)
+  return contract.FedAlgorithm("fo_ri_fedavg", init, contract.broadcast_params,
+                           client_update, aggregate, contract.eval_global_params,
+                               prepare_cohort=prepare_cohort if probing else None,
+                               cohort_metrics=cohort_metrics)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "fo_ri_fedavg", build, HPARAMS,
+        "FO-RI-FedAvg: fractional order + roughness-informed proximal pull",
+        robust_aggregation=True),
+    contract.AlgorithmEntry(
+        "ri_fedavg", build, HPARAMS.with_defaults(alpha=1.0),
+        "RI-FedAvg: FO-RI-FedAvg with alpha = 1", robust_aggregation=True),
+    contract.AlgorithmEntry(
+        "fo_fedavg", build, HPARAMS.with_defaults(lam=0.0),
+        "FO-FedAvg: FO-RI-FedAvg with lam = 0", robust_aggregation=True),
+)

@@ -1,6 +1,6 @@
-"""FOFedAvg: FedAvg with fractional-order SGD (FOSGD) clients (DESIGN §3.1).
+"""FOFedAvg: FedAvg with fractional-order SGD (FOSGD) clients (docs/design.md §3.1).
 
-Client step (FOSGD, Partohaghighi, Marcia, Chen):
+Client step (FOSGD, Partohaghighi, Marcia, Chen; FOFedAvg paper Eqs. 8–9):
 
   w ← w − μ_t · s · g,   s = (‖w_cur − w_prev‖₂ + δ)^(1−α) / Γ(2−α)
 
@@ -17,7 +17,7 @@ FedAvg bit for bit.) The fractional factor multiplies the gradient before the
 configured client optimizer; with ``client.optimizer="sgd"`` (the paper) the
 step is exactly the FOSGD step above.
 
-Rules (paper Alg. 2 and DESIGN §3.1):
+Rules (paper Alg. 2 and docs/design.md §3.1):
 
 * round 0 is plain SGD (s = 1 on every step);
 * ``memory="step"``: w_prev is the previous local iterate; the first local
@@ -29,6 +29,10 @@ Rules (paper Alg. 2 and DESIGN §3.1):
 * α ∈ (0, 1]; α ∈ (1, 2) only with ``allow_heuristic_alpha=True``; δ > 0.
   α = 1 gives s = 1 exactly (FedAvg with the same schedule).
 
+Client metric ``fractional_factor``: the mean over the client's local steps
+(those with a w_prev) of the factor s (Eq. 8), so μ_t · s is the effective step;
+the round reports its weighted mean over the cohort as ``train_fractional_factor``.
+
 Per-round diagnostics (``diagnostics=True``): client metric ``drift`` =
 ‖Δ_t^k‖₂ and server metrics ``drift_mean`` / ``drift_cv`` (BEV paper
 Eqs. 36–38; see :mod:`fedfrac.metrics`).
@@ -39,51 +43,42 @@ import jax.numpy as jnp
 import optax
 
 from fedfrac import metrics as metrics_lib
-from fedfrac.algorithms import base
+from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 from fedfrac.algorithms import server
-from fedfrac.optim.fractional import fractional, fractional_set_reference
-
-# config.server (median / trimmed mean / Krum) replaces the server's mean.
-ROBUST_AGGREGATION = True
+from fedfrac.optim.fractional import (alpha_range_error, fractional,
+                                      fractional_mean_factor, fractional_set_reference)
 
 
 def alpha_in_range(v):
-  """Per-key range check of α (the (0, 1] vs (0, 2) choice is a cross-check)."""
-  return base.positive(v) and v < 2
+  """Per-key check of α: a number in the widest range, (0, 2) (whether α > 1 is
+  allowed depends on ``allow_heuristic_alpha``: :func:`check_alpha`)."""
+  return schema.is_number(v) and alpha_range_error(v, allow_heuristic_alpha=True) is None
 
 
 def check_alpha(hp):
-  """α > 1 needs ``allow_heuristic_alpha=True`` (the paper's α = 1.5 ablation)."""
-  alpha = hp["alpha"]
-  if base._is_traced(alpha) or hp["allow_heuristic_alpha"]:
-    return None
-  if float(alpha) > 1.0:
-    return (f"alpha={alpha!r}: must be in (0, 1]; values in (1, 2) need "
-            "allow_heuristic_alpha=True")
-  return None
+  """α's range given ``allow_heuristic_alpha`` (``optim.fractional.alpha_range_error``)."""
+  message = alpha_range_error(hp["alpha"], hp["allow_heuristic_alpha"])
+  return f"alpha={hp['alpha']!r}: {message}" if message else None
 
 
-HPARAMS = base.HParams({
-    "alpha": base.HParam(0.97, alpha_in_range,
-                         "fractional order; must be in (0, 1], or (0, 2) with "
-                         "allow_heuristic_alpha=True"),
-    "delta": base.HParam(1e-5, base.positive, "must be > 0"),
-    "memory": base.HParam("step", base.one_of("step", "round"),
-                          "allowed values are 'step', 'round'"),
-    "allow_heuristic_alpha": base.HParam(False, base.boolean, "must be True or False"),
-    "server_lr": base.HParam(1.0, base.positive, "server learning rate; must be > 0"),
-    "diagnostics": base.HParam(True, base.boolean, "must be True or False"),
+HPARAMS = schema.HParamSchema({
+    "alpha": schema.HParam(0.97, alpha_in_range,
+                           "fractional order; must be in (0, 1], or (0, 2) with "
+                           "allow_heuristic_alpha=True"),
+    "delta": schema.HParam(1e-5, schema.positive, "must be > 0"),
+    "memory": schema.HParam("step", schema.one_of("step", "round"),
+                            "allowed values are 'step', 'round'"),
+    "allow_heuristic_alpha": schema.HParam(False, schema.boolean, "must be True or False"),
+    "server_lr": schema.HParam(1.0, schema.positive, "server learning rate; must be > 0"),
+    "diagnostics": schema.HParam(True, schema.boolean, "must be True or False"),
 }, checks=(check_alpha,))
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
-  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   alpha, delta, memory = hp["alpha"], hp["delta"], hp["memory"]
-  heuristic = hp["allow_heuristic_alpha"]
   server_lr = hp["server_lr"]
-  # Validate concrete α, δ once here (a traced grid value is checked upstream).
-  fractional(alpha, delta, "scalar", memory, allow_heuristic_alpha=heuristic)
 
   def client_optimizer(round_index):
     # Round 0 is plain SGD (paper Alg. 2): α_eff = 1 makes s = 1 exactly.
@@ -96,7 +91,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     del key, data_info
     clients = None
     if memory == "round":
-      clients = {"last_params": base.stack_for_clients(params0, num_clients),
+      clients = {"last_params": trees.stack_for_clients(params0, num_clients),
                  "has_participated": jnp.zeros((num_clients,), bool)}
     return {"params": params0}, clients
 
@@ -108,10 +103,13 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
       # w_prev = this client's parameters from its previous participation.
       opt_state = fractional_set_reference(
           opt_state, client_state["last_params"], client_state["has_participated"])
-    params, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
-                                          training, optimizer=tx)
-    delta = base.tree_sub(params, payload)
-    metrics["drift"] = base.tree_norm(delta)  # ‖Δ_t^k‖₂ (Eq. 36)
+    params, opt_state, metrics = local_training.local_train(
+        payload, opt_state, view, key, lr, loss_fn, training, optimizer=tx)
+    delta = trees.tree_sub(params, payload)
+    metrics["drift"] = trees.tree_norm(delta)  # ‖Δ_t^k‖₂ (Eq. 36)
+    # Mean s = (‖Δw‖₂+δ)^(1−α)/Γ(2−α) over the client's steps that had a w_prev
+    # (Eq. 8); the effective step is μ_t · s.
+    metrics["fractional_factor"] = fractional_mean_factor(opt_state)
     if memory == "round":
       client_state = {"last_params": params,
                       "has_participated": jnp.ones((), bool)}
@@ -126,6 +124,13 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
       del weights
       return metrics_lib.drift_stats_jnp(client_metrics["drift"], mask)
 
-  return base.FedAlgorithm("fofedavg", init, base.broadcast_params,
-                           client_update, aggregate, base.eval_global_params,
-                           cohort_metrics=cohort_metrics)
+  return contract.FedAlgorithm("fofedavg", init, contract.broadcast_params,
+                           client_update, aggregate, contract.eval_global_params,
+                               cohort_metrics=cohort_metrics)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "fofedavg", build, HPARAMS,
+        "FOFedAvg: FedAvg with fractional-order SGD clients", robust_aggregation=True),
+)

@@ -1,4 +1,4 @@
-"""Kuramoto-FedAvg (Muhebwa, Selialia, Anwar, Osman; arXiv:2505.19605; DESIGN §3.4).
+"""Kuramoto-FedAvg (Muhebwa, Selialia, Anwar, Osman; arXiv:2505.19605; docs/design.md §3.4).
 
 Clients run FedAvg local training (the configured optax client optimizer; the
 paper uses SGD with momentum 0.9) from the global model and upload their update
@@ -34,22 +34,22 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from fedfrac.algorithms import base
+from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 from fedfrac.ops import kuramoto
 
 WEIGHTINGS = kuramoto.WEIGHTINGS
 
-HPARAMS = {
-    "kappa0": base.HParam(0.1, base.non_negative,
-                          "initial coupling strength κ0; must be >= 0 "
-                          "(paper values 0.005, 0.1, 0.3)"),
-    "beta": base.HParam(0.01, base.non_negative,
-                        "decay rate β of κ_t = κ0·exp(−β t); must be >= 0"),
-    "weighting": base.HParam("coupled", base.one_of(*WEIGHTINGS),
-                             f"allowed values are {', '.join(WEIGHTINGS)}"),
-    "eps": base.HParam(1e-8, base.positive,
-                       "'paper' fallback threshold on |Σ_j sin(θ̄ − θ_j)|; must be > 0"),
-}
+HPARAMS = schema.HParamSchema({
+    "kappa0": schema.HParam(0.1, schema.non_negative,
+                            "initial coupling strength κ0; must be >= 0 "
+                            "(paper values 0.005, 0.1, 0.3)"),
+    "beta": schema.HParam(0.01, schema.non_negative,
+                          "decay rate β of κ_t = κ0·exp(−β t); must be >= 0"),
+    "weighting": schema.HParam("coupled", schema.one_of(*WEIGHTINGS),
+                               f"allowed values are {', '.join(WEIGHTINGS)}"),
+    "eps": schema.HParam(1e-8, schema.positive,
+                         "'paper' fallback threshold on |Σ_j sin(θ̄ − θ_j)|; must be > 0"),
+})
 
 
 def coupling(kappa0, beta, t):
@@ -58,9 +58,9 @@ def coupling(kappa0, beta, t):
   return jnp.asarray(kappa0, jnp.float32) * jnp.exp(-jnp.asarray(beta, jnp.float32) * t)
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
-  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   weighting = hp["weighting"]
   if weighting not in WEIGHTINGS:   # static: reject before tracing
     raise ValueError(f"weighting={weighting!r}: allowed values are {', '.join(WEIGHTINGS)}")
@@ -72,7 +72,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     return {"params": params0, "round": jnp.zeros((), jnp.int32)}, None
 
   def client_update(payload, client_state, view, key, round_index):
-    delta, metrics = base.local_delta(payload, view, key, round_index, loss_fn, training)
+    delta, metrics = local_training.local_delta(payload, view, key, round_index, loss_fn,
+                                                training)
     message = {"delta": delta}
     if with_phase:
       # φ_k: the client's mean local gradient norm (authors' code).
@@ -86,7 +87,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
         messages["delta"], weights, kappa, weighting, eps,
         phase_signal=messages.get("phase_signal"), mask=mask)
     # Kuramoto-FedAvg server step: w_{t+1} = w_t + (mode's combined update).
-    params = base.tree_add(server_state["params"], update)
+    params = trees.tree_add(server_state["params"], update)
     part = jnp.asarray(mask, bool)
     any_part = jnp.any(part)
     m = jnp.maximum(jnp.sum(part.astype(jnp.float32)), 1.0)
@@ -108,5 +109,12 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     server = {"params": params, "round": server_state["round"] + 1}
     return server, client_states, metrics
 
-  return base.FedAlgorithm("kuramoto_fedavg", init, base.broadcast_params,
-                           client_update, aggregate, base.eval_global_params)
+  return contract.FedAlgorithm("kuramoto_fedavg", init, contract.broadcast_params,
+                           client_update, aggregate, contract.eval_global_params)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "kuramoto_fedavg", build, HPARAMS,
+        "Kuramoto-FedAvg: phase-coupled weighting of client updates"),
+)

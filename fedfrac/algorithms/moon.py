@@ -34,23 +34,20 @@ import math
 import jax
 import jax.numpy as jnp
 
-from fedfrac.algorithms import base, server
+from fedfrac.algorithms import contract, local_training, schema, server, tasks, trees
 
 
 def _proj_dim(v):
   return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-# Updates are combined by server.combine_deltas: config.server selects the rule.
-ROBUST_AGGREGATION = True
-
-HPARAMS = {
-    "mu": base.HParam(1.0, base.non_negative, "contrastive weight μ; must be >= 0"),
-    "temperature": base.HParam(0.5, base.positive, "temperature τ; must be > 0"),
-    "proj_dim": base.HParam(64, _proj_dim,
-                            "projection output size; an integer >= 0 (0 = no projection "
+HPARAMS = schema.HParamSchema({
+    "mu": schema.HParam(1.0, schema.non_negative, "contrastive weight μ; must be >= 0"),
+    "temperature": schema.HParam(0.5, schema.positive, "temperature τ; must be > 0"),
+    "proj_dim": schema.HParam(64, _proj_dim,
+                              "projection output size; an integer >= 0 (0 = no projection "
                             "head, contrast the extractor features)"),
-}
+})
 
 
 def init_projection(key, feature_dim, proj_dim):
@@ -96,7 +93,7 @@ def representation_fn(model):
   return rep
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
   model, task = ctx.model, ctx.task
   mu, temperature, proj_dim = hp["mu"], hp["temperature"], hp["proj_dim"]
@@ -108,7 +105,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     feature_dim = jax.eval_shape(
         lambda p: model.apply(p, x, return_features=True), params0)[1].shape[-1]
     net = {"model": params0, "proj": init_projection(key, feature_dim, proj_dim)}
-    return {"params": net}, {"prev": base.stack_for_clients(net, num_clients)}
+    return {"params": net}, {"prev": trees.stack_for_clients(net, num_clients)}
 
   def broadcast(server_state):
     return server_state["params"]
@@ -122,25 +119,32 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
       out, z = rep(net, x, train=True, key=step_key)
       _, z_glob = rep(glob, x)
       _, z_prev = rep(prev, x)
-      sup = base.masked_mean(task.example_loss(out, y), mask)
-      con = base.masked_mean(contrastive_loss(z, z_glob, z_prev, temperature), mask)
+      sup = tasks.masked_mean(task.example_loss(out, y), mask)
+      con = tasks.masked_mean(contrastive_loss(z, z_glob, z_prev, temperature), mask)
       # ℓ = ℓ_sup + μ ℓ_con   (Li et al. 2021, local objective)
       return sup + mu * con, (sup, con)
 
     opt_state = training.optimizer.init(payload)
-    net, _, metrics = base.local_train(payload, opt_state, view, key, lr, loss_fn,
-                                       training)
-    delta = base.tree_sub(net, payload)
-    metrics["update_norm"] = base.tree_norm(delta)
+    net, _, metrics = local_training.local_train(payload, opt_state, view, key, lr,
+                                                 loss_fn, training)
+    delta = trees.tree_sub(net, payload)
+    metrics["update_norm"] = trees.tree_norm(delta)
     return delta, {"prev": net}, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
-    return {"params": base.tree_add(server_state["params"], mean_delta)}, client_states
+    return {"params": trees.tree_add(server_state["params"], mean_delta)}, client_states
 
   def eval_params(server_state, client_state):
     del client_state
     return server_state["params"]["model"]
 
-  return base.FedAlgorithm("moon", init, broadcast, client_update, aggregate,
-                           eval_params)
+  return contract.FedAlgorithm("moon", init, broadcast, client_update, aggregate,
+                               eval_params)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "moon", build, HPARAMS,
+        "MOON: model-contrastive local learning", robust_aggregation=True),
+)

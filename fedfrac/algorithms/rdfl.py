@@ -7,7 +7,7 @@ reset, never sent), then every model is mixed with its two ring neighbours from
 a snapshot: θ_i ← γθ_i + (1−γ)(θ_L + θ_R)/2 — one N×N matrix
 (:func:`fedfrac.ops.ring.mixing_matrix_ring_uniform`) over the stacked models.
 
-``gamma=None`` picks γ by ``compat``: 0.5 in the paper (Table 4 / DESIGN §3.3);
+``gamma=None`` picks γ by ``compat``: 0.5 in the paper (Table 4 / docs/design.md §3.3);
 1.0 with ``compat="reference_code"``: the authors' runner
 (``fibfl/runner.py``, ``_RDFL_CFG``) passes ``gamma=1`` to a blend
 ``γ·own + (1−γ)·mean(L, R)``, so their RDFL never mixes (clients train alone),
@@ -21,19 +21,18 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from fedfrac.algorithms import base, firma
+from fedfrac.algorithms import contract, firma, local_training, schema, tasks
 from fedfrac.ops import ring
 
-FULL_PARTICIPATION = True
 
-HPARAMS = {
-    "gamma": base.HParam(None, lambda v: v is None or base.unit_interval(v),
-                         "self-retention γ; None (by compat) or in [0, 1]"),
+HPARAMS = schema.HParamSchema({
+    "gamma": schema.HParam(None, lambda v: v is None or schema.unit_interval(v),
+                           "self-retention γ; None (by compat) or in [0, 1]"),
     **firma.COMPAT_HPARAMS,
-}
+})
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training, model, task = ctx.training, ctx.model, ctx.task
   num_clients = ctx.data_info.num_clients
   if num_clients < 2:
@@ -41,7 +40,7 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   ref = hp["compat"] == "reference_code"
   gamma = hp["gamma"] if hp["gamma"] is not None else (1.0 if ref else 0.5)
   per_client = firma.per_client_init(hp)
-  loss_fn = base.supervised_loss(model, task)
+  loss_fn = tasks.supervised_loss(model, task)
   opt = training.optimizer
 
   def init(key, params0, n, data_info):
@@ -59,8 +58,9 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
   def client_update(payload, cs, view, key, round_index):
     del payload
     lr = training.lr_schedule(round_index)
-    params, opt_state, metrics = base.local_train(cs["params"], cs["opt"], view, key,
-                                                  lr, loss_fn, training)
+    params, opt_state, metrics = local_training.local_train(cs["params"], cs["opt"],
+                                                            view, key,
+                                                            lr, loss_fn, training)
     # What a client sends to each neighbour: its full model.
     return params, {"params": params, "opt": opt_state}, metrics
 
@@ -77,6 +77,14 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     del server_state
     return client_state["params"]
 
-  return base.FedAlgorithm("rdfl", init, broadcast, client_update, aggregate,
-                           eval_params, personalized=True,
-                           comm=firma.ring_communication(1))
+  return contract.FedAlgorithm("rdfl", init, broadcast, client_update, aggregate,
+                               eval_params, personalized=True,
+                               comm=firma.ring_communication(1))
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "rdfl", build, HPARAMS,
+        "RDFL: ring decentralised FL, uniform ring",
+        full_participation=True, decentralised=True),
+)

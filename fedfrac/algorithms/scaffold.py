@@ -35,16 +35,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fedfrac.algorithms import base
+from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 from fedfrac.ops import aggregate as agg
 
 WEIGHTINGS = ("samples", "uniform")
 
-HPARAMS = {
-    "server_lr": base.HParam(1.0, base.positive, "server learning rate η_g; must be > 0"),
-    "weighting": base.HParam("samples", base.one_of(*WEIGHTINGS),
-                             "allowed values are 'samples', 'uniform'"),
-}
+HPARAMS = schema.HParamSchema({
+    "server_lr": schema.HParam(1.0, schema.positive, "server learning rate η_g; must be > 0"),
+    "weighting": schema.HParam("samples", schema.one_of(*WEIGHTINGS),
+                               "allowed values are 'samples', 'uniform'"),
+})
 
 
 def cohort_weights(weights, mask, client_size, weighting):
@@ -66,17 +66,17 @@ def weighted_sum(stacked, q):
   return jax.tree.map(lambda x: jnp.tensordot(q.astype(x.dtype), x, axes=(0, 0)), stacked)
 
 
-def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
+def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
-  loss_fn = base.supervised_loss(ctx.model, ctx.task)
+  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   server_lr, weighting = hp["server_lr"], hp["weighting"]
   client_size = jnp.asarray(ctx.data_info.client_size)
 
   def init(key, params0, num_clients, data_info):
     del key, data_info
-    zeros = base.tree_zeros_like(params0)
+    zeros = trees.tree_zeros_like(params0)
     return ({"params": params0, "c": zeros},
-            {"c": base.stack_for_clients(zeros, num_clients)})
+            {"c": trees.stack_for_clients(zeros, num_clients)})
 
   def broadcast(server_state):
     return {"params": server_state["params"], "c": server_state["c"]}
@@ -92,8 +92,8 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
       return jax.tree.map(lambda g, ck, cs: g - ck + cs, grads, c_k, c)
 
     opt_state = training.optimizer.init(x)
-    y, _, metrics = base.local_train(x, opt_state, view, key, lr, loss_fn, training,
-                                     step_hook=corrected)
+    y, _, metrics = local_training.local_train(x, opt_state, view, key, lr, loss_fn,
+                                               training, step_hook=corrected)
     steps = metrics["steps"]
     scale = 1.0 / (jnp.maximum(steps, 1.0) * lr)
     # c_k⁺ = c_k − c + (x − y_k)/(K_k η)   (Alg. 1, option II)
@@ -101,10 +101,10 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     c_new = jax.tree.map(
         lambda ck, cs, a, b: jnp.where(steps > 0, ck - cs + (a - b) * scale, ck),
         c_k, c, x, y)
-    delta_y = base.tree_sub(y, x)
-    delta_c = base.tree_sub(c_new, c_k)
-    metrics["update_norm"] = base.tree_norm(delta_y)
-    metrics["control_norm"] = base.tree_norm(c_new)
+    delta_y = trees.tree_sub(y, x)
+    delta_c = trees.tree_sub(c_new, c_k)
+    metrics["update_norm"] = trees.tree_norm(delta_y)
+    metrics["control_norm"] = trees.tree_norm(c_new)
     return {"delta": delta_y, "delta_c": delta_c}, {"c": c_new}, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
@@ -112,10 +112,18 @@ def build(ctx: base.BuildContext, hp: dict) -> base.FedAlgorithm:
     p, q = cohort_weights(weights, mask, client_size, weighting)
     mean_delta = weighted_sum(messages["delta"], p)
     # x ← x + η_g Σ p_k Δy_k;  c ← c + Σ q_k Δc_k   (Alg. 1, server update)
-    params = base.tree_add(server_state["params"], base.tree_scale(mean_delta, server_lr))
-    c = base.tree_add(server_state["c"], weighted_sum(messages["delta_c"], q))
+    params = trees.tree_add(server_state["params"], trees.tree_scale(mean_delta,
+                                                                     server_lr))
+    c = trees.tree_add(server_state["c"], weighted_sum(messages["delta_c"], q))
     return ({"params": params, "c": c}, client_states,
-            {"control_norm": base.tree_norm(c)})
+            {"control_norm": trees.tree_norm(c)})
 
-  return base.FedAlgorithm("scaffold", init, broadcast, client_update, aggregate,
-                           base.eval_global_params)
+  return contract.FedAlgorithm("scaffold", init, broadcast, client_update, aggregate,
+                           contract.eval_global_params)
+
+
+ENTRIES = (
+    contract.AlgorithmEntry(
+        "scaffold", build, HPARAMS,
+        "SCAFFOLD: control variates correct client drift"),
+)

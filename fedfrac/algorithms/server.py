@@ -10,11 +10,11 @@ section ``server`` (``aggregator``, ``trim_beta``, ``num_byzantine``, ``multi``,
 overridable per method as ``methods.<label>.server``) and reaches the builder as
 ``BuildContext.aggregator`` (an :class:`AggregatorSpec`). With the default
 ``"mean"`` the result is exactly ``weighted_mean(messages, weights, mask)``.
-A module that calls it sets ``ROBUST_AGGREGATION = True`` so config validation
+A module that calls it registers with ``robust_aggregation=True`` so config validation
 lets that method run with a non-mean rule (others are refused with a clear
 error instead of silently ignoring the setting).
 
-Rules (DESIGN §3.5), over the participating rows of a stacked pytree ``[S, ...]``:
+Rules (docs/design.md §3.5), over the participating rows of a stacked pytree ``[S, ...]``:
 
   mean          Σ_k p_k Δ_k, p_k = n_k / Σ n_j           (McMahan et al. 2017)
   median        coordinate-wise median                     (Yin et al. 2018)
@@ -34,7 +34,7 @@ import math
 
 import jax
 
-from fedfrac.algorithms import base
+from fedfrac.algorithms import trees
 from fedfrac.ops import aggregate as agg
 
 AGGREGATORS = ("mean", "median", "trimmed_mean", "krum", "multi_krum")
@@ -138,6 +138,6 @@ def global_delta_aggregate(spec: AggregatorSpec | None, server_lr):
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     delta, info = combine_deltas(messages, weights, mask, key, spec)
-    params = base.tree_add(server_state["params"], base.tree_scale(delta, server_lr))
+    params = trees.tree_add(server_state["params"], trees.tree_scale(delta, server_lr))
     return {"params": params}, client_states, info
   return aggregate

@@ -325,8 +325,8 @@ def assemble_bev_data(trips: Sequence[Trip], vehicle_ids, vehicle_class,
       xs.append(x)
       ys.append(y)
       tclient.append(int(tr.client))
-  tclient = np.asarray(tclient, np.int64)
-  counts = np.bincount(tclient, weights=[len(y) for y in ys],
+  trip_client = np.asarray(tclient, np.int64)
+  counts = np.bincount(trip_client, weights=[len(y) for y in ys],
                        minlength=len(vehicle_ids)) if len(ys) else np.zeros(
                            len(vehicle_ids))
   keep = np.flatnonzero(counts >= min_windows)
@@ -336,8 +336,8 @@ def assemble_bev_data(trips: Sequence[Trip], vehicle_ids, vehicle_class,
   remap = -np.ones(len(vehicle_ids), np.int64)
   remap[keep] = np.arange(keep.size)
   hold_new = sorted(int(remap[h]) for h in holdout_clients if remap[h] >= 0)
-  kept_trips = [i for i, c in enumerate(tclient) if remap[c] >= 0]
-  new_client = remap[tclient[kept_trips]] if kept_trips else np.zeros(0, np.int64)
+  kept_trips = [i for i, c in enumerate(trip_client) if remap[c] >= 0]
+  new_client = remap[trip_client[kept_trips]] if kept_trips else np.zeros(0, np.int64)
   codes = split_trips(new_client, seed, fractions, hold_new)
   parts = {}
   for code, name in enumerate(SPLITS):

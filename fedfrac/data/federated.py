@@ -1,4 +1,4 @@
-"""FederatedData: flat arrays plus per-client index tables (DESIGN §2.2).
+"""FederatedData: flat arrays plus per-client index tables (docs/design.md §2.2).
 
 Client data is stored once (``x_train [N, ...]``, ``y_train [N]``); client k owns
 rows ``client_index[k, :client_size[k]]``. The table is padded to ``n_max`` with
@@ -16,7 +16,7 @@ import numpy as np
 
 import importlib
 partition_lib = importlib.import_module("fedfrac.data.partition")
-from fedfrac.data import sources
+from fedfrac.data import sources  # noqa: E402
 
 
 class DataInfo(NamedTuple):
@@ -195,13 +195,26 @@ def federate_bev(bev_data, eval_split: str = "test",
             "source": nb.meta.get("source", "bev")})
 
 
+# data.<key> -> keyword of the partition function (same name unless mapped).
 PARTITION_OPTIONS = {
     "iid": (),
     "dirichlet": ("alpha",),
     "shards": ("shards_per_client",),
-    "label_skew": ("classes_per_client", "min_client_size", "on_small"),
+    "label_skew": ("classes_per_client", "min_client_size", "on_small",
+                   ("label_skew_rule", "rule")),
+    "pathological": (("pathological_level", "level"),),
     "natural": (),
 }
+
+
+def partition_kwargs(data_cfg, scheme):
+  """The partition function's keyword arguments for ``scheme`` from ``data_cfg``."""
+  kwargs = {}
+  for entry in PARTITION_OPTIONS[scheme]:
+    key, name = entry if isinstance(entry, tuple) else (entry, entry)
+    if key in data_cfg:
+      kwargs[name] = data_cfg[key]
+  return kwargs
 
 
 def reference_code_parts(dataset: sources.Dataset, data_cfg, data_seed):
@@ -292,9 +305,10 @@ def build(data_cfg, seed) -> FederatedData:
   dataset = sources.load(data_cfg, data_seed)
   if data_cfg.get("compat", "paper") == "reference_code":
     train_parts, test_parts = reference_code_parts(dataset, data_cfg, data_seed)
-    return federate(dataset, train_parts, test_parts)
+    return with_validation(federate(dataset, train_parts, test_parts), data_cfg,
+                           data_seed)
   scheme = data_cfg.partition
-  kwargs = {k: data_cfg[k] for k in PARTITION_OPTIONS[scheme]}
+  kwargs = partition_kwargs(data_cfg, scheme)
   kwargs["min_size"] = data_cfg.min_size
   num_clients = data_cfg.num_clients
   if scheme == "natural":
@@ -320,4 +334,71 @@ def build(data_cfg, seed) -> FederatedData:
   else:
     counts = partition_lib.class_counts(dataset.y_train, train_parts, dataset.num_classes)
     test_parts = partition_lib.split_test_like_train(dataset.y_test, counts, data_seed + 1)
-  return federate(dataset, train_parts, test_parts)
+  return with_validation(federate(dataset, train_parts, test_parts), data_cfg, data_seed)
+
+
+def carve_validation(fed: FederatedData, fraction: float, seed: int,
+                     eval_split: str = "test") -> FederatedData:
+  """Split each client's train rows into train and validation (for tuning).
+
+  Client k keeps ``size_k − v_k`` rows for training and moves ``v_k`` rows, drawn
+  with ``seed``, to its validation split: ``v_k`` is ``fraction · size_k`` rounded
+  by largest remainder so that Σ v_k = round(fraction · Σ size_k) exactly (the
+  validation set has the same size for every seed, so seeds batch together), and
+  at most ``size_k − 1`` (``x_val`` = those rows, ``client_val_index``
+  their positions; class counts are recounted on what stays). The same seed
+  gives the same split whatever ``eval_split`` is, so a tuning run on ``"val"``
+  and the final run on ``"test"`` train on identical rows. ``eval_split="val"``
+  places the validation split in the test slot the engine evaluates (the test
+  set is then never seen); ``"test"`` keeps the test set there.
+  """
+  if not 0.0 < fraction < 1.0:
+    raise ValueError(f"data.validation_fraction={fraction!r}: must be in (0, 1) "
+                     f"to carve a validation split (0 = none)")
+  if eval_split not in ("test", "val"):
+    raise ValueError(f"data.eval_split={eval_split!r}: allowed values are 'test', 'val'")
+  rng = np.random.default_rng([int(seed), 7])
+  sizes = fed.client_size.astype(np.int64)
+  quota = fraction * sizes
+  counts_v = np.floor(quota).astype(np.int64)
+  extra = int(round(fraction * sizes.sum())) - int(counts_v.sum())
+  order = np.argsort(-(quota - counts_v), kind="stable")
+  counts_v[order[:max(extra, 0)]] += 1
+  counts_v = np.minimum(counts_v, np.maximum(sizes - 1, 0))
+  train_parts, val_rows = [], []
+  for k in range(fed.num_clients):
+    rows = fed.client_index[k, :fed.client_size[k]]
+    rows = rows[rng.permutation(rows.size)]
+    v = int(counts_v[k])
+    val_rows.append(np.sort(rows[:v]))
+    train_parts.append(np.sort(rows[v:]))
+  offsets = np.cumsum([0] + [r.size for r in val_rows])
+  val_parts = [np.arange(offsets[k], offsets[k + 1]) for k in range(fed.num_clients)]
+  all_val = np.concatenate(val_rows) if val_rows else np.zeros((0,), np.int64)
+  x_val, y_val = fed.x_train[all_val], fed.y_train[all_val]
+  client_index, client_size = index_table(train_parts)
+  val_index, val_size = index_table(val_parts)
+  counts = (partition_lib.class_counts(fed.y_train, train_parts, fed.num_classes)
+            if fed.task == "classification" else fed.class_counts)
+  out = dataclasses.replace(fed, client_index=client_index, client_size=client_size,
+                            class_counts=counts, x_val=x_val, y_val=y_val,
+                            client_val_index=val_index, client_val_size=val_size,
+                            meta=dict(fed.meta, eval_split=eval_split))
+  if eval_split == "val":
+    out = dataclasses.replace(out, x_test=x_val, y_test=y_val,
+                              client_test_index=val_index, client_test_size=val_size,
+                              y_test_scale=None, y_test_center=None)
+  return out
+
+
+def with_validation(fed: FederatedData, data_cfg, data_seed) -> FederatedData:
+  """``fed`` with the validation split of ``data.validation_fraction`` (0 = none,
+  ``fed`` unchanged) evaluated per ``data.eval_split``."""
+  fraction = data_cfg.get("validation_fraction", 0.0)
+  eval_split = data_cfg.get("eval_split", "test")
+  if not fraction:
+    if eval_split != "test":
+      raise ValueError(f"data.eval_split={eval_split!r}: needs "
+                       f"data.validation_fraction > 0")
+    return fed
+  return carve_validation(fed, float(fraction), data_seed, eval_split)

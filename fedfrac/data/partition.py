@@ -5,22 +5,36 @@ whose union is a subset of ``range(len(labels))`` with no index in two clients, 
 guarantees each client at least ``min_size`` samples — an impossible request raises
 ``ValueError`` instead of producing empty clients.
 
-Schemes (DESIGN §4):
+Schemes (docs/design.md §4):
   iid            uniform random split into near-equal parts.
   dirichlet      per class c, proportions over clients ~ Dir(alpha * 1_K).
   shards         sort by label, cut into K*s equal shards, deal s shards per client
                  without replacement (McMahan et al. 2017; Kuramoto-FedAvg).
-  label_skew     the FIRMA authors' rule with K primary and K+1 secondary classes.
+  label_skew     FIRMA §3.5: K primary, K+1 secondary and 3 % minority classes per
+                 client (``rule="paper"``, default) or the authors' greedy rule
+                 (``rule="reference_code"``).
+  pathological   the FOFedAvg appendix's mild / moderate / severe shard settings.
   natural        clients given by group ids (writer, vehicle, ...).
 """
 from __future__ import annotations
 
+import sys
+import types
 import warnings
 from typing import Sequence
 
 import numpy as np
 
-SCHEMES = ("iid", "dirichlet", "shards", "label_skew", "natural")
+# data.partition -> one line for ``--list`` (the registry of partition schemes).
+SCHEME_DESCRIPTIONS = {
+    "iid": "uniformly random split",
+    "dirichlet": "per-class client proportions ~ Dirichlet(data.alpha)",
+    "shards": "label-sorted shards, data.shards_per_client per client",
+    "label_skew": "data.classes_per_client primary classes per client (FIRMA §3.5)",
+    "pathological": "FOFedAvg shard non-IID, data.pathological_level mild/moderate/severe",
+    "natural": "the source's own clients (e.g. one per vehicle)",
+}
+SCHEMES = tuple(SCHEME_DESCRIPTIONS)
 
 
 def _check_labels(labels) -> np.ndarray:
@@ -30,6 +44,32 @@ def _check_labels(labels) -> np.ndarray:
   if labels.size == 0:
     raise ValueError("labels: empty array; nothing to partition")
   return labels
+
+
+def _check_class_labels(labels) -> np.ndarray:
+  """``labels`` as int64 class ids; raises unless they are non-negative integers
+  (integer dtype, or floats with integral values)."""
+  labels = _check_labels(labels)
+  if labels.dtype.kind in "iub":
+    out = labels.astype(np.int64)
+  elif labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(
+      labels == np.round(labels)):
+    out = labels.astype(np.int64)
+  else:
+    bad = labels.ravel()[0] if labels.dtype.kind not in "f" else labels[
+        ~(np.isfinite(labels) & (labels == np.round(labels)))][0]
+    bad = bad.item() if hasattr(bad, "item") else bad
+    raise ValueError(f"labels: class labels must be non-negative integers; got "
+                     f"{labels.dtype} values such as {bad!r}")
+  if out.min() < 0:
+    raise ValueError(f"labels: class labels must be non-negative integers; got "
+                     f"{int(out.min())}")
+  return out
+
+
+def _check_seed(seed):
+  if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+    raise ValueError(f"seed={seed!r}: must be an integer >= 0")
 
 
 def _check_num_clients(num_clients, n, min_size):
@@ -96,9 +136,10 @@ def dirichlet(labels, num_clients, seed, alpha=0.5, min_size=1, max_tries=1000,
   client holds at least ``min_size`` samples; raises if that never happens.
   Smaller ``alpha`` gives more skew.
   """
-  labels = _check_labels(labels)
-  if not np.isfinite(alpha) or alpha <= 0:
-    raise ValueError(f"alpha={alpha!r}: Dirichlet concentration must be > 0")
+  labels = _check_class_labels(labels)
+  if (not isinstance(alpha, (int, float, np.integer, np.floating))
+      or isinstance(alpha, bool) or not np.isfinite(alpha) or alpha <= 0):
+    raise ValueError(f"alpha={alpha!r}: Dirichlet concentration must be a number > 0")
   _check_num_clients(num_clients, labels.size, min_size)
   num_classes = int(labels.max()) + 1
   rng = np.random.default_rng(seed)
@@ -122,7 +163,7 @@ def shards(labels, num_clients, seed, shards_per_client=2, min_size=1):
   integer division is left out), and deal ``shards_per_client`` distinct shards
   to each client without replacement.
   """
-  labels = _check_labels(labels)
+  labels = _check_class_labels(labels)
   if not isinstance(shards_per_client, (int, np.integer)) or shards_per_client < 1:
     raise ValueError(
         f"shards_per_client={shards_per_client!r}: must be an integer >= 1")
@@ -142,28 +183,53 @@ def shards(labels, num_clients, seed, shards_per_client=2, min_size=1):
   return _finish(parts, min_size, "shards")
 
 
+LABEL_SKEW_RULES = ("paper", "reference_code")
+
+
 def label_skew(labels, num_clients, seed, classes_per_client=2, min_size=1,
-               min_client_size=64, on_small="error", primary_share=0.55,
+               min_client_size=64, on_small="error", rule="paper", primary_share=0.55,
                secondary_share=0.20, minority_share=0.03):
-  """Label skew exactly as the FIRMA authors define it (Hedjam; DESIGN §4).
+  """FIRMA label skew (Hedjam, §3.5): per client K primary, K+1 secondary and
+  3 % minority classes (docs/design.md §4).
 
   Classes are cycled 0..C-1. With K = ``classes_per_client``, client i's primary
   classes are ``cyc[iK : iK+K]`` and its secondary classes the next K+1 entries
-  of the cycle (windows of neighbouring clients overlap). With
-  ``budget = max(20, n // num_clients)``, client i takes ``int(0.55*budget)``
-  samples from EACH primary class, ``int(0.20*budget)`` from each secondary class
-  and ``int(0.03*budget)`` from each remaining class, greedily in client order
-  from shuffled per-class pools until a pool is exhausted. Clients left with fewer
-  than ``min_client_size`` samples are dropped with a warning
-  (``on_small="drop"``; the returned list is then shorter) or rejected
+  of the cycle (windows of neighbouring clients overlap); every other class is
+  a minority class.
+
+  ``rule="paper"`` (default): :func:`label_skew_paper_parts` — each client's
+  target class mix gives every minority class ``minority_share`` (3 %, the
+  paper's number) and splits the rest over primary and secondary classes in the
+  ratio ``primary_share : secondary_share`` (0.55 : 0.20, the only source of
+  that ratio is the authors' code; §3.5 gives none); each class's samples are
+  then divided among the clients in proportion to their targets for it. Every
+  sample is used and every client gets data (FIRMA's MNIST-1797 has N = 5
+  clients in every scenario, ~287 samples each). Reading chosen here: §3.5 gives
+  roles and the 3 % only, so the realised shares follow the targets up to the
+  competition for each class; when N·K < C (K = 1, N = 5) the classes that are
+  nobody's primary go to their secondary and minority holders, and a client's
+  secondary class can then outnumber its primary one.
+
+  ``rule="reference_code"``: the authors' greedy rule
+  (:func:`label_skew_parts`): with ``budget = max(20, n // num_clients)``,
+  client i takes ``int(0.55*budget)`` samples from EACH primary class,
+  ``int(0.20*budget)`` from each secondary class and ``int(0.03*budget)`` from
+  each remaining class, in client order, until a pool is exhausted — at K = 3,
+  N = 5 on the 1,437 digits the last two clients get 22 and 0 samples.
+
+  Clients left with fewer than ``min_client_size`` samples are dropped with a
+  warning (``on_small="drop"``; the returned list is then shorter) or rejected
   (``on_small="error"``, default).
   """
-  labels = _check_labels(labels)
+  labels = _check_class_labels(labels)
   if on_small not in ("drop", "error"):
     raise ValueError(f"on_small={on_small!r}: allowed values are 'drop', 'error'")
+  if rule not in LABEL_SKEW_RULES:
+    raise ValueError(f"rule={rule!r}: allowed values are {', '.join(LABEL_SKEW_RULES)}")
   _check_num_clients(num_clients, labels.size, min_size)
-  parts = label_skew_parts(labels, num_clients, seed, classes_per_client,
-                           primary_share, secondary_share, minority_share)
+  make = label_skew_paper_parts if rule == "paper" else label_skew_parts
+  parts = make(labels, num_clients, seed, classes_per_client,
+               primary_share, secondary_share, minority_share)
   floor = max(min_size, min_client_size)
   small = [i for i, p in enumerate(parts) if len(p) < floor]
   if small:
@@ -181,6 +247,124 @@ def label_skew(labels, num_clients, seed, classes_per_client=2, min_size=1,
   return _finish(parts, min_size, "label_skew")
 
 
+# FOFedAvg (Partohaghighi et al.) appendix, non-IID levels: shards per client and
+# how a shard is cut. "balanced": every shard holds all classes in the global
+# proportions; otherwise a shard is ``pieces`` label-sorted pieces.
+PATHOLOGICAL_LEVELS = {
+    "mild": {"shards_per_client": 2, "pieces": None},
+    "moderate": {"shards_per_client": 2, "pieces": 4},
+    "severe": {"shards_per_client": 1, "pieces": 1},
+}
+
+
+def pathological(labels, num_clients, seed, level="severe", min_size=1):
+  """Shard-based non-IID of the FOFedAvg paper's appendix (mild / moderate / severe).
+
+  The paper spells the three levels out once, for Edge-IIoTset (mild: 50 large
+  shards that balance all classes, 2 per client; moderate: 100 label-sorted
+  shards each dominated by 3–5 classes, 2 per client; severe: 500 small
+  label-sorted shards covering 1–2 classes, 1 per client) and says the other
+  datasets use analogous constructions with sizes adapted. With K =
+  ``num_clients`` fedfrac keeps the shards-per-client and the class coverage
+  and lets the shard count follow K:
+
+  * ``mild``: 2K shards, each a class-stratified slice of the data (every shard
+    holds every class in the global proportions), 2 random shards per client;
+  * ``moderate``: 2K shards, each made of 4 label-sorted pieces drawn at random
+    (4, the middle of the paper's 3–5 dominant classes; pieces can repeat a
+    class, so a shard covers 1–4 classes plus piece boundaries), 2 shards per
+    client — the same as :func:`shards` with 8 pieces per client;
+  * ``severe``: K label-sorted shards covering 1–2 classes, 1 per client.
+
+  Every client gets the same number of samples up to one (mild) or exactly
+  ``n // pieces`` times its pieces (moderate / severe; the remainder of the
+  integer division is left out, as in :func:`shards`).
+  The paper's own severe MNIST runs of Tables V–VI use Dirichlet α = 0.1, not
+  these shards (see configs/fofedavg/mnist_cnn.py).
+  """
+  labels = _check_labels(labels)
+  if level not in PATHOLOGICAL_LEVELS:
+    raise ValueError(f"level={level!r}: allowed values are "
+                     f"{', '.join(PATHOLOGICAL_LEVELS)}")
+  _check_num_clients(num_clients, labels.size, min_size)
+  spec = PATHOLOGICAL_LEVELS[level]
+  if spec["pieces"] is not None:
+    parts = shards(labels, num_clients, seed,
+                   shards_per_client=spec["shards_per_client"] * spec["pieces"],
+                   min_size=min_size)
+    return _finish(parts, min_size, "pathological")
+  num_shards = num_clients * spec["shards_per_client"]
+  if num_shards > labels.size:
+    raise ValueError(f"pathological(level='mild'): {num_shards} shards exceed the "
+                     f"{labels.size} samples")
+  rng = np.random.default_rng(seed)
+  shuffled = rng.permutation(labels.size)
+  order = shuffled[np.argsort(labels[shuffled], kind="stable")]
+  stratified = [order[j::num_shards] for j in range(num_shards)]
+  shard_ids = rng.permutation(num_shards).reshape(num_clients, spec["shards_per_client"])
+  parts = [np.concatenate([stratified[j] for j in row]) for row in shard_ids]
+  return _finish(parts, min_size, "pathological")
+
+
+def label_skew_roles(num_clients, num_classes, classes_per_client):
+  """``[K, C]`` int table of class roles: 2 primary, 1 secondary, 0 minority
+  (client i: primary ``cyc[iK : iK+K]``, secondary the next K+1 of the cycle)."""
+  k = classes_per_client
+  roles = np.zeros((num_clients, num_classes), np.int64)
+  for i in range(num_clients):
+    cyc = [(i * k + j) % num_classes for j in range(2 * k + 1)]
+    roles[i, cyc[k:]] = 1
+    roles[i, cyc[:k]] = 2
+  return roles
+
+
+def label_skew_target_mix(num_clients, num_classes, classes_per_client,
+                          primary_share=0.55, secondary_share=0.20, minority_share=0.03):
+  """``[K, C]`` per-client target class mix of the paper rule (rows sum to 1):
+  ``minority_share`` per minority class, the rest split over primary and
+  secondary classes in the ratio ``primary_share : secondary_share``."""
+  roles = label_skew_roles(num_clients, num_classes, classes_per_client)
+  n_p, n_s = (roles == 2).sum(1), (roles == 1).sum(1)
+  rest = 1.0 - minority_share * (num_classes - n_p - n_s)
+  if np.any(rest <= 0):
+    raise ValueError(
+        f"label_skew: minority_share={minority_share} for each of the "
+        f"{int(num_classes - n_p.min() - n_s.min())} minority classes leaves nothing "
+        f"for the primary and secondary classes; lower minority_share or raise "
+        f"classes_per_client")
+  unit = rest / (primary_share * n_p + secondary_share * n_s)
+  return np.where(roles == 2, (primary_share * unit)[:, None],
+                  np.where(roles == 1, (secondary_share * unit)[:, None], minority_share))
+
+
+def label_skew_paper_parts(labels, num_clients, seed, classes_per_client=2,
+                           primary_share=0.55, secondary_share=0.20, minority_share=0.03):
+  """FIRMA §3.5 label skew, the paper rule: ``num_clients`` index arrays.
+
+  Each class c is divided among the clients in proportion to their target
+  shares of it (:func:`label_skew_target_mix`, column c), cutting a shuffled
+  class pool (:func:`split_by_proportions`). All samples are used; every client
+  receives samples of every class, most from its primary classes.
+  """
+  labels = _check_labels(labels)
+  num_classes = int(labels.max()) + 1
+  _check_classes_per_client(classes_per_client, num_classes)
+  if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
+    raise ValueError(f"num_clients={num_clients!r}: must be an integer >= 1")
+  mix = label_skew_target_mix(num_clients, num_classes, classes_per_client,
+                              primary_share, secondary_share, minority_share)
+  proportions = (mix / mix.sum(axis=0, keepdims=True)).T      # [C, K]
+  return split_by_proportions(labels, proportions, np.random.default_rng(seed))
+
+
+def _check_classes_per_client(classes_per_client, num_classes):
+  if (not isinstance(classes_per_client, (int, np.integer))
+      or not 1 <= classes_per_client <= num_classes):
+    raise ValueError(
+        f"classes_per_client={classes_per_client!r}: must be an integer in "
+        f"[1, {num_classes}] (the number of classes)")
+
+
 def label_skew_parts(labels, num_clients, seed, classes_per_client=2,
                      primary_share=0.55, secondary_share=0.20, minority_share=0.03,
                      min_take=0):
@@ -191,11 +375,7 @@ def label_skew_parts(labels, num_clients, seed, classes_per_client=2,
   i.e. ``min_take=1``; it only matters when ``int(share * budget)`` is 0)."""
   labels = _check_labels(labels)
   num_classes = int(labels.max()) + 1
-  if (not isinstance(classes_per_client, (int, np.integer))
-      or not 1 <= classes_per_client <= num_classes):
-    raise ValueError(
-        f"classes_per_client={classes_per_client!r}: must be an integer in "
-        f"[1, {num_classes}] (the number of classes)")
+  _check_classes_per_client(classes_per_client, num_classes)
   if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
     raise ValueError(f"num_clients={num_clients!r}: must be an integer >= 1")
   rng = np.random.default_rng(seed)
@@ -232,9 +412,10 @@ def dirichlet_reference(labels, num_clients, seed, alpha=0.5, num_classes=None):
   cumulative proportions and re-draws until every client has ``min_size``.
   Returns K unsorted index arrays.
   """
-  labels = _check_labels(labels)
-  if not np.isfinite(alpha) or alpha <= 0:
-    raise ValueError(f"alpha={alpha!r}: Dirichlet concentration must be > 0")
+  labels = _check_class_labels(labels)
+  if (not isinstance(alpha, (int, float, np.integer, np.floating))
+      or isinstance(alpha, bool) or not np.isfinite(alpha) or alpha <= 0):
+    raise ValueError(f"alpha={alpha!r}: Dirichlet concentration must be a number > 0")
   if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
     raise ValueError(f"num_clients={num_clients!r}: must be an integer >= 1")
   num_classes = int(labels.max()) + 1 if num_classes is None else int(num_classes)
@@ -267,11 +448,11 @@ def natural(labels, num_clients, seed, group_ids=None, min_size=1):
 
 
 _FUNCS = {"iid": iid, "dirichlet": dirichlet, "shards": shards,
-          "label_skew": label_skew, "natural": natural}
+          "label_skew": label_skew, "pathological": pathological, "natural": natural}
 
 
 def partition(labels, num_clients, scheme, seed, **kwargs):
-  """Split sample indices over clients (DESIGN §7 public name).
+  """Split sample indices over clients (docs/design.md §7 public name).
 
   Args:
     labels: ``[N]`` integer class labels.
@@ -279,12 +460,15 @@ def partition(labels, num_clients, scheme, seed, **kwargs):
     scheme: one of ``SCHEMES``.
     seed: integer seed; equal seeds give equal partitions.
     **kwargs: scheme options (``alpha``, ``shards_per_client``,
-      ``classes_per_client``, ``group_ids``, ``min_size``, ...).
+      ``classes_per_client``, ``rule``, ``level``, ``group_ids``, ``min_size``, ...).
   Returns:
     list of K sorted int64 index arrays, pairwise disjoint.
   """
   if scheme not in _FUNCS:
     raise ValueError(f"scheme={scheme!r}: allowed values are {', '.join(SCHEMES)}")
+  _check_seed(seed)
+  if scheme in ("dirichlet", "shards", "label_skew"):
+    labels = _check_class_labels(labels)
   return _FUNCS[scheme](labels, num_clients, seed, **kwargs)
 
 
@@ -324,7 +508,21 @@ def split_iid(num_samples, num_clients, seed):
   return [np.sort(p) for p in np.array_split(rng.permutation(num_samples), num_clients)]
 
 
-__all__ = ["partition", "iid", "dirichlet", "shards", "label_skew", "natural",
-           "label_skew_parts", "dirichlet_reference",
+__all__ = ["partition", "iid", "dirichlet", "shards", "label_skew", "pathological",
+           "natural", "label_skew_parts", "label_skew_paper_parts", "label_skew_roles",
+           "label_skew_target_mix", "dirichlet_reference", "LABEL_SKEW_RULES",
+           "PATHOLOGICAL_LEVELS",
            "class_counts", "split_test_like_train", "split_iid", "SCHEMES",
            "dirichlet_proportions", "split_by_proportions"]
+
+
+class _PartitionModule(types.ModuleType):
+  """This module, also callable as :func:`partition`: ``fedfrac.data.partition``
+  is the module (``import fedfrac.data.partition as P`` gives it) and
+  ``fedfrac.data.partition(labels, num_clients, scheme, seed)`` still partitions."""
+
+  def __call__(self, labels, num_clients, scheme, seed, **kwargs):
+    return partition(labels, num_clients, scheme, seed, **kwargs)
+
+
+sys.modules[__name__].__class__ = _PartitionModule

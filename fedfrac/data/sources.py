@@ -2,7 +2,9 @@
 
 Every source returns a :class:`Dataset`. Nothing here downloads at import; the
 ``tfds`` source downloads only when asked to (``download=True``) on a machine with
-internet, and its tests run under ``tfds.testing.mock_data``.
+internet, and its tests run under ``tfds.testing.mock_data``. The ``files`` source
+(:mod:`fedfrac.data.files`) reads the standard distribution files of MNIST,
+Fashion-MNIST, EMNIST and CIFAR from a local directory.
 """
 from __future__ import annotations
 
@@ -125,8 +127,12 @@ def synthetic(alpha=1.0, beta=1.0, num_clients=30, dim=60, num_classes=10,
     n_test = max(1, int(round(test_fraction * sizes[k])))
     perm = rng.permutation(sizes[k])
     te, tr = perm[:n_test], perm[n_test:]
-    xs_tr.append(x[tr]); ys_tr.append(y[tr]); g_tr.append(np.full(tr.size, k))
-    xs_te.append(x[te]); ys_te.append(y[te]); g_te.append(np.full(te.size, k))
+    xs_tr.append(x[tr])
+    ys_tr.append(y[tr])
+    g_tr.append(np.full(tr.size, k))
+    xs_te.append(x[te])
+    ys_te.append(y[te])
+    g_te.append(np.full(te.size, k))
   return Dataset(
       f"synthetic({alpha},{beta})", np.concatenate(xs_tr), np.concatenate(ys_tr),
       np.concatenate(xs_te), np.concatenate(ys_te), num_classes=num_classes,
@@ -159,6 +165,29 @@ def _read_source(source, image_key, label_key, max_examples=None):
   return np.stack(images), np.asarray(labels, np.int32)
 
 
+# Modules tfds's download_and_prepare imports for TFDS_DATASETS (the builders,
+# image encoding, file reading) -> the distribution installing each; the ``tfds``
+# extra of setup.cfg lists these distributions.
+TFDS_PREPARE_MODULES = {
+    "tensorflow": "tensorflow-cpu",
+    "importlib_resources": "importlib_resources",
+    "six": "six",
+    "PIL": "Pillow",
+    "array_record": "array_record",
+}
+
+
+def _missing_module(error: Optional[BaseException]) -> Optional[str]:
+  """The name of the module whose import failed in ``error``'s chain, or None."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if isinstance(error, ImportError):
+      return error.name or str(error)
+    error = error.__cause__ or error.__context__
+  return None
+
+
 def tfds_source(name, data_dir=None, download=False, train_split="train",
                 test_split="test", max_train=None, max_test=None):
   """Image classification data through ``tfds.data_source`` (random access).
@@ -180,6 +209,13 @@ def tfds_source(name, data_dir=None, download=False, train_split="train",
     test = tfds.data_source(name, split=test_split, data_dir=data_dir,
                             download=download)
   except Exception as e:  # tfds raises several types for a missing dataset
+    missing = _missing_module(e)
+    if missing is not None:
+      raise ImportError(
+          f"tfds dataset {name!r}: preparing it needs the Python module {missing!r}, "
+          f"which is not installed ({type(e).__name__}: {e}); install "
+          f"{TFDS_PREPARE_MODULES.get(missing.split('.')[0], missing)!r} (all of "
+          f"them: pip install 'fedfrac[tfds]')", name=missing) from e
     where = data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")
     raise FileNotFoundError(
         f"tfds dataset {name!r} is not available in {where} ({type(e).__name__}: "
@@ -197,8 +233,21 @@ def tfds_source(name, data_dir=None, download=False, train_split="train",
 
 # Battery-electric-vehicle energy sources: clients are vehicles (natural partition),
 # samples are windows ``[L, F]`` of driving signals, labels the window energy (Wh).
+# data.source -> one line for ``--list`` (the registry of data sources).
+SOURCE_DESCRIPTIONS = {
+    "sklearn_digits": "scikit-learn's 8x8 digits, 10 classes (no download)",
+    "synthetic": "Synthetic(alpha, beta) federated classification (data.synthetic)",
+    "tfds": "a TensorFlow Datasets image set (data.tfds.name: "
+            + ", ".join(TFDS_DATASETS) + ")",
+    "files": "local image files in their distribution formats (data.dir, "
+             "data.files.format: IDX, CIFAR pickles, .npz, mnist.pkl.gz)",
+    "synthetic_bev": "synthetic electric-vehicle fleet, energy regression per "
+                     "window, one client per vehicle (data.bev)",
+    "ved_csv": "Vehicle Energy Dataset CSVs (data.bev.ved_path), energy regression, "
+               "one client per vehicle",
+}
 BEV_SOURCES = ("synthetic_bev", "ved_csv")
-SOURCES = ("sklearn_digits", "synthetic", "tfds") + BEV_SOURCES
+SOURCES = tuple(SOURCE_DESCRIPTIONS)
 
 
 def _opt_tuple(v):
@@ -292,6 +341,13 @@ def load(data_cfg, seed):
     t = data_cfg.tfds
     return tfds_source(t.name, data_dir=t.data_dir or None, download=t.download,
                        max_train=t.max_train or None, max_test=t.max_test or None)
+  if source == "files":
+    from fedfrac.data import files
+    f = data_cfg.files
+    return files.load_files(data_cfg.dir, format=f.format, emnist_split=f.emnist_split,
+                            cifar100_labels=f.cifar100_labels,
+                            num_classes=f.num_classes, max_train=f.max_train,
+                            max_test=f.max_test)
   if source in BEV_SOURCES:
     return bev_dataset(load_bev(data_cfg, seed))
   raise ValueError(f"data.source={source!r}: allowed values are {', '.join(SOURCES)}")

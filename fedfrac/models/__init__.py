@@ -6,8 +6,21 @@ from fedfrac.models.cnn import (CNN4Extractor, CNNCifarExtractor, CNNMnistExtrac
                                 VGG11Extractor, max_pool_2x2)
 from fedfrac.models.mlp import FirmaExtractor, Identity, LinearHead, MLPExtractor
 
-MODELS = ("mlp", "firma_mlp", "logistic", "cnn_mnist", "cnn_cifar", "cnn4", "vgg11",
-          "vgg11_gn", "window_mlp", "window_gru", "window_lstm")
+# model.name -> one line for ``--list`` (the registry of model names).
+MODEL_DESCRIPTIONS = {
+    "mlp": "MLP extractor (model.hidden) + linear head",
+    "firma_mlp": "the FIRMA paper's MLP extractor + linear head",
+    "logistic": "multinomial logistic regression (identity extractor + linear head)",
+    "cnn_mnist": "MNIST CNN (model.padding, model.dropout) + linear head",
+    "cnn_cifar": "CIFAR CNN (model.padding) + linear head",
+    "cnn4": "4-layer CNN (model.padding) + linear head",
+    "vgg11": "VGG-11 without normalisation + linear head",
+    "vgg11_gn": "VGG-11 with group normalisation + linear head",
+    "window_mlp": "window regressor [B, L, F] -> [B]: MLP (model.hidden)",
+    "window_gru": "window regressor [B, L, F] -> [B]: GRU (model.rnn_hidden)",
+    "window_lstm": "window regressor [B, L, F] -> [B]: LSTM (model.rnn_hidden)",
+}
+MODELS = tuple(MODEL_DESCRIPTIONS)
 # Window regressors (BEV energy): [B, L, F] -> [B]; their own extractor/head split.
 WINDOW_MODELS = ("window_mlp", "window_gru", "window_lstm")
 

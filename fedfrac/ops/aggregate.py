@@ -40,7 +40,7 @@ def weighted_mean(stacked, weights, mask=None):
 
 
 # ---------------------------------------------------------------------------
-# Robust aggregation (DESIGN 3.5): coordinate-wise median, trimmed mean, Krum.
+# Robust aggregation (docs/design.md §3.5): coordinate-wise median, trimmed mean, Krum.
 # All take a stacked pytree (leaves [S, ...]) and an optional participation mask
 # [S]; absent rows never influence the result (they may even hold NaN). S is
 # static; the number of participants m = Σ mask may be traced. An empty cohort

@@ -38,7 +38,8 @@ def gaussian_attack(delta, key, std, additive=False):
   keys = jax.random.split(key, len(leaves))
   out = []
   for k, x in zip(keys, leaves):
-    z = jax.random.normal(k, jnp.shape(x), jnp.result_type(x)) * jnp.asarray(std, jnp.result_type(x))
+    dtype = jnp.result_type(x)
+    z = jax.random.normal(k, jnp.shape(x), dtype) * jnp.asarray(std, dtype)
     out.append(x + z if additive else z)
   return jax.tree.unflatten(treedef, out)
 

@@ -130,7 +130,8 @@ def _phases(deltas, p, part):
 
 def kuramoto_weights(deltas, base_weights, kappa, weighting="coupled", eps=1e-8,
                      phase_signal=None, mask=None):
-  """Kuramoto-FedAvg aggregation coefficients (paper Sec. 3; DESIGN 3.4).
+  """Kuramoto-FedAvg aggregation coefficients (Kuramoto-FedAvg paper Eqs. 2–3;
+  docs/design.md §3.4).
 
   Args:
     deltas: client updates Δ_k = w_k − w_t, either an array ``[K, d]`` or a
@@ -210,7 +211,7 @@ def kuramoto_weights(deltas, base_weights, kappa, weighting="coupled", eps=1e-8,
     fallback = (jnp.abs(denom) < eps) | ~jnp.all(jnp.isfinite(rho))
     weights = jnp.where(fallback, p, rho)
   elif weighting == "coupled":
-    # ρ_k ∝ p_k · max(0, 1 + κ sin(θ̄ − θ_k)) (stable variant, DESIGN 3.4)
+    # ρ_k ∝ p_k · max(0, 1 + κ sin(θ̄ − θ_k)) (stable variant, docs/design.md §3.4)
     r = p * jnp.maximum(0.0, 1.0 + kappa * s)
     total = jnp.sum(r)
     fallback = ~(total > 0) | ~jnp.isfinite(total)
@@ -240,7 +241,8 @@ def kuramoto_weights(deltas, base_weights, kappa, weighting="coupled", eps=1e-8,
 
 def kuramoto_update(deltas, base_weights, kappa, weighting="coupled", eps=1e-8,
                     phase_signal=None, mask=None):
-  """Combined Kuramoto-FedAvg server update, ready to add to w_t.
+  """Combined Kuramoto-FedAvg server update, ready to add to w_t (Kuramoto-FedAvg
+  paper Eq. 4).
 
   Args: as ``kuramoto_weights``; ``deltas`` is a stacked pytree (leaves
     ``[K, ...]``) or a ``[K, d]`` array.

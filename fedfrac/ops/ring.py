@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedfrac._validation import is_traced
+
 PHI = (1.0 + math.sqrt(5.0)) / 2.0
 # Fibonacci weights α = 1/φ (left), β = 1/φ² (right); α + β = 1 (FIRMA, FibFL).
 FIB_ALPHA = 1.0 / PHI
@@ -42,10 +44,6 @@ _COSTS = ("cosine", "dot")
 # ----------------------------------------------------------------------------
 
 
-def _is_traced(x) -> bool:
-  return isinstance(x, jax.core.Tracer)
-
-
 def _check_n(n, name="n", minimum=2):
   if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < minimum:
     raise ValueError(
@@ -56,7 +54,7 @@ def _check_n(n, name="n", minimum=2):
 
 def _check_unit_interval(name, value, shape_ok=None):
   """Checks a concrete scalar/array lies in [0, 1]; tracers pass unchecked."""
-  if value is None or _is_traced(value):
+  if value is None or is_traced(value):
     return
   arr = np.asarray(value, dtype=np.float64)
   if shape_ok is not None and arr.shape not in shape_ok:
@@ -100,7 +98,7 @@ def _resolve_order(order, n):
   """Returns the ring order as an int32 jnp array (validated when concrete)."""
   if order is None:
     return jnp.arange(n, dtype=jnp.int32)
-  if _is_traced(order):
+  if is_traced(order):
     if order.shape != (n,) or not jnp.issubdtype(order.dtype, jnp.integer):
       raise ValueError(
           f"order must be an integer array of shape ({n},), got "
@@ -178,7 +176,8 @@ def _mix_rows(mat, c_self, c_left, c_right, left, right):
 def fibonacci_mixing_matrix(n, gamma, order=None, gates=None, tau=0.35, passes=1,
                             sweep="synchronous", alpha=None, beta=None,
                             eps=1e-12):
-  """Mixing matrix of FibFL / FibFL+ / FibFL++ ring gossip (FIRMA; Alg. 3).
+  """Mixing matrix of FibFL / FibFL+ / FibFL++ ring gossip (FIRMA Eqs. 3–7,
+  Alg. 1–3).
 
   One pass updates every client ``i`` (at ring position p, neighbours L, R):
 
@@ -227,7 +226,7 @@ def fibonacci_mixing_matrix(n, gamma, order=None, gates=None, tau=0.35, passes=1
   if sweep not in _SWEEPS:
     raise ValueError(f"sweep must be one of {_SWEEPS}, got {sweep!r}.")
   _check_unit_interval("gamma", gamma, shape_ok=((), (n,)))
-  if _is_traced(gamma) and jnp.shape(gamma) not in ((), (n,)):
+  if is_traced(gamma) and jnp.shape(gamma) not in ((), (n,)):
     raise ValueError(f"gamma must be a scalar or shape ({n},), got "
                      f"{jnp.shape(gamma)}.")
   if gates is not None:
@@ -337,7 +336,7 @@ def fibfl_pp_warmup(total_rounds, min_rounds=0):
 
 def fibfl_pp_gamma(round_index, warmup_rounds, total_rounds, gamma_start=0.4,
                    gamma_end=0.05):
-  """Cosine-annealed round retention γ_r of FibFL++ (FIRMA, FibFL++ schedule).
+  """Cosine-annealed round retention γ_r of FibFL++ (FIRMA Eq. 10).
 
   With ``t = r − W`` and ``T = max(R − W − 1, 1)``:
   ``γ_r = γ_end + (γ_start − γ_end)(1 + cos(π t / T)) / 2``, so the first
@@ -369,7 +368,7 @@ def fibfl_pp_gamma(round_index, warmup_rounds, total_rounds, gamma_start=0.4,
 
 
 def per_pass_retention(gamma_r, passes):
-  """Per-pass retention ``γ_in = γ_r^(1/K_g)`` (FIRMA Prop. 3), so that K_g
+  """Per-pass retention ``γ_in = γ_r^(1/K_g)`` (FIRMA Eq. 9, Prop. 3), so that K_g
   passes retain γ_r of the own model on the self path. Jittable in ``gamma_r``."""
   passes = _check_passes(passes)
   _check_unit_interval("gamma_r", gamma_r)
@@ -405,7 +404,8 @@ def _ring_cost_from_sim(sim, order):
 
 
 def ring_cost(class_proportions, order, cost="cosine"):
-  """Ring cost ``Σ_p c(q_σ(p), q_σ(p+1))`` including the wrap-around edge.
+  """Ring cost ``Σ_p c(q_σ(p), q_σ(p+1))`` including the wrap-around edge
+  (FIRMA Eq. 8).
 
   Args:
     class_proportions: ``[n, C]`` per-client class proportions q_i.
@@ -421,7 +421,7 @@ def ring_cost(class_proportions, order, cost="cosine"):
 
 
 def two_opt_ring(class_proportions, cost="cosine", tol=1e-9):
-  """Ring order σ* minimising the ring cost by 2-opt (FIRMA, FibFL++ ring order).
+  """Ring order σ* minimising the ring cost by 2-opt (FIRMA Eq. 8, Alg. 3).
 
   Deterministic first-improvement 2-opt from the identity order: position pairs
   ``(i, j)``, ``0 ≤ i``, ``i + 2 ≤ j ≤ n − 1`` (excluding ``(0, n−1)``, which

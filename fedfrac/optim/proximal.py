@@ -2,7 +2,7 @@
 
 ``proximal`` adds c·(w − w_ref) to the incoming gradient: the gradient of the
 FedProx term (c/2)‖w − w_t‖² (Li et al. 2020) and the roughness-informed pull of
-FO-RI-FedAvg, g̃ = g + λ_t r(I_k)(w − w_t) (DESIGN 3.2).
+FO-RI-FedAvg, g̃ = g + λ_t r(I_k)(w − w_t) (docs/design.md §3.2).
 
 ``init(params)`` takes ``params`` as the reference, so a client that re-inits its
 optimiser from the global model each round gets w_ref = w_t with no further work.
@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.typing import ArrayLike
 
 from fedfrac._validation import concrete_scalar
 
@@ -40,8 +41,9 @@ def _check_coefficient(coefficient):
         f"coefficient must be a finite number >= 0, got {coefficient!r}.")
 
 
-def proximal(coefficient=0.0) -> optax.GradientTransformation:
-  """g ← g + c·(w − w_ref) (FedProx gradient; DESIGN 3.2 proximal gradient g̃).
+def proximal(coefficient: ArrayLike = 0.0) -> optax.GradientTransformation:
+  """g ← g + c·(w − w_ref) (FedProx gradient; the proximal gradient g̃ of BEV
+  paper Eq. 22, docs/design.md §3.2).
 
   Args:
     coefficient: initial c ≥ 0 (μ of FedProx, λ of RI); may be traced. The state
@@ -77,7 +79,7 @@ def _is_proximal_state(x):
   return isinstance(x, ProximalState)
 
 
-def proximal_set_reference(state, reference, coefficient):
+def proximal_set_reference(state: Any, reference: Any, coefficient: ArrayLike) -> Any:
   """Set w_ref and c in every ``ProximalState`` inside ``state``.
 
   Args:

@@ -7,14 +7,19 @@ that round's learning rate, and it lets the rate be a traced value.
 """
 from __future__ import annotations
 
+from typing import Callable
+
+import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 import optax
 
 SCHEDULES = ("constant", "inv_sqrt", "cosine", "exponential")
 OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad")
 
 
-def lr_schedule(name, lr, rounds, final_fraction=0.0, decay=1.0):
+def lr_schedule(name: str, lr: float, rounds: int, final_fraction: float = 0.0,
+                decay: float = 1.0) -> Callable[[ArrayLike], jax.Array]:
   """Round index t -> learning rate.
 
   constant: η0.  inv_sqrt: η0/sqrt(t+1) (FOFedAvg μ_t, BEV paper η_t).
@@ -37,7 +42,9 @@ def lr_schedule(name, lr, rounds, final_fraction=0.0, decay=1.0):
   return schedule
 
 
-def client_optimizer(name, momentum=0.9, weight_decay=0.0, b1=0.9, b2=0.999, eps=1e-8):
+def client_optimizer(name: str, momentum: float = 0.9, weight_decay: float = 0.0,
+                     b1: float = 0.9, b2: float = 0.999,
+                     eps: float = 1e-8) -> optax.GradientTransformation:
   """Unit-learning-rate optax optimizer (its updates already carry the minus sign)."""
   if name == "sgd":
     tx = optax.sgd(1.0)

@@ -1,0 +1,221 @@
+"""The algorithm contract (docs/design.md §2.1): what an algorithm is and how it registers.
+
+Registration: every algorithm module ends with ``ENTRIES``, a tuple of
+:class:`AlgorithmEntry` (name, ``build``, hyper-parameter schema, capabilities);
+``fedfrac.algorithms`` collects them into its registry. Nothing else about a
+module is read by the registry.
+
+An algorithm is a value, :class:`FedAlgorithm`, of pure functions:
+
+  init(key, params0, num_clients, data_info) -> (server_state, client_states)
+  broadcast(server_state) -> payload                       # downlink, per client
+  client_update(payload, client_state, client_view, key, round)
+      -> (message, client_state, client_metrics)           # message = uplink
+  aggregate(server_state, client_states, messages, weights, mask, key)
+      -> (server_state, client_states) or (server_state, client_states, metrics)
+  eval_params(server_state, client_state) -> params used to evaluate that client
+
+Two optional hooks (``None`` = not used):
+
+  prepare_cohort(payload, cohort_states, views, keys, mask, round) -> cohort_states
+      runs once per round on the whole sampled cohort, outside the per-client
+      vmap, before ``client_update`` (``views`` is a :class:`ClientView` whose
+      per-client fields carry a leading ``[S]`` axis). Work that only some
+      clients need this round (e.g. a periodic loss-landscape probe) can run for
+      exactly those clients here, instead of for every client under a vmapped
+      ``lax.cond`` (which becomes a select).
+  cohort_metrics(client_metrics, weights, mask) -> dict of scalars
+      round diagnostics computed from the stacked ``[S]`` client metrics
+      (e.g. drift statistics); recorded as ``server/<name>``.
+
+``client_states`` is one pytree whose leaves have a leading axis K (all clients);
+the engine gathers the sampled rows, vmaps ``client_update`` and scatters them
+back before calling ``aggregate`` with the stacked ``messages [S, ...]``,
+``weights [S]`` (n_k, zero for masked slots) and ``mask [S]``.
+
+Continuous hyper-parameters may arrive as traced JAX values (so whole runs can be
+vmapped over a grid): builders must use them only in ``jnp`` arithmetic, never in
+Python control flow.
+
+Server-side combination of updates: an algorithm whose server averages the
+cohort's updates (FedAvg, FedAvgM, FedOpt, FedProx, SCAFFOLD, ...) combines them
+with one line,
+
+    combined, info = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
+
+(``fedfrac.algorithms.server``) instead of calling ``weighted_mean`` itself, and
+registers with ``robust_aggregation=True`` (:class:`AlgorithmEntry`); the config's ``server``
+section then selects the mean, coordinate median, trimmed mean or (Multi-)Krum
+for it (the mean is the default and gives identical numbers). ``info`` holds
+server metrics to return as ``aggregate``'s third value.
+
+Adversarial clients (``config.attack``) are simulated by the engine, not by the
+algorithms: Byzantine clients' uploaded messages are transformed after
+``client_update`` (so messages should be updates, e.g. model deltas), and
+label-flipping clients see poisoned labels in ``ClientView.y``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, NamedTuple, Optional
+
+import jax
+from jax.typing import ArrayLike
+
+from fedfrac.algorithms.schema import HParamSchema
+from fedfrac.algorithms.local_training import LocalTraining
+from fedfrac.algorithms.tasks import Task
+from fedfrac.data.federated import DataInfo
+from fedfrac.models.base import Model
+
+
+def star_communication(payload_bytes: ArrayLike, message_bytes: ArrayLike,
+                       participants: ArrayLike) -> tuple[Any, Any]:
+  """Server-client accounting: each participant downloads the payload and uploads
+  its message. Returns ``(bytes_up, bytes_down)`` for the round."""
+  return message_bytes * participants, payload_bytes * participants
+
+
+
+class FedAlgorithm(NamedTuple):
+  """A federated algorithm as six pure functions (see module docstring).
+
+  ``personalized=True`` means ``eval_params`` depends on the client state, so the
+  engine evaluates every client's own model instead of one global model.
+  ``comm(payload_bytes, message_bytes, participants) -> (up, down)`` turns the
+  message and payload shapes into a round's traffic (decentralised algorithms
+  override it, e.g. a ring sends each message to two neighbours per pass).
+  ``host_metrics(rounds_done) -> dict of float`` (optional, host side, not
+  jitted) adds metrics computed from the round count alone to every round's
+  row, e.g. DP-FedAvg's privacy budget ε.
+  ``prepare_cohort`` and ``cohort_metrics`` are the optional hooks described in
+  the module docstring.
+  """
+  name: str
+  init: Callable
+  broadcast: Callable
+  client_update: Callable
+  aggregate: Callable
+  eval_params: Callable
+  personalized: bool = False
+  comm: Callable = star_communication
+  host_metrics: Optional[Callable] = None
+  prepare_cohort: Optional[Callable] = None
+  cohort_metrics: Optional[Callable] = None
+
+
+class ClientView(NamedTuple):
+  """What one client sees of the data inside ``client_update``.
+
+  Attributes:
+    x: ``[N, ...]`` the flat train inputs of all clients (shared, never copied).
+    y: ``[N]`` the flat train targets.
+    index: ``[n_max]`` int32 rows owned by this client (padded).
+    size: ``[]`` int32 number of valid rows n_k.
+    num_steps: ``[]`` int32 local steps this client runs this round (under
+      ``config.system.policy="partial"`` already cut to what fits before the
+      deadline; 0 for a client dropped by ``"drop"``).
+    client_id: ``[]`` int32.
+    step_budget: ``[]`` int32 local steps this client can afford before the
+      round's deadline, ⌊T·s_k⌋ for deadline T and speed s_k
+      (:mod:`fedfrac.ops.system`; may exceed ``num_steps``), e.g. FedEL's
+      per-client runtime budget; ``None`` when the engine sets no budget (read
+      it with :func:`step_budget`, which then gives ``num_steps``).
+  """
+  x: jax.Array
+  y: jax.Array
+  index: jax.Array  # type: ignore[assignment]  # a field, shadows tuple.index
+  size: jax.Array
+  num_steps: jax.Array
+  client_id: jax.Array
+  step_budget: Optional[jax.Array] = None
+
+
+def step_budget(view: ClientView):
+  """``[]`` int32 local steps ``view``'s client can afford this round:
+  ``view.step_budget``, or ``view.num_steps`` when there is no deadline."""
+  return view.num_steps if view.step_budget is None else view.step_budget
+
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildContext:
+  """Everything an algorithm builder may close over (static, host-side).
+
+  ``aggregator`` is the :class:`fedfrac.algorithms.server.AggregatorSpec` the
+  config's ``server`` section selects (pass it to ``server.combine_deltas``);
+  ``participation`` is the client fraction C of the run.
+  """
+  model: Model
+  task: Task
+  training: LocalTraining
+  data_info: DataInfo
+  rounds: int
+  client_cfg: Any = None
+  aggregator: Any = None        # server.AggregatorSpec; None = weighted mean
+  participation: float = 1.0    # client fraction C (sampling rate of a round)
+
+
+def init_global_model(key: jax.Array, params0: Any, num_clients: int,
+                      data_info: DataInfo) -> tuple[dict, None]:
+  """``init`` of a server that only keeps the global model: ``({"params"}, None)``."""
+  del key, num_clients, data_info
+  return {"params": params0}, None
+
+
+def broadcast_params(server_state: dict) -> Any:
+  """``broadcast`` that sends the global model ``server_state["params"]``."""
+  return server_state["params"]
+
+
+def eval_global_params(server_state: dict, client_state: Any) -> Any:
+  """``eval_params`` that evaluates the global model for every client."""
+  del client_state
+  return server_state["params"]
+
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmEntry:
+  """One registered algorithm: the protocol between a module and the registry.
+
+  Every module under ``fedfrac.algorithms`` lists its entries in ``ENTRIES``
+  (one module may serve several names, e.g. FedOpt's FedAdam/FedYogi/FedAdagrad
+  or RI-FedAvg = FO-RI-FedAvg with α = 1, which differ only in defaults).
+
+  Attributes:
+    name: the public name (``config.methods.<label>.name``).
+    build: ``build(ctx: BuildContext, hp: dict) -> FedAlgorithm``; ``hp`` is the
+      resolved options (values may be traced, see the module docstring).
+    schema: the :class:`HParamSchema` of its options (defaults already set to
+      this name's preset).
+    summary: one line for ``--list``.
+    robust_aggregation: its server combines updates with
+      ``server.combine_deltas``, so ``config.server`` (median, trimmed mean,
+      Krum, ...) applies.
+    full_participation: every client takes part in every round (no sampling,
+      no churn).
+    decentralised: clients exchange models with each other (a ring), not
+      through a server.
+  """
+  name: str
+  build: Callable
+  schema: HParamSchema
+  summary: str = ""
+  robust_aggregation: bool = False
+  full_participation: bool = False
+  decentralised: bool = False
+
+  def hparams(self, given: Optional[Mapping[str, Any]] = None, prefix: str = "") -> dict:
+    """Resolved, validated options (defaults fill what ``given`` lacks)."""
+    return self.schema.resolve(self.name, given or {}, prefix)
+
+  def make(self, ctx: BuildContext, **given) -> FedAlgorithm:
+    """Build this algorithm with options ``given``."""
+    return self.build(ctx, self.hparams(given))._replace(name=self.name)
+
+  def capabilities(self) -> tuple:
+    """Names of the capabilities this algorithm has (for listings)."""
+    return tuple(c for c in ("robust_aggregation", "full_participation",
+                             "decentralised") if getattr(self, c))

@@ -1,0 +1,129 @@
+"""Hyper-parameter schemas: each algorithm's options, defaults and checks.
+
+An algorithm's options are one :class:`HParamSchema` of named :class:`HParam`
+(default, per-value check, what is allowed) plus checks that involve several
+options. :meth:`HParamSchema.resolve` fills defaults, checks every concrete
+value and raises a one-line ``ValueError`` naming the key, the value and what is
+allowed; an unknown option name gets the closest known name ("did you mean").
+Traced values (a vmapped grid of runs) are not checked here: they are checked
+concretely before tracing.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from typing import Any, Callable, ItemsView, Mapping, NamedTuple, Optional
+
+from fedfrac._validation import is_traced
+
+
+class HParam(NamedTuple):
+  """One option: its default, ``check(value) -> bool`` (None = any value) and a
+  short phrase saying what is allowed (shown in errors and ``--list``)."""
+  default: Any
+  check: Optional[Callable] = None
+  allowed: str = ""
+
+
+class HParamSchema:
+  """An algorithm's options: ``{name: HParam}`` plus cross-option checks.
+
+  Each entry of ``checks`` is ``check(hp) -> None or str``: given the resolved
+  options it returns None when they are consistent, else a message that starts
+  with the offending ``key=value`` (e.g. ``"p_min=3: must be <= p_max=2"``).
+  Checks must pass traced values (see :func:`fedfrac._validation.is_traced`).
+  """
+
+  def __init__(self, options: Mapping[str, HParam], checks=()):
+    self.options = dict(options)
+    self.checks = tuple(checks)
+
+  def __iter__(self):
+    return iter(self.options)
+
+  def __contains__(self, key):
+    return key in self.options
+
+  def items(self) -> ItemsView[str, Any]:
+    return self.options.items()
+
+  def defaults(self) -> dict:
+    return {k: hp.default for k, hp in self.options.items()}
+
+  def with_defaults(self, **defaults) -> "HParamSchema":
+    """The same schema with some defaults replaced (a named preset)."""
+    unknown = sorted(set(defaults) - set(self.options))
+    if unknown:
+      raise ValueError(f"{unknown[0]}: not an option of this schema")
+    options = {k: hp._replace(default=defaults[k]) if k in defaults else hp
+               for k, hp in self.options.items()}
+    return HParamSchema(options, self.checks)
+
+  def resolve(self, algorithm_name: str, given: Mapping, prefix: str = "") -> dict:
+    """Defaults + ``given``, every concrete value checked.
+
+    Raises ``ValueError`` with one line: ``<prefix><key>=<value>: <allowed>``, or
+    for an unknown key ``<prefix><key>: unknown option ...; did you mean ...``.
+    """
+    for key in given:
+      if key not in self.options:
+        raise ValueError(f"{prefix}{key}: {self.unknown_message(algorithm_name, key)}")
+    out = {}
+    for key, hp in self.options.items():
+      value = given.get(key, hp.default)
+      if hp.check is not None and not is_traced(value) and not hp.check(value):
+        raise ValueError(f"{prefix}{key}={value!r}: {hp.allowed or 'invalid value'}")
+      out[key] = value
+    for check in self.checks:
+      message = check(out)
+      if message:
+        raise ValueError(f"{prefix}{message}")
+    return out
+
+  def unknown_message(self, algorithm_name: str, key: str) -> str:
+    close = difflib.get_close_matches(str(key), list(self.options), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return (f"unknown option for algorithm {algorithm_name!r}; {hint}allowed options "
+            f"are {', '.join(sorted(self.options)) or '(none)'}")
+
+
+class OneOf:
+  """Check ``value in values`` (kept as ``values`` so listings can show them)."""
+
+  def __init__(self, *values):
+    self.values = values
+
+  def __call__(self, v):
+    return v in self.values
+
+
+def one_of(*values) -> OneOf:
+  return OneOf(*values)
+
+
+def is_number(v: Any) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def positive(v: Any) -> bool:
+  return is_number(v) and v > 0
+
+
+def non_negative(v: Any) -> bool:
+  return is_number(v) and v >= 0
+
+
+def unit_interval(v: Any) -> bool:
+  return is_number(v) and 0 <= v <= 1
+
+
+def boolean(v: Any) -> bool:
+  return isinstance(v, bool)
+
+
+def positive_int(v: Any) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def non_negative_int(v: Any) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool) and v >= 0

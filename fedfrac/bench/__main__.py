@@ -1,0 +1,31 @@
+"""``fedfrac-bench [flags]`` (round benchmarks), ``fedfrac-bench fractional
+[flags]`` (fractional-method overhead) or ``fedfrac-bench sweep [flags]`` (sweep
+throughput: the runner vs one process per point); ``--help`` after any lists
+its flags."""
+from __future__ import annotations
+
+import sys
+
+
+def main(argv=None):
+  """Dispatch ``argv`` to ``fedfrac.bench.fractional.main`` when it starts with
+  ``fractional``, to ``fedfrac.bench.sweep.main`` when it starts with ``sweep``,
+  else to ``fedfrac.bench.rounds.main``."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if argv and argv[0] == "sweep":
+    from fedfrac.bench import sweep
+    sweep.main(argv[1:])
+    return 0
+  if argv and argv[0] == "million":
+    from fedfrac.bench import million
+    return million.main(argv[1:])
+  if argv and argv[0] == "fractional":
+    from fedfrac.bench import fractional
+    return fractional.main(argv[1:])
+  from fedfrac.bench import rounds
+  rounds.main(argv)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,22 @@
+"""Checks of the ``model`` section of an experiment config (see :mod:`fedfrac.config`)."""
+from __future__ import annotations
+
+from fedfrac.config import check, is_int, is_num
+from fedfrac.models import MODELS, WINDOW_MODELS
+
+
+def validate_model(config) -> None:
+  """Check ``config.model`` (a window model needs a regression ``task.loss``)."""
+  m = config.model
+  check(m.name in MODELS, "model.name", m.name, f"allowed values are {', '.join(MODELS)}")
+  check(isinstance(m.hidden, (tuple, list)) and all(is_int(h) and h > 0 for h in m.hidden),
+        "model.hidden", m.hidden, "must be a tuple of positive integers")
+  check(m.padding in ("VALID", "SAME"), "model.padding", m.padding,
+        "allowed values are 'VALID', 'SAME'")
+  check(is_num(m.dropout) and 0 <= m.dropout < 1, "model.dropout", m.dropout,
+        "must be in [0, 1)")
+  check(is_int(m.get("rnn_hidden", 64)) and m.get("rnn_hidden", 64) >= 1,
+        "model.rnn_hidden", m.get("rnn_hidden"), "must be an integer >= 1")
+  if m.name in WINDOW_MODELS:
+    check(config.task.loss in ("mse", "huber"), "task.loss", config.task.loss,
+          f"model.name={m.name!r} is a regressor: allowed values are 'mse', 'huber'")

@@ -1,0 +1,204 @@
+"""System heterogeneity: per-client compute speeds, round deadlines and what a
+client manages to run before the deadline (pure, jittable, vmappable).
+
+Time unit: one local step at speed 1 takes one time unit, so client k needs
+τ_k / s_k units for its τ_k = E·⌈n_k/B⌉ steps at speed s_k. A round's deadline T
+and a policy decide what each client runs:
+
+  * ``none``    — every client runs τ_k steps; the round lasts max_k τ_k / s_k.
+  * ``drop``    — a client that cannot finish τ_k steps by T (τ_k / s_k > T)
+    sends nothing (participation mask False, 0 steps); the round lasts
+    max over finishers of τ_k / s_k, or T when anyone was dropped.
+  * ``partial`` — client k runs min(τ_k, ⌊T·s_k⌋) steps (FedNova's setting of
+    variable local work, Wang et al. 2020); a client with 0 steps sends
+    nothing; the round lasts max_k steps_k / s_k ≤ T.
+
+Speeds are fixed per seed: log-normal s_k = exp(σ·z_k), z_k ~ N(0, 1) (median 1),
+per-group constants, or all equal. Everything is elementwise over clients or a
+max/sum over them, so results do not depend on the order of the clients.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+POLICIES = ("none", "drop", "partial")
+SPEED_MODELS = ("equal", "lognormal", "groups")
+
+
+class RoundSchedule(NamedTuple):
+  """What the clients run in one round under a deadline.
+
+  Attributes:
+    steps: ``[K]`` int32 local steps each client runs.
+    participate: ``[K]`` bool, the client uploads this round.
+    wall_time: ``[]`` float32 simulated duration of the round.
+    dropped: ``[]`` int32 clients of the cohort that send nothing.
+    stragglers: ``[]`` int32 clients of the cohort running fewer than τ_k steps.
+    steps_run: ``[]`` int32 total steps run by the cohort.
+  """
+  steps: jax.Array
+  participate: jax.Array
+  wall_time: jax.Array
+  dropped: jax.Array
+  stragglers: jax.Array
+  steps_run: jax.Array
+
+
+def sample_speeds(key, num_clients, model="lognormal", sigma=0.0, group_speeds=None,
+                  groups=None):
+  """Per-client compute speeds ``[K]`` float32 (> 0), fixed by ``key``.
+
+  Args:
+    key: PRNG key (derive it from the run's seed so speeds are fixed per seed).
+    num_clients: K (static).
+    model: ``"equal"`` (all 1), ``"lognormal"`` (exp(σ z), z ~ N(0, 1)) or
+      ``"groups"`` (``group_speeds[groups[k]]``).
+    sigma: σ >= 0 of the log-normal.
+    group_speeds: ``[G]`` positive speeds (``groups`` model).
+    groups: ``[K]`` int group of each client (``groups`` model).
+  """
+  if model == "equal":
+    return jnp.ones((num_clients,), jnp.float32)
+  if model == "lognormal":
+    z = jax.random.normal(key, (num_clients,), jnp.float32)
+    return jnp.exp(jnp.asarray(sigma, jnp.float32) * z)
+  if model == "groups":
+    return jnp.asarray(group_speeds, jnp.float32)[jnp.asarray(groups, jnp.int32)]
+  raise ValueError(f"system.speed={model!r}: allowed values are {', '.join(SPEED_MODELS)}")
+
+
+def steps_needed(client_size, batch_size, local_epochs):
+  """τ_k = E·⌈n_k / B⌉ local steps for E epochs: ``[K]`` int32."""
+  n = jnp.asarray(client_size, jnp.int32)
+  return (local_epochs * ((n + batch_size - 1) // batch_size)).astype(jnp.int32)
+
+
+def round_schedule(needed, speeds, deadline, policy, cohort=None) -> RoundSchedule:
+  """Steps, participation and duration of one round (module docstring).
+
+  Args:
+    needed: ``[K]`` int τ_k, steps for the full local work.
+    speeds: ``[K]`` float s_k > 0 (steps per time unit).
+    deadline: T > 0 (may be ``inf``; traced is fine).
+    policy: ``"none"`` | ``"drop"`` | ``"partial"`` (static).
+    cohort: optional ``[K]`` bool, the clients sampled this round (others run
+      nothing and are not counted).
+  Returns:
+    :class:`RoundSchedule`.
+  """
+  if policy not in POLICIES:
+    raise ValueError(f"system.policy={policy!r}: allowed values are {', '.join(POLICIES)}")
+  needed = jnp.asarray(needed, jnp.int32)
+  speeds = jnp.asarray(speeds, jnp.float32)
+  cohort = jnp.ones(needed.shape, bool) if cohort is None else jnp.asarray(cohort, bool)
+  deadline = jnp.asarray(deadline, jnp.float32)
+  if policy == "none":
+    steps = needed
+  elif policy == "drop":
+    steps = jnp.where(needed.astype(jnp.float32) / speeds <= deadline, needed, 0)
+  else:
+    fit = jnp.floor(jnp.minimum(deadline * speeds, jnp.float32(2 ** 30)))
+    steps = jnp.minimum(needed, fit.astype(jnp.int32))
+  steps = jnp.where(cohort, steps, 0).astype(jnp.int32)
+  participate = cohort & ((steps > 0) | (needed == 0))
+  times = jnp.where(participate, steps.astype(jnp.float32) / speeds, 0.0)
+  dropped = jnp.sum(cohort & ~participate).astype(jnp.int32)
+  wall = jnp.max(times, initial=0.0)
+  if policy == "drop":
+    wall = jnp.where(dropped > 0, deadline, wall)
+  return RoundSchedule(steps, participate, wall, dropped,
+                       jnp.sum(cohort & (steps < needed)).astype(jnp.int32),
+                       jnp.sum(steps).astype(jnp.int32))
+
+
+def _number(v):
+  return (isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+          and not (isinstance(v, float) and math.isnan(v)))
+
+
+def validate_system(system, prefix="system"):
+  """Check a ``config.system`` mapping; one ``ValueError`` naming key, value and
+  what is allowed.
+
+  Keys: ``speed`` (``equal`` | ``lognormal`` | ``groups``), ``sigma`` (>= 0),
+  ``group_speeds`` (list of > 0, ``groups`` model), ``deadline`` (> 0 or
+  ``inf``/None = no deadline), ``policy`` (``none`` | ``drop`` | ``partial``).
+  Unknown keys are an error too.
+  """
+  allowed_keys = ("speed", "sigma", "group_speeds", "groups", "deadline", "policy")
+  for k in system:
+    if k not in allowed_keys:
+      raise ValueError(f"config.{prefix}.{k}: unknown key; allowed keys are "
+                       f"{', '.join(allowed_keys)}")
+
+  def fail(key, value, allowed):
+    raise ValueError(f"config.{prefix}.{key}={value!r}: {allowed}")
+
+  speed = system.get("speed", "equal")
+  if speed not in SPEED_MODELS:
+    fail("speed", speed, f"allowed values are {', '.join(SPEED_MODELS)}")
+  sigma = system.get("sigma", 0.0)
+  if not (_number(sigma) and math.isfinite(sigma) and sigma >= 0):
+    fail("sigma", sigma, "must be a finite number >= 0")
+  if speed == "groups":
+    gs = system.get("group_speeds", None)
+    if not gs or not all(_number(s) and math.isfinite(s) and s > 0 for s in gs):
+      fail("group_speeds", gs, "must be a non-empty list of speeds > 0")
+    groups = system.get("groups", ()) or ()
+    if not all(isinstance(g, (int, np.integer)) and not isinstance(g, bool)
+               and 0 <= g < len(gs) for g in groups):
+      fail("groups", groups, f"must be empty (client k in group k mod "
+           f"{len(gs)}) or list each client's group in 0..{len(gs) - 1}")
+  deadline = system.get("deadline", None)
+  if deadline is not None and not (_number(deadline) and deadline > 0):
+    fail("deadline", deadline, "must be a number > 0 (or None for no deadline)")
+  policy = system.get("policy", "none")
+  if policy not in POLICIES:
+    fail("policy", policy, f"allowed values are {', '.join(POLICIES)}")
+  if policy != "none" and deadline is None:
+    fail("deadline", deadline, f"must be set (> 0) for policy={policy!r}")
+
+
+class SystemConfig(NamedTuple):
+  """``config.system`` as the engine uses it (static, hashable).
+
+  Attributes:
+    speed: ``"equal"`` | ``"lognormal"`` | ``"groups"`` (:func:`sample_speeds`).
+    sigma: σ of the log-normal speeds.
+    group_speeds: ``(G,)`` speeds of the groups (``groups`` model).
+    groups: ``(K,)`` group of each client, or ``()`` = client k in group k mod G.
+    deadline: T > 0 in time units (one step at speed 1 = 1 unit); ``inf`` = none.
+    policy: ``"none"`` | ``"drop"`` | ``"partial"`` (module docstring).
+  """
+  speed: str = "equal"
+  sigma: float = 0.0
+  group_speeds: tuple = ()
+  groups: tuple = ()
+  deadline: float = math.inf
+  policy: str = "none"
+
+
+def client_speeds(system: SystemConfig, key, num_clients):
+  """``[K]`` speeds of all clients of a run for ``system``, fixed by ``key``
+  (the same in every round; indexed by client id, so cohort order is irrelevant)."""
+  groups = None
+  if system.speed == "groups":
+    g = len(system.group_speeds)
+    groups = (np.asarray(system.groups, np.int32) if len(system.groups)
+              else np.arange(num_clients, dtype=np.int32) % g)
+  return sample_speeds(key, num_clients, system.speed, system.sigma,
+                       system.group_speeds or None, groups)
+
+
+def affordable_steps(speeds, deadline, needed):
+  """``[K]`` int32 local steps each client can afford before the deadline,
+  ⌊T·s_k⌋ (capped at 2^30); ``needed`` where there is no deadline (T = inf)."""
+  deadline = jnp.asarray(deadline, jnp.float32)
+  fit = jnp.floor(jnp.minimum(deadline * jnp.asarray(speeds, jnp.float32),
+                              jnp.float32(2 ** 30))).astype(jnp.int32)
+  return jnp.where(jnp.isinf(deadline), jnp.asarray(needed, jnp.int32), fit)

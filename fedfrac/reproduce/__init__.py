@@ -1,0 +1,16 @@
+"""Paper reproductions: one module per paper, each with its scenario grid, its
+published values (``published/<paper>.json``) and its table writer.
+
+    import fedfrac as ff
+    ff.reproduce.firma.table(all_results["paper"])
+
+Command line: ``fedfrac-reproduce <paper> [flags]`` or
+``python -m fedfrac.reproduce <paper> [flags]`` with <paper> one of ``PAPERS``.
+"""
+from fedfrac.reproduce import (common, firma, fo_ri_fedavg, fofedavg, kuramoto, robust,
+                               published_tables, stragglers, tuned)
+
+# Command name -> module; ``bev`` names the FO-RI-FedAvg BEV suite as well.
+PAPERS = {"firma": firma, "fofedavg": fofedavg, "fo_ri_fedavg": fo_ri_fedavg,
+          "bev": fo_ri_fedavg, "kuramoto": kuramoto, "robust": robust, "tuned": tuned,
+          "published": published_tables, "stragglers": stragglers}

@@ -1,0 +1,25 @@
+"""``fedfrac-reproduce <paper> [flags]`` (= ``python -m fedfrac.reproduce``): run
+one paper's reproduction; ``fedfrac-reproduce <paper> --help`` lists its flags."""
+from __future__ import annotations
+
+import sys
+
+
+def main(argv=None):
+  """Dispatch ``argv`` = [paper, flags...] to ``fedfrac.reproduce.<paper>.main``."""
+  from fedfrac.reproduce import PAPERS
+  argv = sys.argv[1:] if argv is None else list(argv)
+  names = ", ".join(PAPERS)
+  if not argv or argv[0] in ("-h", "--help"):
+    print(f"usage: fedfrac-reproduce <paper> [flags]\n  paper: one of {names}")
+    return 0 if argv else 2
+  paper, flags = argv[0], argv[1:]
+  if paper not in PAPERS:
+    print(f"error: paper={paper!r}: unknown; allowed: {names}", file=sys.stderr)
+    return 2
+  PAPERS[paper].main(flags)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

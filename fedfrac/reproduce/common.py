@@ -1,0 +1,169 @@
+"""What every reproduction module shares: where the config files are, loading a
+config file or a published-values file, and the command line a table quotes.
+
+Config files (``configs/<paper>/*.py``) are loaded by path, as ``--config`` does,
+not imported as a package: they live in the source checkout beside ``fedfrac/``.
+A relative path is looked up from the working directory first and then from the
+checkout that holds this package, so the commands work from any directory of a
+source (or editable) install.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+
+import numpy as np
+
+from fedfrac import config as config_lib
+
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHECKOUT_DIR = os.path.dirname(PACKAGE_DIR)
+PUBLISHED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
+
+
+def find_file(path):
+  """Absolute path of ``path``: as given when it exists (absolute or relative to
+  the working directory), else relative to the source checkout. Raises
+  FileNotFoundError naming both places when neither has it."""
+  if os.path.exists(path):
+    return os.path.abspath(path)
+  candidate = os.path.join(CHECKOUT_DIR, path)
+  if not os.path.isabs(path) and os.path.exists(candidate):
+    return candidate
+  raise FileNotFoundError(
+      f"{path!r}: not found in {os.getcwd()!r} nor in the source checkout "
+      f"{CHECKOUT_DIR!r}")
+
+
+def load_module(path):
+  """The Python module at ``path`` (a config file, or another file loaded by path),
+  through the same loader as ``fedfrac.config.sibling_config``."""
+  path = find_file(path)
+  return config_lib.sibling_config(path, os.path.basename(path))
+
+
+def config_module(relpath):
+  """The config module ``configs/<relpath>`` (e.g. ``"firma/digits.py"``)."""
+  return load_module(os.path.join("configs", relpath))
+
+
+def published_document(paper):
+  """The whole published-values file ``published/<paper>.json``.
+
+  Two layouts are read: the transcription layout ``{"paper", "source", "settings",
+  "tables": {table: {"caption", "columns", "rows": {row: {column: cell}},
+  "notes", ...}}, "figures", "notes"}`` and the plain layout
+  ``{table: {row: {column: value}}}`` (returned wrapped as
+  ``{"tables": {table: {"rows": ...}}}``). A cell is a number, a string
+  ("NR", symbolic costs), a list, ``{"mean", "std"}`` or another small dict
+  (e.g. ``{"max_accuracy", "round"}``); ``None`` marks a cell the paper leaves
+  blank."""
+  path = os.path.join(PUBLISHED_DIR, f"{paper}.json")
+  with open(path, encoding="utf-8") as f:
+    doc = json.load(f)
+  if "tables" not in doc:
+    doc = {"tables": {t: {"rows": rows} for t, rows in doc.items()}}
+  for table, body in doc["tables"].items():
+    rows = body.get("rows") if isinstance(body, dict) else None
+    if not isinstance(rows, dict) or not all(isinstance(r, dict) for r in rows.values()):
+      raise ValueError(f"{path}: table {table!r} must map row -> {{column: value}}")
+  return doc
+
+
+def published(paper):
+  """Published values of ``paper``: ``{table: {row: {column: cell}}}`` with table,
+  row and column names as the paper prints them (see ``published_document`` for
+  the cell forms). Cells the paper does not print are absent or ``None``."""
+  return {t: body["rows"] for t, body in published_document(paper)["tables"].items()}
+
+
+def places(value):
+  """Decimal places of a published number as transcribed (0.736 -> 3)."""
+  if isinstance(value, dict):
+    value = value.get("mean")
+  if isinstance(value, bool) or not isinstance(value, (int, float)):
+    return 0
+  text = repr(float(value))
+  if "e" in text:
+    return 6
+  return len(text.split(".")[1].rstrip("0"))
+
+
+def column_places(rows, column):
+  """Decimal places the paper prints in ``column`` of a table's ``rows``: the most
+  any of its cells has (the transcription drops trailing zeros: 0.7360 -> 0.736)."""
+  return max([places(cols.get(column)) for cols in rows.values()] or [0])
+
+
+def fmt_value(value, digits):
+  """``value`` to ``digits`` decimals; ``{"mean", "std"}`` as "mean ± std"; strings
+  (e.g. "NR") as they are; ``None`` as "–"."""
+  if value is None:
+    return "–"
+  if isinstance(value, dict) and "mean" in value:
+    std = value.get("std")
+    return (f"{value['mean']:.{digits}f}" +
+            (f" ± {std:.{digits}f}" if std is not None else ""))
+  if isinstance(value, (int, float)) and not isinstance(value, bool):
+    return f"{value:.{digits}f}"
+  return str(value)
+
+
+def published_mean(value):
+  """The number a published cell claims (its mean for ``{"mean", "std"}``), or None
+  for a non-numeric cell ("NR", symbolic)."""
+  if isinstance(value, dict):
+    value = value.get("mean")
+  if isinstance(value, bool) or not isinstance(value, (int, float)):
+    return None
+  return float(value)
+
+
+AGREES, DIFFERS, STAND_IN, NOT_RUN = "agrees", "differs", "stand-in", "not run"
+
+
+def verdict(paper_value, our_mean, our_std, tolerance, stand_in=False):
+  """``(delta, verdict)`` of one published cell against ours.
+
+  ``delta`` = ours − published (None when either is missing). The verdict is
+  "stand-in" when our data is a stand-in for the paper's (no claim either way),
+  "not run" when we have no number, "agrees" when |delta| ≤ max(tolerance,
+  2 × our std over seeds) and "differs" otherwise. ``tolerance`` is 2 percentage
+  points in the metric's own units (0.02 for fractions, 2.0 for percents)."""
+  paper_value = published_mean(paper_value)
+  if our_mean is None or paper_value is None or not np.isfinite(our_mean):
+    return None, NOT_RUN if not stand_in else STAND_IN
+  delta = our_mean - paper_value
+  if stand_in:
+    return delta, STAND_IN
+  bound = max(tolerance, 2.0 * (our_std or 0.0))
+  return delta, AGREES if abs(delta) <= bound else DIFFERS
+
+
+def seed_mean_std(values):
+  """(mean, sample std) over seeds of the finite ``values``; (None, None) if none."""
+  v = np.asarray([x for x in values if x is not None], np.float64)
+  v = v[np.isfinite(v)]
+  if v.size == 0:
+    return None, None
+  return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+
+def comparison_table(cells, digits, delta_scale=1.0, delta_unit="pp"):
+  """Markdown rows ``| label | published | ours | Δ | verdict | note |`` for
+  ``cells`` = [(label, published cell, our mean, our std, delta, verdict, note)];
+  Δ is printed times ``delta_scale`` (100 for fractions shown in pp)."""
+  lines = [f"| cell | published | ours (mean ± std over seeds) | Δ ({delta_unit}) | "
+           f"verdict | note |", "|---|---|---|---|---|---|"]
+  for label, pub, mean, std, delta, what, note in cells:
+    ours = ("–" if mean is None else f"{mean:.{digits}f} ± {std:.{digits}f}")
+    d = "–" if delta is None else f"{delta * delta_scale:+.1f}"
+    lines.append(f"| {label} | {fmt_value(pub, digits)} | {ours} | {d} | {what} | "
+                 f"{note or ''} |")
+  return "\n".join(lines)
+
+
+def command_line(paper, argv):
+  """The command that reproduces a table, as the table quotes it."""
+  return " ".join(["fedfrac-reproduce", paper] + [shlex.quote(a) for a in argv])

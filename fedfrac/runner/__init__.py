@@ -1,0 +1,21 @@
+"""Running experiments: config -> simulations -> records -> files.
+
+* :mod:`~fedfrac.runner.factories`: config sections -> task, training, engine
+  settings, :class:`fedfrac.sim.Simulation`.
+* :mod:`~fedfrac.runner.loop`: :func:`run`, :func:`run_many` and their one
+  :func:`chunk_loop`.
+* :mod:`~fedfrac.runner.log`: per-run rows, traffic and divergence between chunks.
+* :mod:`~fedfrac.runner.records`: :class:`RunRecord`, :class:`Results`, summaries, tables.
+* :mod:`~fedfrac.runner.checkpoint`: verified checkpoints, atomic writes.
+* :mod:`~fedfrac.runner.workdir`: one experiment per workdir (fingerprint, records).
+* :mod:`~fedfrac.runner.outputs`: metrics.csv / jsonl, rounds.csv, summary, plots.
+* :mod:`~fedfrac.runner.tensorboard`: optional TensorBoard event files.
+"""
+from fedfrac.runner.checkpoint import Checkpointer
+from fedfrac.runner.factories import (build_simulation, churn_rates, default_unroll,
+                                   engine_attack, engine_config, make_task,
+                                   make_training)
+from fedfrac.runner.log import RunLog, round_communication
+from fedfrac.runner.loop import RunInterrupted, chunk_loop, run, run_many, run_one
+from fedfrac.runner.outputs import plot_curves, write_outputs
+from fedfrac.runner.records import FIRST_COLUMNS, Results, RunRecord, format_table, summarize

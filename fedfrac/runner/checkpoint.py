@@ -1,0 +1,230 @@
+"""Verified checkpoints of a run's engine state and history, and atomic file writes.
+
+A checkpoint step is one directory ``step_<round>/`` under a run's checkpoint
+directory (``<workdir>/checkpoints/<method>/seed_<s>/``) holding
+
+* ``state.npz``: the engine state (:class:`fedfrac.sim.state.SimState`), one
+  array per leaf, named by the state's own field path (``server/params/Dense_0/
+  kernel``, ``clients/...``, ``available``, ``key``, ``round``, ``byzantine``);
+* ``history.json``: the run's rows and status up to that round;
+* ``manifest.json``: the step, the SHA-256 of both files, and every item's
+  shape and dtype.
+
+One commit point: the files are written (and flushed to disk) in a temporary
+directory that is then renamed to ``step_<round>``, so a step either exists
+whole or not at all; the state and its history can never disagree. On restore
+every file is checked against the manifest; a step that fails is reported in one
+line on stderr and the previous step is tried. Only the last ``keep`` steps are
+kept (state and history together).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import sys
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedfrac.config import ConfigError
+
+FORMAT = 1
+STEP_PATTERN = re.compile(r"^step_(\d+)$")
+
+
+class CheckpointError(ConfigError):
+  """No checkpoint of a run can be used (all failed verification, or they hold a
+  state of another shape); the message says what to do."""
+
+
+def json_default(o):
+  """``json.dumps`` fallback for NumPy scalars and arrays (else ``str``)."""
+  if isinstance(o, (np.floating,)):
+    return float(o)
+  if isinstance(o, (np.integer,)):
+    return int(o)
+  if isinstance(o, np.ndarray):
+    return o.tolist()
+  return str(o)
+
+
+def atomic_write(path, text):
+  """Write ``text`` to ``path`` through a temporary file and a rename."""
+  tmp = f"{path}.tmp{os.getpid()}"
+  with open(tmp, "w") as f:
+    f.write(text)
+  os.replace(tmp, path)
+
+
+def write_file(path, data: bytes) -> None:
+  """Write ``data`` to a new file ``path`` and flush it to disk."""
+  with open(path, "wb") as f:
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def commit(tmp_dir, final_dir) -> None:
+  """Make the fully written ``tmp_dir`` the step ``final_dir`` (one rename)."""
+  os.replace(tmp_dir, final_dir)
+
+
+def _key_name(key) -> str:
+  for attr in ("name", "key", "idx"):
+    if hasattr(key, attr):
+      return str(getattr(key, attr))
+  return str(key)
+
+
+def named_leaves(state) -> dict:
+  """``{field path: leaf}`` of a state pytree, e.g. ``server/params/Dense_0/bias``."""
+  flat, _ = jax.tree_util.tree_flatten_with_path(state)
+  return {"/".join(_key_name(k) for k in path): leaf for path, leaf in flat}
+
+
+def _sha256(data: bytes) -> str:
+  return hashlib.sha256(data).hexdigest()
+
+
+class Checkpointer:
+  """Verified checkpoints of one (method, seed) run in ``directory``."""
+
+  def __init__(self, directory, keep: int = 2):
+    self.directory = os.path.abspath(directory)
+    self.keep = keep
+    os.makedirs(self.directory, exist_ok=True)
+
+  def steps(self) -> list:
+    """Committed steps, oldest first."""
+    out = []
+    for name in os.listdir(self.directory):
+      m = STEP_PATTERN.match(name)
+      if m and os.path.isdir(os.path.join(self.directory, name)):
+        out.append(int(m.group(1)))
+    return sorted(out)
+
+  def latest(self) -> Optional[int]:
+    steps = self.steps()
+    return steps[-1] if steps else None
+
+  def step_dir(self, step) -> str:
+    return os.path.join(self.directory, f"step_{int(step)}")
+
+  def save(self, step, state, history) -> None:
+    """Write step ``step`` (state + history) with one commit point, then prune."""
+    arrays = {name: np.asarray(leaf) for name, leaf in named_leaves(state).items()}
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    state_bytes = buf.getvalue()
+    history_bytes = json.dumps(history, default=json_default).encode()
+    manifest = {"format": FORMAT, "step": int(step),
+                "files": {"state.npz": _sha256(state_bytes),
+                          "history.json": _sha256(history_bytes)},
+                "items": {k: [list(a.shape), str(a.dtype)] for k, a in arrays.items()}}
+    tmp = os.path.join(self.directory, f".step_{int(step)}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    write_file(os.path.join(tmp, "state.npz"), state_bytes)
+    write_file(os.path.join(tmp, "history.json"), history_bytes)
+    write_file(os.path.join(tmp, "manifest.json"), json.dumps(manifest).encode())
+    final = self.step_dir(step)
+    if os.path.exists(final):    # re-saving a step (e.g. a resumed run's last round)
+      old = final + f".old{os.getpid()}"
+      os.replace(final, old)
+      commit(tmp, final)
+      shutil.rmtree(old, ignore_errors=True)
+    else:
+      commit(tmp, final)
+    self._prune()
+
+  def _prune(self):
+    """Drop all but the last ``keep`` steps and leftovers of interrupted writes."""
+    for step in self.steps()[:-self.keep]:
+      shutil.rmtree(self.step_dir(step), ignore_errors=True)
+    for name in os.listdir(self.directory):
+      if name.startswith(".step_") or ".old" in name:
+        shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+
+  def verify(self, step) -> dict:
+    """The manifest of an intact step; raises ``ValueError`` saying what is wrong."""
+    d = self.step_dir(step)
+    try:
+      with open(os.path.join(d, "manifest.json"), "rb") as f:
+        manifest = json.loads(f.read())
+      files = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      raise ValueError(f"manifest.json unreadable ({type(e).__name__})") from None
+    if manifest.get("step") != int(step) or set(files) != {"state.npz", "history.json"}:
+      raise ValueError("manifest.json does not describe this step")
+    for name, digest in files.items():
+      try:
+        with open(os.path.join(d, name), "rb") as f:
+          data = f.read()
+      except OSError:
+        raise ValueError(f"{name} missing") from None
+      if _sha256(data) != digest:
+        raise ValueError(f"{name} checksum mismatch")
+    return manifest
+
+  def _load(self, step, like_state):
+    d = self.step_dir(step)
+    with np.load(os.path.join(d, "state.npz"), allow_pickle=False) as npz:
+      stored = {k: npz[k] for k in npz.files}
+    with open(os.path.join(d, "history.json")) as f:
+      history = json.load(f)
+    like = named_leaves(like_state)
+    if set(stored) != set(like):
+      missing = sorted(set(like) ^ set(stored))
+      raise CheckpointError(
+          f"checkpoint {d}: its items differ from this config's state ({missing[0]}, "
+          f"...); rerun with --overwrite to start afresh")
+    leaves = []
+    for name, leaf in like.items():
+      a, want = stored[name], np.asarray(leaf)
+      if a.shape != want.shape or a.dtype != want.dtype:
+        raise CheckpointError(
+            f"checkpoint {d}: item {name} is {a.dtype}{list(a.shape)} but this config "
+            f"builds {want.dtype}{list(want.shape)}; rerun with --overwrite to start "
+            f"afresh")
+      leaves.append(jnp.asarray(a))
+    treedef = jax.tree.structure(like_state)
+    return jax.tree.unflatten(treedef, leaves), history
+
+  def restore_latest(self, like_state):
+    """``(step, state, history)`` of the newest intact step, ``None`` if there are
+    no steps. A step that fails verification is reported on stderr and the one
+    before it is used; raises :class:`CheckpointError` when none is intact."""
+    steps = self.steps()
+    if not steps:
+      return None
+    bad = []
+    for step in reversed(steps):
+      try:
+        self.verify(step)
+      except ValueError as e:
+        bad.append(step)
+        print(f"checkpoint {self.step_dir(step)} failed verification ({e}); "
+              f"trying the step before it", file=sys.stderr)
+        continue
+      state, history = self._load(step, like_state)
+      for b in bad:   # never resume from it later, never prune the good one for it
+        shutil.rmtree(self.step_dir(b), ignore_errors=True)
+      return step, state, history
+    raise CheckpointError(
+        f"checkpoints in {self.directory}: no intact step (tried "
+        f"{', '.join(map(str, reversed(steps)))}); rerun with --overwrite to start "
+        f"afresh")
+
+  def restore(self, step, like_state):
+    """``(state, history)`` of step ``step`` (verified)."""
+    try:
+      self.verify(step)
+    except ValueError as e:
+      raise CheckpointError(f"checkpoint {self.step_dir(step)}: {e}") from None
+    return self._load(step, like_state)

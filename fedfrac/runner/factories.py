@@ -1,0 +1,217 @@
+"""Config -> task, local training, engine settings and a :class:`Simulation`.
+
+Each factory reads one section of the config (validated by its owner, see
+:func:`fedfrac.config.validate`) and builds the object the engine takes.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import jax
+import numpy as np
+
+from fedfrac import algorithms
+from fedfrac import config as config_lib
+from fedfrac import models
+from fedfrac.algorithms import contract, local_training, tasks
+from fedfrac.ops import system as system_lib
+from fedfrac.optim import schedules
+from fedfrac.sim import attacks, devices
+from fedfrac.sim.evaluate import task_evaluation
+from fedfrac.sim.simulation import Simulation
+from fedfrac.sim.state import EngineConfig
+
+
+def make_task(config):
+  """The :class:`Task` of ``config.task`` (cross-entropy: classification)."""
+  if config.task.loss == "cross_entropy":
+    return tasks.classification_task()
+  return tasks.regression_task(config.task.loss, config.task.huber_delta,
+                               config.task.get("mape_eps", 1.0),
+                               config.task.get("mape_rule", "stabilized"))
+
+
+def default_unroll(max_steps, dynamic_steps=False):
+  """Local steps per loop iteration when ``engine.unroll=0``.
+
+  A static scan on CPU is unrolled fully up to 16 steps (loop overhead dominates
+  there); dynamic loops (which stop at each client's own step count) and other
+  backends use 1.
+  """
+  if jax.default_backend() == "cpu" and not dynamic_steps:
+    return int(max(1, min(max_steps, 16)))
+  return 1
+
+
+def make_training(client_cfg, client_size, rounds, unroll=0,
+                  dynamic_steps=False) -> local_training.LocalTraining:
+  """LocalTraining from a (merged) client config and the clients' sizes.
+
+  ``dynamic_steps=True`` makes local-step loops run each client's own step count
+  (see :class:`fedfrac.algorithms.base.LocalTraining`).
+  """
+  tx = schedules.client_optimizer(client_cfg.optimizer, momentum=client_cfg.momentum,
+                                  weight_decay=client_cfg.weight_decay)
+  sched = schedules.lr_schedule(client_cfg.schedule, client_cfg.lr, rounds,
+                                client_cfg.final_lr_fraction, client_cfg.lr_decay)
+  steps = client_cfg.local_steps or None
+  epochs = None if steps else client_cfg.local_epochs
+  b = client_cfg.batch_size
+  sizes = np.asarray(client_size)
+  max_steps = steps if steps else int(epochs * np.ceil(sizes.max() / b))
+  return local_training.LocalTraining(
+      optimizer=tx, lr_schedule=sched, batch_size=b, local_epochs=epochs,
+      local_steps=steps, max_steps=max(int(max_steps), 1),
+      unroll=unroll or default_unroll(max_steps, dynamic_steps),
+      dynamic_steps=bool(dynamic_steps))
+
+
+def churn_rates(config, fed_data=None):
+  """``None`` (no churn) or ``(p_leave, p_join)`` for the engine.
+
+  Scalars from ``config.churn.p_leave/p_join``; with ``config.churn.per_class``
+  (group -> (p_leave, p_join), asymmetric churn) per-client ``[K]`` arrays built
+  from ``fed_data.client_group`` (BEV: vehicle class), other groups keeping the
+  scalar rates.
+  """
+  ch = config.churn
+  per_class = dict(ch.get("per_class", {}) or {})
+  if not per_class:
+    if ch.p_leave > 0 or ch.p_join < 1:
+      return (float(ch.p_leave), float(ch.p_join))
+    return None
+  if fed_data is None or fed_data.client_group is None:
+    raise ValueError("config.churn.per_class needs data with client groups "
+                     "(vehicle classes of a BEV source)")
+  groups = np.asarray(fed_data.client_group).astype(str)
+  p_leave = np.full(groups.shape, float(ch.p_leave), np.float32)
+  p_join = np.full(groups.shape, float(ch.p_join), np.float32)
+  for cls, (leave, join) in per_class.items():
+    sel = groups == cls
+    p_leave[sel], p_join[sel] = float(leave), float(join)
+  return (p_leave, p_join)
+
+
+def engine_attack(config, label):
+  """The engine's :class:`AttackConfig` of method ``label`` (None: no attack)."""
+  ac = config_lib.attack_config(config, label)
+  if ac.kind == "none":
+    return None
+  return attacks.AttackConfig(kind=ac.kind, fraction=float(ac.fraction),
+                              scale=float(ac.scale), std=float(ac.std),
+                              seed=None if ac.seed < 0 else int(ac.seed))
+
+
+def system_config(config):
+  """The engine's :class:`fedfrac.ops.system.SystemConfig` from ``config.system``;
+  ``None`` for the default (equal speeds, policy ``none``: today's rounds)."""
+  sc = config.get("system", None)
+  if sc is None:
+    return None
+  policy, speed = sc.get("policy", "none"), sc.get("speed", "equal")
+  if policy == "none" and speed == "equal":
+    return None
+  deadline = sc.get("deadline", None)
+  return system_lib.SystemConfig(
+      speed=speed, sigma=float(sc.get("sigma", 0.0)),
+      group_speeds=tuple(float(v) for v in (sc.get("group_speeds", ()) or ())),
+      groups=tuple(int(g) for g in (sc.get("groups", ()) or ())),
+      deadline=math.inf if deadline is None else float(deadline), policy=policy)
+
+
+def engine_config(config, label=None, fed_data=None) -> EngineConfig:
+  """Engine settings of the run (with ``label``: that method's attack settings;
+  with ``fed_data``: per-client churn rates from ``config.churn.per_class``)."""
+  churn = churn_rates(config, fed_data)
+  attack = None if label is None else engine_attack(config, label)
+  e = config.engine
+  return EngineConfig(
+      rounds=config.rounds, participation=config.participation,
+      client_parallelism=e.client_parallelism,
+      eval_batch_size=e.eval_batch_size, availability=churn,
+      cohort_rule=config.churn.get("cohort_rule", "available"), attack=attack,
+      step_buckets=int(e.get("step_buckets", 0)),
+      shard_clients=e.get("shard_clients", False), system=system_config(config))
+
+
+def make_with_overrides(name, ctx, options, overrides):
+  """Algorithm ``name`` built with ``options`` updated by ``overrides`` (a dict of
+  possibly traced hyper-parameters: one point of a vmapped grid)."""
+  return algorithms.make(name, ctx, **{**options, **overrides})
+
+
+def check_methods(config, fed_data) -> None:
+  """Build every selected method's algorithm on ``fed_data`` (no compilation), so a
+  method that cannot run with its merged config (e.g. FedNova with
+  ``client.optimizer='adamw'``) stops the run before any method computes.
+
+  Raises:
+    ConfigError naming the method, the key and what is allowed.
+  """
+  task = make_task(config)
+  num_outputs = fed_data.num_classes if task_evaluation(task).classification else 1
+  model = models.build(config.model, fed_data.input_shape, num_outputs,
+                       fed_data.input_scale)
+  for label in config_lib.method_labels(config):
+    client_cfg = config_lib.client_config(config, label)
+    method = config.methods[label]
+    try:
+      training = make_training(client_cfg, fed_data.client_size, config.rounds,
+                               config.engine.unroll,
+                               config.engine.get("dynamic_steps", False))
+      ctx = contract.BuildContext(model=model, task=task, training=training,
+                                  data_info=fed_data.info(), rounds=config.rounds,
+                                  client_cfg=client_cfg,
+                                  aggregator=config_lib.aggregator_spec(config, label),
+                                  participation=float(config.participation))
+      algorithms.make(method.name, ctx, **config_lib.method_options(method))
+    except config_lib.ConfigError:
+      raise
+    except ValueError as e:
+      raise config_lib.ConfigError(
+          f"config.{e} (method {label!r}, algorithm {method.name!r}); nothing has run "
+          f"yet") from None
+
+
+def build_simulation(config, label, fed_data, all_client_sizes=None,
+                     traced_options=False) -> Simulation:
+  """Everything for one method on one federated dataset.
+
+  ``all_client_sizes`` (default: this dataset's) sets the static local-step scan
+  length, so batched runs over several partitions share one program;
+  ``traced_options`` lets the simulation rebuild the algorithm from traced option
+  overrides (hyper-parameter grids, :func:`make_with_overrides`).
+  """
+  task = make_task(config)
+  num_outputs = fed_data.num_classes if task_evaluation(task).classification else 1
+  model = models.build(config.model, fed_data.input_shape, num_outputs,
+                       fed_data.input_scale)
+  client_cfg = config_lib.client_config(config, label)
+  sizes = fed_data.client_size if all_client_sizes is None else all_client_sizes
+  training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll,
+                           config.engine.get("dynamic_steps", False))
+  ctx = contract.BuildContext(model=model, task=task, training=training,
+                          data_info=fed_data.info(), rounds=config.rounds,
+                          client_cfg=client_cfg,
+                          aggregator=config_lib.aggregator_spec(config, label),
+                          participation=float(config.participation))
+  method = config.methods[label]
+  options = config_lib.method_options(method)
+  algorithm = algorithms.make(method.name, ctx, **options)
+  algorithm_fn = None
+  if traced_options:
+    algorithm_fn = functools.partial(make_with_overrides, method.name, ctx, options)
+  return Simulation(algorithm, fed_data, model, task, training,
+                    engine_config(config, label, fed_data), algorithm_fn=algorithm_fn)
+
+
+def apply_cpu_devices(config):
+  """``engine.cpu_devices > 0``: split the CPU into that many devices if JAX has
+  not started yet (warn otherwise); see :func:`fedfrac.sim.devices.use_cpu_devices`."""
+  n = int(config.engine.get("cpu_devices", 0) or 0)
+  if n and not devices.use_cpu_devices(n, strict=False):
+    warnings.warn(f"config.engine.cpu_devices={n} ignored: JAX had already started "
+                  f"with {jax.device_count()} device(s); set it before any JAX "
+                  f"operation or use XLA_FLAGS=--xla_force_host_platform_device_count={n}")

@@ -1,0 +1,177 @@
+"""Per-run bookkeeping between chunks: rows, traffic, wall time, divergence."""
+from __future__ import annotations
+
+import inspect
+import sys
+import warnings
+
+import numpy as np
+
+from fedfrac.runner.records import RunRecord, nonfinite_keys
+
+
+def round_communication(comm):
+  """``(payload_bytes, message_bytes, participants, round_index) -> (up, down)``.
+
+  An algorithm's ``comm`` may take a ``round_index`` keyword (0-based) when its
+  traffic changes between rounds (e.g. FibFL++ warm-up rounds).
+  """
+  try:
+    takes_round = "round_index" in inspect.signature(comm).parameters
+  except (TypeError, ValueError):
+    takes_round = False
+  if takes_round:
+    return lambda p, m, n, r: comm(p, m, n, round_index=r)
+  return lambda p, m, n, r: comm(p, m, n)
+
+
+def _scalar(v):
+  v = np.asarray(v)
+  return float(v) if v.ndim == 0 else None
+
+
+def progress_bar_class():
+  """tqdm's notebook-aware bar when ipywidgets (the ``notebooks`` extra) is
+  installed, else the text bar (tqdm.auto would warn in Jupyter without it)."""
+  import importlib.util
+  if importlib.util.find_spec("ipywidgets") is not None:
+    from tqdm.auto import tqdm
+  else:
+    from tqdm.std import tqdm
+  return tqdm
+
+
+class Progress:
+  """A tqdm bar on stderr (or nothing when disabled)."""
+
+  def __init__(self, enabled, total, desc, initial):
+    self.bar = None
+    if enabled:
+      tqdm = progress_bar_class()
+      self.bar = tqdm(total=total, desc=desc, initial=initial, leave=False,
+                      dynamic_ncols=True, file=sys.stderr)
+
+  def update(self, n, row=None, seconds=0.0):
+    """Advance by ``n`` rounds, showing ``row``'s accuracy (or RMSE) and rounds/s."""
+    if self.bar is not None:
+      self.bar.update(n)
+      if row:
+        value = row.get("accuracy", row.get("rmse", float("nan")))
+        self.bar.set_postfix({"acc": f"{value:.4f}",
+                              "rps": f"{n / max(seconds, 1e-9):.1f}"}, refresh=False)
+
+  def close(self):
+    if self.bar is not None:
+      self.bar.close()
+
+
+class PointProgress:
+  """A tqdm bar over a sweep's points on stderr, with an ETA (or nothing when
+  disabled). Points finished by an earlier, interrupted sweep count as done
+  from the start but not in the rate, so the ETA is from this run's speed."""
+
+  def __init__(self, enabled, total, done=0, desc="sweep"):
+    self.bar = None
+    if enabled and total:
+      from tqdm.auto import tqdm
+      self.bar = tqdm(total=total, initial=done, desc=desc, unit="point",
+                      dynamic_ncols=True, file=sys.stderr, smoothing=0.1)
+
+  def update(self, n=1):
+    if self.bar is not None:
+      self.bar.update(n)
+
+  def close(self):
+    if self.bar is not None:
+      self.bar.close()
+
+
+class RunLog:
+  """Rows, cumulative traffic, wall time and status of one (method, seed) run."""
+
+  def __init__(self, label, algorithm_name, seed, comm, payload_bytes, message_bytes,
+               on_divergence="stop", history=None, host_metrics=None):
+    self.label, self.algorithm_name, self.seed = label, algorithm_name, seed
+    self.host_metrics = host_metrics
+    self._host_keys = set()
+    self.comm = round_communication(comm)
+    self.payload_bytes, self.message_bytes = payload_bytes, message_bytes
+    self.on_divergence = on_divergence
+    h = history or {}
+    self.rows = h.get("rows", [])
+    self.round_rows = h.get("round_rows", [])
+    self.status = h.get("status", "ok")
+    self.wall = h.get("wall_s", 0.0)
+    self.cum_up = h.get("cum_bytes_up", 0.0)
+    self.cum_down = h.get("cum_bytes_down", 0.0)
+    self.compile_s = 0.0
+    self.client_arrays = {}
+
+  def history(self):
+    return {"rows": self.rows, "round_rows": self.round_rows, "status": self.status,
+            "wall_s": self.wall, "cum_bytes_up": self.cum_up,
+            "cum_bytes_down": self.cum_down}
+
+  def add_chunk(self, first_round, round_metrics, evaluation, seconds):
+    """Record a chunk (host arrays, leading axis = rounds); returns the eval row.
+
+    A run is marked diverged at the first round whose training-side metrics are
+    not finite — whatever ``eval_every`` is — or else at the chunk's evaluation
+    if that is not finite; it then records nothing further (or raises, with
+    ``on_divergence="error"``, after recording the chunk). A round without any
+    participating client has no ``train_*`` metrics (absent, not zero).
+    """
+    if self.status != "ok":
+      return None
+    n = len(round_metrics["cohort"])
+    self.wall += seconds
+    diverged_at, bad = None, []
+    for i in range(n):
+      participants = float(round_metrics["cohort"][i])
+      up, down = self.comm(self.payload_bytes, self.message_bytes, participants,
+                           first_round + i)
+      self.cum_up += up
+      self.cum_down += down
+      row = {"method": self.label, "algorithm": self.algorithm_name, "seed": self.seed,
+             "round": first_round + i + 1, "bytes_up": up, "bytes_down": down,
+             "cum_bytes_up": self.cum_up, "cum_bytes_down": self.cum_down}
+      for k, v in round_metrics.items():
+        if k.startswith("clients/") or (participants == 0 and k.startswith("train_")):
+          continue
+        value = _scalar(v[i])
+        if value is not None:
+          row[k] = value
+      if self.host_metrics is not None:
+        extra = {k: float(v) for k, v in self.host_metrics(first_round + i + 1).items()}
+        self._host_keys.update(extra)
+        row.update(extra)
+      self.round_rows.append(row)
+      if diverged_at is None:
+        bad = nonfinite_keys(row, self._host_keys)
+        if bad:
+          diverged_at = row["round"]
+    row = dict(self.round_rows[-1])
+    row.update({k: float(v) for k, v in evaluation.items() if not k.startswith("clients/")})
+    row["wall_s"] = self.wall
+    self.rows.append(row)
+    self.client_arrays = {k: np.asarray(v) for k, v in evaluation.items()
+                          if k.startswith("clients/")}
+    if diverged_at is None:
+      bad = nonfinite_keys(row, self._host_keys)  # host keys: e.g. ε = inf without noise
+      if bad:
+        diverged_at = row["round"]
+    if diverged_at is not None:
+      msg = (f"method {self.label!r} seed {self.seed} diverged at round {diverged_at}: "
+             f"{', '.join(bad)} not finite (lower client.lr or check the method's options)")
+      self.status = f"diverged at round {diverged_at}"
+      if self.on_divergence == "error":
+        raise FloatingPointError(msg)
+      warnings.warn(msg)
+    return row
+
+  def record(self, partial: bool = False) -> RunRecord:
+    """The run's :class:`RunRecord`; ``partial``: it stopped before its last round."""
+    status = "partial" if partial and self.status == "ok" else self.status
+    return RunRecord(self.label, self.algorithm_name, self.seed, self.rows,
+                     self.round_rows, status, self.compile_s, self.wall,
+                     self.client_arrays, tuple(sorted(self._host_keys)))

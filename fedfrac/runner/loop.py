@@ -1,0 +1,370 @@
+"""Config -> data -> engine -> results: ``run`` (one compiled program per method
+and seed, checkpointed) and ``run_many`` (every seed and grid point of a method
+vmapped into one program), both driving the same :func:`chunk_loop`.
+
+``run(config, workdir=None)`` runs every method in ``config.methods`` for every
+seed in ``config.seeds`` on the same split, the same initial model and the same
+client-sampling stream, and returns :class:`Results`. With a ``workdir`` it
+writes (atomically, :mod:`fedfrac.runner.outputs`) ``metrics.csv`` /
+``metrics.jsonl`` (one row per evaluated round), ``rounds.csv`` (every round's
+training-side metrics), ``summary.json``, ``config.json``, plots, and orbax
+checkpoints at chunk boundaries; re-running with the same workdir resumes from
+the last checkpoint and gives the same numbers as an uninterrupted run.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Callable, Optional
+
+import jax
+import numpy as np
+
+from fedfrac import algorithms
+from fedfrac import config as config_lib
+from fedfrac import data as data_lib
+from fedfrac.runner import factories, outputs, workdir as workdir_lib
+from fedfrac.runner.checkpoint import Checkpointer, atomic_write
+from fedfrac.runner.log import Progress, RunLog
+from fedfrac.runner.records import Results, RunRecord
+from fedfrac.sim.batched import BatchedSimulation
+
+
+def _to_host(tree):
+  return jax.tree.map(np.asarray, jax.device_get(tree))
+
+
+def _slice_run(tree, i):
+  """Run ``i`` of a batched tree (0-d leaves, e.g. the shared round, are kept)."""
+  return jax.tree.map(lambda x: x[i] if np.ndim(x) else x, tree)
+
+
+def _whole(tree, i):
+  """Run ``i`` of an unbatched (single-run) tree: the tree itself."""
+  return tree
+
+
+class StopRequest:
+  """Ctrl-C (SIGINT) during :func:`run`: the first one asks the loop to stop
+  after the current chunk (then checkpoint and write what is done); a second
+  one interrupts at once. Installed only in the main thread."""
+
+  def __init__(self):
+    self.requested = False
+    self._previous = None
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      self._previous = signal.signal(signal.SIGINT, self._handle)
+    return self
+
+  def _handle(self, signum, frame):
+    self.requested = True
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+  def __exit__(self, *exc):
+    if self._previous is not None:
+      signal.signal(signal.SIGINT, self._previous)
+    return False
+
+
+class RunInterrupted(KeyboardInterrupt):
+  """Ctrl-C stopped :func:`run` after a chunk; checkpoints and files are written.
+
+  Attributes: ``results`` (what finished, :class:`Results`) and ``message`` (one
+  line saying where it stopped and how to resume)."""
+
+  def __init__(self, message, results):
+    super().__init__(message)
+    self.message, self.results = message, results
+
+
+def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds: int,
+               eval_every: int, compile_fn: Callable, split: Callable = _whole,
+               bar: Optional[Progress] = None,
+               after_chunk: Optional[Callable] = None,
+               stop: Optional[Callable] = None):
+  """Run chunks of rounds until ``end_round``, until no run is still ok, or
+  until ``stop()`` says so (checked after each chunk).
+
+  Each chunk runs ``min(eval_every, rounds − r, end_round − r)`` rounds, then
+  evaluates; its host metrics go to every run's log (``split(tree, i)``: run
+  ``i``'s part), each getting an equal share of the chunk's wall time.
+
+  Args:
+    runner: a :class:`fedfrac.sim.Simulation` or :class:`BatchedSimulation`.
+    state: its state (batched: stacked states).
+    logs: one :class:`RunLog` per run in ``state``.
+    compile_fn: ``compile_fn(num_rounds, state) -> seconds`` compiling a chunk.
+    after_chunk: ``after_chunk(round, chunk_index, state, last)`` (e.g.
+      checkpoints); ``last`` is True after the final chunk of this call.
+    stop: ``stop() -> bool``, e.g. whether Ctrl-C was pressed.
+  Returns:
+    ``(state, compile seconds, last round run)``.
+  """
+  r, chunk_index, compile_s = start_round, 0, 0.0
+  while r < end_round and any(log.status == "ok" for log in logs):
+    n = min(eval_every, rounds - r, end_round - r)
+    compile_s += compile_fn(n, state)
+    t0 = time.perf_counter()
+    state, round_metrics = runner.run_chunk(state, n)
+    evaluation = runner.evaluate(state)
+    jax.block_until_ready((state, evaluation))
+    dt = time.perf_counter() - t0
+    round_metrics, evaluation = _to_host(round_metrics), _to_host(evaluation)
+    row = None
+    error = None
+    for i, log in enumerate(logs):
+      try:
+        row = log.add_chunk(r, split(round_metrics, i), split(evaluation, i),
+                            dt / len(logs)) or row
+      except FloatingPointError as e:   # on_divergence="error": checkpoint first
+        error = e
+    r += n
+    chunk_index += 1
+    if bar is not None:
+      bar.update(n, row, dt)
+    stopping = (error is not None or r >= end_round or (stop is not None and stop())
+                or not any(log.status == "ok" for log in logs))
+    if after_chunk is not None:
+      after_chunk(r, chunk_index, state, stopping)
+    if error is not None:
+      raise error
+    if stopping:
+      break
+  return state, compile_s, r
+
+
+def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
+            progress=None, stop=None) -> RunRecord:
+  """Run one method for one seed; resume from ``workdir`` if it has a checkpoint
+  (saying so in one line on stderr: ``resuming fedavg seed 0 from round 950``).
+
+  The record's status is ``ok``, ``diverged at round r`` or ``partial`` (stopped
+  by ``stop_after_round`` or ``stop()`` before ``config.rounds``). With
+  ``on_divergence="error"`` the raised ``FloatingPointError`` carries the run's
+  record as ``.record``.
+  """
+  try:
+    sim = factories.build_simulation(config, label, fed_data)
+  except config_lib.ConfigError:
+    raise
+  except ValueError as e:   # an option the method cannot use with this config
+    raise config_lib.ConfigError(f"config.methods.{label}: {e}") from None
+  state = sim.init(seed)
+  history, ckpt = None, None
+  if workdir:
+    ckpt = Checkpointer(os.path.join(workdir, "checkpoints", label, f"seed_{seed}"))
+    restored = ckpt.restore_latest(state)
+    if restored is not None:
+      step, state, history = restored
+      if step < config.rounds and (stop_after_round is None or step < stop_after_round):
+        print(f"resuming {label} seed {seed} from round {step}", file=sys.stderr)
+  payload_bytes, message_bytes = sim.communication_bytes(state)
+  log = RunLog(label, config.methods[label].name, seed, sim.algorithm.comm,
+               payload_bytes, message_bytes, config.on_divergence, history,
+               sim.algorithm.host_metrics)
+  start_round = int(state.round)
+  end_round = config.rounds if stop_after_round is None else min(config.rounds,
+                                                                 stop_after_round)
+  show = config.progress if progress is None else progress
+  bar = Progress(show and log.status == "ok", config.rounds, f"{label} seed {seed}",
+                 start_round)
+
+  def save(r, chunk_index, state, last):
+    if ckpt and (last or log.status != "ok" or (
+        config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
+      ckpt.save(r, state, log.history())
+  done = start_round
+  try:
+    _, log.compile_s, done = chunk_loop(
+        sim, state, [log], start_round=start_round, end_round=end_round,
+        rounds=config.rounds, eval_every=config.eval_every,
+        compile_fn=lambda n, _: sim.compile(n), bar=bar, after_chunk=save, stop=stop)
+  except FloatingPointError as e:
+    e.record = log.record()
+    raise
+  finally:
+    bar.close()
+  return log.record(partial=log.status == "ok" and done < config.rounds)
+
+
+def _build_data(config, data_seed):
+  """``data_lib.build``; a request the data cannot meet (e.g. more clients than
+  samples allow) is a :class:`ConfigError` naming the data section."""
+  try:
+    return data_lib.build(config.data, data_seed)
+  except (config_lib.ConfigError, data_lib.DataFileError):
+    raise
+  except ValueError as e:
+    raise config_lib.ConfigError(f"config.data (data seed {data_seed}): {e}") from None
+
+
+def _data_seed(config, seed):
+  return seed if config.data.seed < 0 else config.data.seed
+
+
+def _grid_values(grid, method, options, label):
+  """``(option, values)`` of ``grid`` for this method (``(None, [None])`` when the
+  method lacks the option); every value checked up front."""
+  if not grid:
+    return None, [None]
+  key, vals = next(iter(grid.items()))
+  if key not in algorithms.hparams(method.name, options):
+    return None, [None]
+  for v in vals:
+    try:
+      algorithms.hparams(method.name, {**options, key: v}, prefix="grid.")
+    except ValueError as e:
+      raise config_lib.ConfigError(f"{e} (method {label!r})") from None
+  return key, list(vals)
+
+
+def run_many(config, seeds=None, grid: Optional[dict] = None,
+             workdir: Optional[str] = None, progress: Optional[bool] = None,
+             data_cache: Optional[dict] = None) -> Results:
+  """Every method's runs over ``seeds`` (× a ``grid``) vmapped as ONE compiled program.
+
+  Args:
+    config: as for :func:`run`.
+    seeds: seeds to run (default ``config.seeds``); each seed gets its own
+      initial model, sampling stream and (with ``data.seed=-1``) partition.
+    grid: optional ``{option: [values]}`` for one continuous algorithm option
+      (e.g. ``{"alpha": [0.5, 0.8, 1.0]}``); methods that have the option run
+      every value (labelled ``method[option=value]``), the others run once.
+    data_cache: optional dict reused across calls (sweep scripts): federated
+      datasets are memoised in it by (data config, data seed), so a sweep
+      generates or loads each dataset once.
+  Returns:
+    :class:`Results` equal (to float rounding) to separate ``run`` calls.
+    No checkpoints are written (a batched job restarts from scratch).
+  """
+  config_lib.validate(config)
+  factories.apply_cpu_devices(config)
+  seeds = tuple(config.seeds if seeds is None else seeds)
+  if grid is not None and len(grid) != 1:
+    raise ValueError(f"grid={grid!r}: give exactly one option and its values")
+  data_cache = {} if data_cache is None else data_cache
+  records = []
+  data_key = config.data.to_json_best_effort(sort_keys=True)
+  show = config.progress if progress is None else progress
+  first = (data_key, _data_seed(config, seeds[0]))
+  if first not in data_cache:
+    data_cache[first] = data_lib.build(config.data, first[1])
+  factories.check_methods(config, data_cache[first])   # every method, before any runs
+  for label in config_lib.method_labels(config):
+    feds = []
+    for seed in seeds:
+      ds = (data_key, _data_seed(config, seed))
+      if ds not in data_cache:
+        data_cache[ds] = data_lib.build(config.data, ds[1])
+      feds.append(data_cache[ds])
+    method = config.methods[label]
+    options = config_lib.method_options(method)
+    grid_key, values = _grid_values(grid, method, options, label)
+    all_sizes = np.concatenate([f.client_size for f in feds])
+    sim = factories.build_simulation(config, label, feds[0], all_client_sizes=all_sizes,
+                                     traced_options=bool(grid_key))
+    runs = [(i, seed, v) for i, seed in enumerate(seeds) for v in values]
+    batch = BatchedSimulation(sim, [feds[i] for i, _, _ in runs],
+                              [{grid_key: v} for _, _, v in runs] if grid_key else None)
+    states = batch.init([seed for _, seed, _ in runs])
+    payload_bytes, message_bytes = sim.communication_bytes(_slice_run(states, 0))
+    logs = []
+    for _, seed, v in runs:
+      run_label = label if grid_key is None else f"{label}[{grid_key}={v}]"
+      # Host-side metrics (e.g. DP ε) from the run's own concrete option values.
+      run_algorithm = sim.algorithm if grid_key is None else sim.algorithm_fn({grid_key: v})
+      logs.append(RunLog(run_label, method.name, seed, sim.algorithm.comm, payload_bytes,
+                         message_bytes, config.on_divergence,
+                         host_metrics=run_algorithm.host_metrics))
+    bar = Progress(show, config.rounds, f"{label} x{len(runs)} runs", 0)
+    # Compile evaluation up front so wall_s counts only running rounds and evals.
+    compile_s = batch.compile_eval(states)
+    try:
+      _, chunks_s, _ = chunk_loop(batch, states, logs, start_round=0, end_round=config.rounds,
+                               rounds=config.rounds, eval_every=config.eval_every,
+                               compile_fn=batch.compile, split=_slice_run, bar=bar)
+      compile_s += chunks_s
+    finally:
+      bar.close()
+    for log in logs:
+      log.compile_s = compile_s / len(logs)
+      records.append(log.record())
+  results = Results(config, records)
+  if workdir:
+    os.makedirs(workdir, exist_ok=True)
+    atomic_write(os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2))
+    outputs.write_outputs(results, workdir)
+  return results
+
+
+def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] = None,
+        progress: Optional[bool] = None, overwrite: bool = False) -> Results:
+  """Run every method × seed of ``config`` (validated first); see module docstring.
+
+  Args:
+    config: a ConfigDict from ``fedfrac.config.base_config()`` / ``configs/*.py``.
+    workdir: output and checkpoint directory (None: keep results in memory). It
+      belongs to one experiment (:mod:`fedfrac.runner.workdir`): a config that
+      differs from the one that wrote it is refused before any compute.
+    stop_after_round: stop every run after this many rounds (resume later from
+      ``workdir``); such runs are marked ``partial``. None runs all rounds.
+    progress: override ``config.progress``.
+    overwrite: clear the workdir's earlier results and checkpoints first.
+  Raises:
+    RunInterrupted: Ctrl-C; checkpoints and the rows so far are written first.
+    FloatingPointError: a run diverged with ``on_divergence="error"``; every run
+      that finished before it (and its own rows) is written first.
+  """
+  config_lib.validate(config)
+  if stop_after_round is not None:
+    config_lib.check(config_lib.is_int(stop_after_round) and stop_after_round >= 1,
+                     "stop_after_round", stop_after_round, "must be an integer >= 1")
+  factories.apply_cpu_devices(config)
+  labels = config_lib.method_labels(config)
+  if workdir:
+    workdir_lib.prepare(config, workdir, overwrite=overwrite)
+  seeds = (config.seeds,) if isinstance(config.seeds, int) else tuple(config.seeds)
+  data_cache = {}
+  for seed in seeds:   # every split up front: a bad data request stops before compute
+    ds = _data_seed(config, seed)
+    if ds not in data_cache:
+      data_cache[ds] = _build_data(config, ds)
+  # every method, before any runs
+  factories.check_methods(config, data_cache[_data_seed(config, seeds[0])])
+  records = []
+
+  def finish():
+    results = Results(config, records)
+    if workdir:
+      for rec in records:
+        workdir_lib.save_record(workdir, rec)
+      order = list(dict.fromkeys(workdir_lib.stored_labels(workdir) + labels))
+      outputs.write_outputs(Results(config, workdir_lib.load_records(workdir, order)),
+                            workdir)
+    return results
+
+  with StopRequest() as stop:
+    for label in labels:
+      for seed in seeds:
+        ds = _data_seed(config, seed)
+        try:
+          rec = run_one(config, label, seed, data_cache[ds], workdir, stop_after_round,
+                        progress, stop=lambda: stop.requested)
+        except FloatingPointError as e:
+          records.append(e.record)
+          finish()
+          raise
+        records.append(rec)
+        if stop.requested:
+          results = finish()
+          done = rec.round_rows[-1]["round"] if rec.round_rows else 0
+          where = (f"rerun the same command with --workdir={workdir} to resume"
+                   if workdir else "no --workdir was given, so nothing was kept")
+          raise RunInterrupted(f"interrupted: {label} seed {seed} stopped after round "
+                               f"{done} of {config.rounds}; {where}", results)
+  return finish()

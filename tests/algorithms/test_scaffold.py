@@ -1,0 +1,130 @@
+"""SCAFFOLD: a per-client Python loop, control-variate invariants, uplink bytes,
+and a clear win over FedAvg on a problem with client drift."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from fedfrac import algorithms
+from fedfrac import data as data_lib
+from fedfrac import runner
+from fedfrac.algorithms import tasks, trees
+from fedfrac.config import base_config
+from tests import helpers
+from tests import reference_loops as ref
+
+
+def _sim(weighting, rounds=3, participation=0.5, **client):
+  fed = helpers.unequal_digits()
+  cfg = {"batch_size": 16, "local_epochs": 2, "lr": 0.1}
+  cfg.update(client)
+  return helpers.simulation(
+      fed, lambda ctx: algorithms.make("scaffold", ctx, weighting=weighting), cfg,
+      rounds=rounds, participation=participation)
+
+
+def reference_scaffold(sim, state, ids, weighting, server_lr=1.0):
+  """Alg. 1 (option II) of Karimireddy et al. 2020 as plain Python loops."""
+  grad_fn = ref.supervised_grad(sim)
+  x = state.server["params"]
+  c = jax.tree.map(jnp.zeros_like, x)
+  c_k = [c] * sim.num_clients
+  for t, cohort in enumerate(ids):
+    lr = float(sim.training.lr_schedule(t))
+    dys, dcs = [], []
+    for k in cohort:
+      y, steps = ref.local_sgd(sim, x, k, t, state.key, grad_fn,
+                               hook=lambda g, p, k=k: ref.tree_map(
+                                   lambda gi, ci, cs: gi - ci + cs, g, c_k[k], c))
+      new = ref.tree_map(lambda ci, cs, a, b: ci - cs + (a - b) / (steps * lr),
+                         c_k[k], c, x, y)
+      dys.append(ref.tree_map(jnp.subtract, y, x))
+      dcs.append(ref.tree_map(jnp.subtract, new, c_k[k]))
+      c_k[k] = new
+    p, q = ref.cohort_weights(sim, list(cohort), weighting)
+    x = ref.tree_map(lambda a, d: a + server_lr * d, x, ref.tree_sum(p, dys))
+    c = ref.tree_map(jnp.add, c, ref.tree_sum(q, dcs))
+  return x, c, c_k
+
+
+@pytest.mark.parametrize("weighting", ["samples", "uniform"])
+def test_vectorised_scaffold_equals_per_client_loop(weighting):
+  sim = _sim(weighting)
+  assert len(set(sim.num_steps.tolist())) > 1, "clients must run different step counts"
+  state = sim.init(0)
+  final, metrics = sim.run_chunk(state, 3)
+  ids = np.asarray(metrics["clients/ids"])
+  assert ids.shape == (3, 2)
+  x, c, c_k = reference_scaffold(sim, state, ids.tolist(), weighting)
+  ref.assert_trees_close(final.server["params"], x)
+  ref.assert_trees_close(final.server["c"], c)
+  for k in range(sim.num_clients):
+    ref.assert_trees_close(jax.tree.map(lambda a: a[k], final.clients["c"]), c_k[k])
+  # The server variate is the population average of the client variates.
+  n = np.asarray(sim.data.client_size, np.float64)
+  share = n / n.sum() if weighting == "samples" else np.full(4, 0.25)
+  avg = jax.tree.map(lambda a: jnp.tensordot(jnp.asarray(share, a.dtype), a, 1),
+                     final.clients["c"])
+  ref.assert_trees_close(final.server["c"], avg, atol=1e-6)
+  assert float(trees.tree_norm(final.server["c"])) > 0
+
+
+def test_uplink_and_downlink_carry_two_models():
+  sim = _sim("samples", rounds=1)
+  state = sim.init(0)
+  payload, message = sim.communication_bytes(state)
+  model_bytes = 4 * sum(x.size for x in jax.tree.leaves(state.server["params"]))
+  assert payload == message == 2 * model_bytes
+
+
+def test_invalid_options_are_rejected():
+  with pytest.raises(ValueError, match="weighting='size'"):
+    algorithms.hparams("scaffold", {"weighting": "size"})
+  with pytest.raises(ValueError, match="server_lr=0"):
+    algorithms.hparams("scaffold", {"server_lr": 0})
+
+
+# ------------------------------------------------------------------ client drift
+
+def _drift_config():
+  """FedProx Synthetic(1, 1), natural clients, logistic model, 50 local steps."""
+  c = base_config()
+  c.progress = False
+  c.rounds = 20
+  c.data.source = "synthetic"
+  c.data.partition = "natural"
+  c.data.test_split = "natural"
+  c.data.num_clients = 10
+  c.data.synthetic.max_client_size = 200
+  c.model.name = "logistic"
+  c.client.optimizer = "sgd"
+  c.client.lr = 0.02
+  c.client.batch_size = 10
+  c.client.local_steps = 50
+  c.engine.unroll = 1
+  c.methods = ml_collections.ConfigDict(dict(
+      fedavg=dict(name="fedavg"), scaffold=dict(name="scaffold")))
+  return c
+
+
+def test_scaffold_beats_fedavg_under_client_drift():
+  c = _drift_config()
+  losses = {"fedavg": [], "scaffold": []}
+  for seed in (0, 1, 2):
+    fed = data_lib.build(c.data, seed)
+    for label in losses:
+      sim = runner.build_simulation(c, label, fed)
+      state, _ = sim.run_chunk(sim.init(seed), c.rounds)
+      params = sim.algorithm.eval_params(state.server, None)
+      logits = sim.model.apply(params, jnp.asarray(fed.x_train))
+      losses[label].append(float(jnp.mean(tasks.cross_entropy(
+          logits, jnp.asarray(fed.y_train)))))
+  fedavg, scaffold = np.asarray(losses["fedavg"]), np.asarray(losses["scaffold"])
+  assert np.all(np.isfinite(fedavg)) and np.all(np.isfinite(scaffold))
+  # Observed: FedAvg 0.583/0.591/0.273 (mean 0.482), SCAFFOLD 0.396/0.419/0.225
+  # (mean 0.347, ratio 0.72): the final global train loss is clearly lower.
+  assert np.all(scaffold < fedavg)
+  assert scaffold.mean() < 0.85 * fedavg.mean()

@@ -1,0 +1,225 @@
+"""fedfrac.reproduce: the paper reproductions run end to end on a small slice of
+their grids, their published values load, and the command line dispatches.
+
+Each paper module is called through its ``main(argv)`` (what ``fedfrac-reproduce
+<paper>`` runs) with few methods, scenarios and seeds, so a change in the engine
+or the data layer that breaks a reproduction command shows up here rather than
+on a user's machine. The numbers the committed tables report are produced by the full
+commands (see README); these tests check structure and a few exact quantities.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fedfrac as ff
+from fedfrac.reproduce import __main__ as reproduce_cli
+from fedfrac.reproduce import common
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_reproduce_firma_slice_writes_tables_and_table2_traffic(tmp_path):
+  out, js = tmp_path / "firma.md", tmp_path / "firma.json"
+  ff.reproduce.firma.main([
+      "--modes=reference_code", "--scenarios=ls3", "--methods=fedavg,fibfl_pp",
+      "--seeds=2", "--batch-runs=2", "--workers=1", "--no-compile-cache",
+      "--out", str(out), "--json", str(js)])
+  text = out.read_text()
+  assert "### Table 11: mean per-client accuracy" in text
+  assert "### Table 12: Gini" in text and "### Table 2: traffic per round" in text
+  assert "| FibFL++ · Label-skew K=3 | 0.9309 |" in text
+  assert "N=3 after dropping clients below 64 samples" in text
+  results = json.loads(js.read_text())["reference_code"]
+  fedavg, fibfl_pp = results["ls3/fedavg"], results["ls3/fibfl_pp"]
+  n = fibfl_pp["num_clients"]
+  assert n == 3 and len(fibfl_pp["runs"]) == 2
+  for run in fedavg["runs"] + fibfl_pp["runs"]:
+    assert 0.5 < run["accuracy"] <= 1.0 and math.isfinite(run["gini"])
+    assert len(run["curve"]) == 10
+  # FIRMA Table 2 with the FIRMA MLP on 64 pixels: p = 117,642 parameters, of which
+  # p_e = 116,352 in the extractor; float32. FedAvg 2Np every round; FibFL++ 2Np
+  # in its warm-up round (W = floor(10/6) = 1), then 2·K_g·N·p_e, K_g = ceil(N/2).
+  p, p_e = 117_642, 116_352
+  assert set(fedavg["runs"][0]["bytes_per_round"]) == {2 * n * p * 4}
+  b = fibfl_pp["runs"][0]["bytes_per_round"]
+  assert b[0] == 2 * n * p * 4
+  assert set(b[1:]) == {2 * math.ceil(n / 2) * n * p_e * 4}
+  gaps = np.asarray(fibfl_pp["runs"][0]["spectral_gap"])
+  assert np.all((gaps > 0) & (gaps <= 1 + 1e-6))
+
+
+def test_reproduce_firma_rejects_an_unknown_scenario(tmp_path):
+  with pytest.raises(ValueError, match="scenario='nope'"):
+    ff.reproduce.firma.main(["--modes=paper", "--scenarios=nope",
+                                     "--methods=fedavg", "--seeds=1", "--workers=1",
+                                     "--out", str(tmp_path / "x.md")])
+
+
+def test_reproduce_bev_slice_writes_a_synthetic_report(tmp_path):
+  out = tmp_path / "bev.md"
+  ff.reproduce.fo_ri_fedavg.main([
+      "--studies=participation,latency", "--rounds=2", "--seeds=0,1",
+      "--latency_calls=20", "--resume_dir=", "--out", str(out)])
+  text = out.read_text()
+  assert "SYNTHETIC fleet" in text and "## Participation sweep" in text
+  assert "## Inference latency" in text and "## Main table" not in text
+  rows = [line for line in text.splitlines() if line.startswith("| 0.")]
+  # C ∈ {0.1, 0.2, 0.3, 0.5} × {FedAvg, FO-RI-FedAvg}, every run finished.
+  assert len(rows) == 8 and all(line.rstrip().endswith("| ok |") for line in rows)
+  assert "nan ±" not in text and "| nan" not in text
+  raw = json.loads(out.with_suffix(".json").read_text())
+  assert "participation" in json.dumps(raw)
+
+
+def test_published_values_load_as_tables_of_rows_of_columns():
+  for paper in ("firma", "fofedavg", "fo_ri_fedavg", "kuramoto", "robust"):
+    tables = common.published(paper)
+    assert all(isinstance(cols, dict) for rows in tables.values() for cols in rows.values())
+  firma = ff.reproduce.firma
+  assert firma.published("Table 11")[("fibfl_pp", "dir0.8")] == pytest.approx(0.9209)
+  # Every published cell names a method and a scenario of the grid.
+  for method, scenario in firma.published("Table 11"):
+    assert method in firma.METHODS and scenario in firma.SCENARIOS
+
+
+def test_published_rejects_a_table_that_is_not_row_column(tmp_path, monkeypatch):
+  (tmp_path / "bad.json").write_text(json.dumps({"Table 1": {"FedAvg": 0.5}}))
+  monkeypatch.setattr(common, "PUBLISHED_DIR", str(tmp_path))
+  with pytest.raises(ValueError, match="Table 1"):
+    common.published("bad")
+
+
+def test_firma_table_shows_every_published_cell_with_delta_and_verdict():
+  runs = [{"accuracy": a, "gini": 0.01} for a in (0.90, 0.92)]
+  results = {("dir0.8", "fibfl_pp"): {"runs": runs, "num_clients": 5},
+             ("dir0.8", "fedavg"): {"runs": runs, "num_clients": 5}}
+  text = ff.reproduce.firma.table(results)
+  # FibFL++ Dir 0.8: published 0.9209, ours 0.91 -> -1.1 pp, agrees.
+  assert "| FibFL++ · Dir α=0.8 | 0.9209 | 0.9100 ± 0.0141 | -1.1 | agrees |" in text
+  # FedAvg Dir 0.8: published 0.9708 -> -6.1 pp > max(2 pp, 2 × 0.0141): differs.
+  assert "| FedAvg · Dir α=0.8 | 0.9708 | 0.9100 ± 0.0141 | -6.1 | differs |" in text
+  gini = ff.reproduce.firma.table(results, key="gini")
+  # Gini: published 0.0179, ours 0.01 ± 0 -> -0.8 pp, agrees.
+  assert "| FibFL++ · Dir α=0.8 | 0.0179 | 0.0100 ± 0.0000 | -0.8 | agrees |" in gini
+
+
+def test_all_84_firma_digits_cells_are_published():
+  acc, gini = ff.reproduce.firma.PAPER_ACCURACY, ff.reproduce.firma.PAPER_GINI
+  assert len(acc) == 42 and len(gini) == 42
+
+
+def test_verdict_rule():
+  v = ff.reproduce.common.verdict
+  assert v(0.90, 0.915, 0.001, 0.02) == (pytest.approx(0.015), "agrees")
+  assert v(0.90, 0.93, 0.001, 0.02)[1] == "differs"
+  assert v(0.90, 0.93, 0.02, 0.02)[1] == "agrees"        # within 2 × our std
+  assert v({"mean": 50.0, "std": 1.0}, 53.0, 0.5, 2.0)[1] == "differs"
+  assert v(0.90, 0.93, 0.001, 0.02, stand_in=True)[1] == "stand-in"
+  assert v("NR", 0.93, 0.001, 0.02) == (None, "not run")
+  assert v(0.90, None, None, 0.02) == (None, "not run")
+
+
+def test_published_precision_keeps_the_papers_trailing_zeros():
+  common = ff.reproduce.common
+  rows = {"a": {"x": 0.736}, "b": {"x": 0.9694}}
+  assert common.column_places(rows, "x") == 4
+  assert common.fmt_value(0.736, 4) == "0.7360"
+  assert common.fmt_value({"mean": 41.9, "std": 0.9}, 2) == "41.90 ± 0.90"
+
+
+def test_firma_report_rerenders_from_json_without_running(tmp_path):
+  runs = [{"accuracy": a, "gini": 0.02, "curve": [0.5, a], "r50": 1, "plateau_std": 0.0}
+          for a in (0.3, 0.35)]
+  raw = {"paper": {}, "timings": {}, "total": {"wall_s": 1.0, "cpu_s": 1.0}}
+  p = 117642
+  for m, cost in (("fedavg", 2 * 5 * p), ("fibfl", 2 * 5 * (p - 1290)),
+                  ("fibfl_plus", 2 * 5 * (p - 1290)), ("fibfl_pp", 2 * 3 * 5 * (p - 1290))):
+    raw["paper"][f"dir0.1/{m}"] = {"num_clients": 5, "runs": [
+        dict(r, bytes_per_round=[4 * cost, 4 * cost]) for r in runs]}
+  src = tmp_path / "r.json"
+  src.write_text(json.dumps(raw))
+  out = tmp_path / "r.md"
+  ff.reproduce.firma.main(["--from-json", str(src), "--out", str(out)])
+  text = out.read_text()
+  assert "rendered from" in text and "Table 13, MNIST-1797 row" in text
+  assert "| FibFL · Dir α=0.1 | 0.2866 | 0.3250 ± 0.0354 | +3.8 | agrees |" in text
+  # FedAvg (0.30-0.35 against 0.9398) differs, the three FibFL cells agree.
+  assert "Table 11: mean per-client accuracy (3 of 4 cells agree)" in text
+  # Table 2: every method's bytes match its formula.
+  traffic = text.split("### Table 2")[1].split("###")[0]
+  assert traffic.count("| agrees |") == 4 and "differs" not in traffic
+
+
+def test_fofedavg_sweep_flags_match_the_committed_table_commands():
+  for name, (filename, _) in ff.reproduce.fofedavg.SWEEPS.items():
+    path = os.path.join(ROOT, "results", filename)
+    quoted = open(path, encoding="utf-8").read().split("Command: `", 1)[1].split("`")[0]
+    flags = ff.reproduce.fofedavg.sweep_flags(name)
+    ours = ff.sweep.command_line(flags)
+    # The program name differs by when the table was made (scripts/ or CLI).
+    assert ours[ours.index("--config"):] == quoted[quoted.index("--config"):], name
+
+
+def test_cli_rejects_an_unknown_paper(capsys):
+  assert reproduce_cli.main(["nope"]) == 2
+  assert "paper='nope'" in capsys.readouterr().err
+
+
+def test_cli_dispatches_through_python_dash_m():
+  """``python -m fedfrac.reproduce <paper> --help`` reaches that paper's flags."""
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  proc = subprocess.run([sys.executable, "-m", "fedfrac.reproduce", "robust", "--help"],
+                        env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "usage: fedfrac-reproduce robust" in proc.stdout and "--collapse_max" in proc.stdout
+
+
+def test_published_tables_list_every_cell_with_stand_in_verdicts(tmp_path):
+  out = tmp_path / "k.md"
+  ff.reproduce.published_tables.main(["--paper=kuramoto", "--out", str(out)])
+  text = out.read_text()
+  assert "STAND-IN" in text
+  rows = [l for l in text.splitlines() if l.startswith("| kappa0=") or l.startswith("| No-sync")]
+  # Table 1: 4 rows × 3 data sets × (accuracy, round) = 24 published cells.
+  assert len(rows) == 24 and all("stand-in" in r for r in rows)
+  assert "| kappa0=0.005 · MNIST · max_accuracy | 98.14 |" in text
+
+
+def _tuned_result():
+  return {"study": "fractional", "seeds": [0, 1], "lrs": [0.1, 0.3], "rounds": 2,
+          "validation_fraction": 0.2, "wall_s": 1.0, "methods": {
+              "fedavg": {"name": "fedavg", "paper_lr": 0.1,
+                         "val": {"0.1": [0.80, 0.82], "0.3": [0.90, 0.92]},
+                         "chosen_lr": 0.3, "paper_test": [0.79, 0.81],
+                         "tuned_test": [0.89, 0.91]},
+              "fofedavg_a05": {"name": "fofedavg", "paper_lr": 0.1,
+                               "val": {"0.1": [0.60, 0.62], "0.3": [0.70, 0.72]},
+                               "chosen_lr": 0.3, "paper_test": [0.59, 0.61],
+                               "tuned_test": [0.69, 0.71]}}}
+
+
+def test_tuned_table_shows_paper_and_tuned_side_by_side_and_names_the_winner():
+  text = ff.reproduce.tuned.markdown(_tuned_result(), "cmd")
+  assert ("| fedavg | 0.1 | 0.8000 ± 0.0141 | 0.3 | 0.9000 ± 0.0141 | +10.0 | "
+          "0.1: 0.810, 0.3: 0.910 |") in text
+  assert "VALIDATION" in text and "TEST" in text
+  assert "own best learning rate the best is **fedavg**" in text
+  assert "no other method is within" in text
+
+
+def test_tuned_runs_use_a_validation_split_and_the_methods_own_rate():
+  tuned = ff.reproduce.tuned
+  cfg = tuned.study_config("fractional", rounds=2)
+  assert tuned.method_lr(cfg, "fofedavg_a05") == 0.1
+  c = tuned.with_lr(cfg, "fofedavg_a05", 0.3, "val")
+  assert list(c.methods.keys()) == ["fofedavg_a05"]
+  assert c.methods.fofedavg_a05.client.lr == 0.3 and c.methods.fofedavg_a05.alpha == 0.5
+  assert c.data.validation_fraction == 0.2 and c.data.eval_split == "val"
+  assert tuned.with_lr(cfg, "fedavg", 0.1, "test").data.eval_split == "test"
