@@ -27,7 +27,7 @@ from fedfrac import algorithms
 from fedfrac import config as config_lib
 from fedfrac import data as data_lib
 from fedfrac.runner import factories, outputs, workdir as workdir_lib
-from fedfrac.runner.checkpoint import Checkpointer, atomic_write
+from fedfrac.runner.checkpoint import Checkpointer
 from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.records import Results, RunRecord
 from fedfrac.sim.batched import BatchedSimulation
@@ -225,7 +225,7 @@ def _grid_values(grid, method, options, label):
 
 def run_many(config, seeds=None, grid: Optional[dict] = None,
              workdir: Optional[str] = None, progress: Optional[bool] = None,
-             data_cache: Optional[dict] = None) -> Results:
+             data_cache: Optional[dict] = None, overwrite: bool = False) -> Results:
   """Every method's runs over ``seeds`` (× a ``grid``) vmapped as ONE compiled program.
 
   Args:
@@ -238,6 +238,10 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     data_cache: optional dict reused across calls (sweep scripts): federated
       datasets are memoised in it by (data config, data seed), so a sweep
       generates or loads each dataset once.
+    workdir: as for :func:`run`: it belongs to one experiment (the fingerprint
+      is checked before any compute), and every run kept there (by ``run`` or
+      ``run_many``, each grid value under its own label) stays in its outputs.
+    overwrite: clear the workdir's earlier results first.
   Returns:
     :class:`Results` equal (to float rounding) to separate ``run`` calls.
     No checkpoints are written (a batched job restarts from scratch).
@@ -247,6 +251,8 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   seeds = tuple(config.seeds if seeds is None else seeds)
   if grid is not None and len(grid) != 1:
     raise ValueError(f"grid={grid!r}: give exactly one option and its values")
+  if workdir:
+    workdir_lib.prepare(config, workdir, overwrite=overwrite)
   data_cache = {} if data_cache is None else data_cache
   records = []
   data_key = config.data.to_json_best_effort(sort_keys=True)
@@ -296,9 +302,12 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
       records.append(log.record())
   results = Results(config, records)
   if workdir:
-    os.makedirs(workdir, exist_ok=True)
-    atomic_write(os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2))
-    outputs.write_outputs(results, workdir)
+    for rec in records:
+      workdir_lib.save_record(workdir, rec)
+    order = list(dict.fromkeys(workdir_lib.kept_labels(workdir)
+                               + [r.method for r in records]))
+    outputs.write_outputs(Results(config, workdir_lib.load_records(workdir, order)),
+                          workdir)
   return results
 
 

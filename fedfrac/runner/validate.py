@@ -6,6 +6,7 @@ Each method's algorithm options are checked by the algorithm registry
 """
 from __future__ import annotations
 
+import ml_collections
 
 from fedfrac import algorithms
 from fedfrac.algorithms import tasks
@@ -120,11 +121,24 @@ def validate_methods(config) -> None:
   engine_checks.validate_attack(config, config_lib.config_section(config, "attack"),
                                 "attack")
   check(len(config.methods) > 0, "methods", "{}", "must name at least one method")
+  # Every method's name and options, selected by ``only`` or not: a typo in a
+  # method not run today is still reported now, not on the day it runs.
+  for label in config.methods:
+    mc = config.methods[label]
+    name = mc.get("name", None) if isinstance(mc, ml_collections.ConfigDict) else None
+    check(name in algorithms.names(), f"methods.{label}.name", name,
+          f"allowed values are {', '.join(algorithms.names())}")
+    try:
+      algorithms.entry(name).hparams(config_lib.method_options(mc),
+                                     prefix=f"methods.{label}.")
+    except ConfigError:
+      raise
+    except ValueError as e:
+      raise ConfigError(f"config.{e}") from None
+  # The sections, options and participation rules of the methods that run.
   for label in config_lib.method_labels(config):
     mc = config.methods[label]
     name = mc.get("name", None)
-    check(name in algorithms.names(), f"methods.{label}.name", name,
-          f"allowed values are {', '.join(algorithms.names())}")
     validate_client(config_lib.client_config(config, label), f"methods.{label}.client")
     server_prefix = "server" if "server" not in mc else f"methods.{label}.server"
     validate_server(config, config_lib.server_config(config, label), server_prefix, label)
@@ -132,12 +146,6 @@ def validate_methods(config) -> None:
     engine_checks.validate_attack(config, config_lib.attack_config(config, label),
                                   attack_prefix)
     entry = algorithms.entry(name)
-    try:
-      entry.hparams(config_lib.method_options(mc), prefix=f"methods.{label}.")
-    except ConfigError:
-      raise
-    except ValueError as e:
-      raise ConfigError(f"config.{e}") from None
     if entry.full_participation:
       check(config.participation == 1, "participation", config.participation,
             f"must be 1 for method {label!r} ({name}: every client takes part "

@@ -196,3 +196,13 @@ def stored_labels(workdir) -> list:
       return list(json.load(f)["methods"])
   except (OSError, ValueError, KeyError):
     return []
+
+
+def kept_labels(workdir) -> list:
+  """Labels of every run kept in ``workdir``: the fingerprint's methods in the
+  order first run, then any other kept label (e.g. ``run_many`` grid values,
+  ``fofedavg[alpha=0.5]``) in name order."""
+  labels = stored_labels(workdir)
+  runs = os.path.join(workdir, "runs")
+  extra = sorted(os.listdir(runs)) if os.path.isdir(runs) else []
+  return list(dict.fromkeys(labels + extra))

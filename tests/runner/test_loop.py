@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import ml_collections
 import numpy as np
 import pytest
 
@@ -100,6 +101,21 @@ def test_unknown_method_and_option_are_rejected():
   c.methods.fedavg.mu = 0.1
   with pytest.raises(config_lib.ConfigError, match="unknown option"):
     ff.run(c)
+
+
+def test_options_of_methods_not_selected_are_checked_before_compute():
+  c = helpers.tiny_config()
+  c.methods.fp = ml_collections.ConfigDict(dict(name="fedprox", muu=0.1))
+  c.only = "fedavg"
+  with pytest.raises(config_lib.ConfigError, match=r"methods.fp.muu: unknown option.*'mu'"):
+    config_lib.validate(c)
+  c.methods.fp = ml_collections.ConfigDict(dict(name="fedproxx"))
+  with pytest.raises(config_lib.ConfigError, match="methods.fp.name='fedproxx'"):
+    config_lib.validate(c)
+  # A valid unselected method does not bring its participation rules along.
+  c.methods.fp = ml_collections.ConfigDict(dict(name="fibfl"))
+  c.participation = 0.5
+  config_lib.validate(c)
 
 
 def test_cli_with_overrides(tmp_path):

@@ -81,6 +81,18 @@ def test_every_method_and_seed_is_kept(tmp_path):
   assert set(summary["methods"]["fedavg"]["seeds"]) == {"0", "1"}
 
 
+def test_run_many_checks_the_fingerprint_and_keeps_every_run(tmp_path):
+  ff.run(_config(), workdir=str(tmp_path))
+  with pytest.raises(ConfigError, match="client.lr 0.1 -> 0.01"):
+    ff.run_many(_config(**{"client.lr": 0.01}), seeds=(0, 1), workdir=str(tmp_path))
+  res = ff.run_many(_config(), seeds=(1, 2), workdir=str(tmp_path))
+  rows = _metrics(tmp_path)
+  # The earlier ``run`` (seed 0) and the batched seeds 1 and 2 are all kept.
+  assert sorted({r["seed"] for r in rows}) == ["0", "1", "2"]
+  last = [r for r in rows if r["seed"] == "2"][-1]
+  assert float(last["accuracy"]) == pytest.approx(res.record("fedavg", 2).rows[-1]["accuracy"])
+
+
 def test_results_without_a_fingerprint_are_not_mixed(tmp_path):
   (tmp_path / "metrics.csv").write_text("method\n")
   with pytest.raises(ConfigError, match="without experiment.json"):
