@@ -439,14 +439,12 @@ def csv_table(points, sweep_keys, metric_names):
 def plot(points, sweep_keys, metric_names, path):
   """One panel per metric: mean ± std over seeds of every (config point,
   method) row, one series per method label."""
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  from fedfrac.runner.plots import Figure   # own Agg canvas: the backend is untouched
   names = [n for n in metric_names]
   xlabels = [", ".join(f"{k}={_cell(p[k])}" for k in sweep_keys) or "all"
              for p, _ in points]
-  fig, axs = plt.subplots(len(names), 1, squeeze=False,
-                          figsize=(max(5, 1.2 * len(points) + 2), 3 * len(names)))
+  fig = Figure(figsize=(max(5, 1.2 * len(points) + 2), 3 * len(names)))
+  axs = fig.subplots(len(names), 1, squeeze=False)
   labels = list(dict.fromkeys(l for _, s in points for l in s))
   for ax, name in zip(axs[:, 0], names):
     for j, label in enumerate(labels):
@@ -465,7 +463,6 @@ def plot(points, sweep_keys, metric_names, path):
   axs[0, 0].legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
-  plt.close(fig)
 
 
 def write_tables(out, points, sweep_keys, metric_names, title, command, notes):

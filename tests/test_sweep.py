@@ -214,3 +214,17 @@ def test_local_workers_on_a_cpu_host_are_one_per_core(monkeypatch):
       os.sched_getaffinity(0))
   assert all("--xla_force_host_platform_device_count=1" in env["XLA_FLAGS"]
              for _, env in workers)
+
+
+def test_sweep_plot_keeps_the_callers_backend(sweep, tmp_path):
+  import matplotlib
+  stats = {"mean": 0.8, "std": 0.01, "ci95": 0.0, "n": 2}
+  points = [({"data.alpha": a}, {"fedavg": {"accuracy": stats}}) for a in (0.1, 1.0)]
+  previous = matplotlib.get_backend()
+  matplotlib.use("pdf")
+  try:
+    sweep.plot(points, ["data.alpha"], ["accuracy"], str(tmp_path / "s.png"))
+    assert matplotlib.get_backend() == "pdf"
+  finally:
+    matplotlib.use(previous)
+  assert (tmp_path / "s.png").stat().st_size > 0

@@ -132,7 +132,7 @@ class ClientView(NamedTuple):
   step_budget: Optional[jax.Array] = None
 
 
-def step_budget(view: ClientView):
+def step_budget(view: ClientView) -> jax.Array:
   """``[]`` int32 local steps ``view``'s client can afford this round:
   ``view.step_budget``, or ``view.num_steps`` when there is no deadline."""
   return view.num_steps if view.step_budget is None else view.step_budget
@@ -211,7 +211,7 @@ class AlgorithmEntry:
     """Resolved, validated options (defaults fill what ``given`` lacks)."""
     return self.schema.resolve(self.name, given or {}, prefix)
 
-  def make(self, ctx: BuildContext, **given) -> FedAlgorithm:
+  def make(self, ctx: BuildContext, **given: Any) -> FedAlgorithm:
     """Build this algorithm with options ``given``."""
     return self.build(ctx, self.hparams(given))._replace(name=self.name)
 

@@ -27,9 +27,10 @@ non-overlapping windows (stride = L) add up to the trip energy.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 FEATURE_NAMES = ("speed_mps", "accel_mps2", "grade", "oat_c", "soc_pct", "aux_kw")
 VEHICLE_CLASSES = ("passenger", "truck", "bus", "ev", "phev")
@@ -100,7 +101,7 @@ class BEVData:
   def num_features(self) -> int:
     return int(len(self.feature_names))
 
-  def split(self, name: str):
+  def split(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(x, y, client_ids)`` of split ``name`` in {'train', 'val', 'test'}."""
     if name not in SPLITS:
       raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
@@ -127,7 +128,7 @@ class BEVData:
       upd[f"y_{s}"] = ((y - yc[c]) / ys[c]).astype(np.float32)
     return dataclasses.replace(self, is_normalized=True, **upd)
 
-  def denormalize_y(self, y_norm, client_ids) -> np.ndarray:
+  def denormalize_y(self, y_norm: ArrayLike, client_ids: ArrayLike) -> np.ndarray:
     """Physical-unit labels (Wh) from normalised ones.
 
     ``y_norm [N]``, ``client_ids [N]`` -> ``[N] float32``.
@@ -144,7 +145,7 @@ class BEVData:
     return (y_norm * ys[c] + yc[c]).astype(np.float32)
 
 
-def acceleration_from_speed(speed_mps, dt_s) -> np.ndarray:
+def acceleration_from_speed(speed_mps: ArrayLike, dt_s: float) -> np.ndarray:
   """Backward-difference acceleration ``a_j = (v_j - v_{j-1}) / Δτ``, ``a_0 = 0``.
 
   ``speed_mps [T]`` → ``[T]`` (m/s²). Applied per trip, so it never differences
@@ -157,7 +158,8 @@ def acceleration_from_speed(speed_mps, dt_s) -> np.ndarray:
   return a
 
 
-def make_windows(signals, power_w, dt_s, window: int = 60, stride: int = 1):
+def make_windows(signals: ArrayLike, power_w: ArrayLike, dt_s: ArrayLike, window: int = 60,
+                 stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
   """Sliding windows of one trip and their pack energy in Wh.
 
   Args:
@@ -203,7 +205,7 @@ def make_windows(signals, power_w, dt_s, window: int = 60, stride: int = 1):
   return x.astype(np.float32), y.astype(np.float32)
 
 
-def split_counts(n: int, fractions=(0.7, 0.1, 0.2)) -> tuple[int, ...]:
+def split_counts(n: int, fractions: Sequence[float] = (0.7, 0.1, 0.2)) -> tuple[int, ...]:
   """Trips per split for ``n`` trips.
 
   Rule: largest-remainder rounding of ``n · fractions``; then every split with a
@@ -232,8 +234,9 @@ def split_counts(n: int, fractions=(0.7, 0.1, 0.2)) -> tuple[int, ...]:
   return tuple(int(c) for c in counts)
 
 
-def split_trips(trip_clients, seed: int = 0, fractions=(0.7, 0.1, 0.2),
-                holdout_clients=()) -> np.ndarray:
+def split_trips(trip_clients: ArrayLike, seed: int = 0,
+                fractions: Sequence[float] = (0.7, 0.1, 0.2),
+                holdout_clients: Iterable[int] = ()) -> np.ndarray:
   """Assign each trip to train (0), val (1) or test (2), per client, by trip.
 
   Args:
@@ -260,7 +263,8 @@ def split_trips(trip_clients, seed: int = 0, fractions=(0.7, 0.1, 0.2),
   return out
 
 
-def robust_stats(values, axis=0):
+def robust_stats(values: ArrayLike,
+                 axis: int | None = 0) -> tuple[np.ndarray | np.float64, np.ndarray]:
   """Median and IQR along ``axis``; IQR below 1e-6 falls back to std, then to 1."""
   v = np.asarray(values, np.float64)
   med = np.median(v, axis=axis)
@@ -271,7 +275,8 @@ def robust_stats(values, axis=0):
   return med, scale
 
 
-def fit_norm_stats(x_train, y_train, client_train, num_clients: int):
+def fit_norm_stats(x_train: np.ndarray, y_train: np.ndarray, client_train: np.ndarray,
+                   num_clients: int) -> tuple[NormStats, NormStats]:
   """Per-client (median, IQR) of train features ``[K, F]`` and labels ``[K]``.
 
   Feature statistics pool all time steps of the client's train windows. Clients
@@ -296,10 +301,12 @@ def fit_norm_stats(x_train, y_train, client_train, num_clients: int):
           NormStats(yc.astype(np.float32), ys.astype(np.float32)))
 
 
-def assemble_bev_data(trips: Sequence[Trip], vehicle_ids, vehicle_class,
-                      feature_names=FEATURE_NAMES, window: int = 60, stride: int = 1,
-                      seed: int = 0, fractions=(0.7, 0.1, 0.2), holdout_clients=(),
-                      min_windows: int = 1, meta=None) -> BEVData:
+def assemble_bev_data(trips: Sequence[Trip], vehicle_ids: ArrayLike,
+                      vehicle_class: ArrayLike, feature_names: Sequence[str] = FEATURE_NAMES,
+                      window: int = 60, stride: int = 1, seed: int = 0,
+                      fractions: Sequence[float] = (0.7, 0.1, 0.2),
+                      holdout_clients: Iterable[int] = (), min_windows: int = 1,
+                      meta: Optional[Mapping[str, Any]] = None) -> BEVData:
   """Window every trip, split by trip, and pack a :class:`BEVData`.
 
   Trips shorter than ``window`` give no windows and are dropped; vehicles with fewer
@@ -372,7 +379,8 @@ def assemble_bev_data(trips: Sequence[Trip], vehicle_ids, vehicle_class,
       dt_s=dt, window=int(window), meta=dict(meta or {}))
 
 
-def resolve_holdout(holdout_vehicles, vehicle_ids) -> list[int]:
+def resolve_holdout(holdout_vehicles: Optional[Iterable[Any]],
+                    vehicle_ids: ArrayLike) -> list[int]:
   """Indices into ``vehicle_ids`` of the ids in ``holdout_vehicles``."""
   if holdout_vehicles is None:
     return []

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 import importlib
 partition_lib = importlib.import_module("fedfrac.data.partition")
 from fedfrac.data import sources  # noqa: E402
+
+if TYPE_CHECKING:
+  from ml_collections import ConfigDict
+
+  from fedfrac.data.bev import BEVData
 
 
 class DataInfo(NamedTuple):
@@ -89,13 +94,13 @@ class FederatedData:
     return DataInfo(self.num_clients, self.num_classes, self.input_shape,
                     self.client_size.copy(), self.class_counts.copy(), self.task)
 
-  def client_arrays(self, k):
+  def client_arrays(self, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Host copy of client k's train data (for reference loops and notebooks)."""
     idx = self.client_index[k, :self.client_size[k]]
     return self.x_train[idx], self.y_train[idx]
 
 
-def index_table(parts: Sequence[np.ndarray]):
+def index_table(parts: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
   """Pad index lists into ``([K, n_max] int32, [K] int32)``.
 
   Padding repeats the row's first index (or 0 for an empty row).
@@ -110,7 +115,8 @@ def index_table(parts: Sequence[np.ndarray]):
   return table, sizes
 
 
-def federate(dataset: sources.Dataset, train_parts, test_parts) -> FederatedData:
+def federate(dataset: sources.Dataset, train_parts: Sequence[np.ndarray],
+             test_parts: Sequence[np.ndarray]) -> FederatedData:
   """Assemble :class:`FederatedData` from a dataset and per-client index lists."""
   client_index, client_size = index_table(train_parts)
   test_index, test_size = index_table(test_parts)
@@ -126,7 +132,7 @@ def federate(dataset: sources.Dataset, train_parts, test_parts) -> FederatedData
       client_test_size=test_size, class_counts=counts)
 
 
-def federate_bev(bev_data, eval_split: str = "test",
+def federate_bev(bev_data: BEVData, eval_split: str = "test",
                  input_clip: float = 0.0) -> FederatedData:
   """Vehicles as clients: BEV windows -> :class:`FederatedData` (natural partition).
 
@@ -207,7 +213,7 @@ PARTITION_OPTIONS = {
 }
 
 
-def partition_kwargs(data_cfg, scheme):
+def partition_kwargs(data_cfg: ConfigDict, scheme: str) -> dict[str, Any]:
   """The partition function's keyword arguments for ``scheme`` from ``data_cfg``."""
   kwargs = {}
   for entry in PARTITION_OPTIONS[scheme]:
@@ -217,7 +223,8 @@ def partition_kwargs(data_cfg, scheme):
   return kwargs
 
 
-def reference_code_parts(dataset: sources.Dataset, data_cfg, data_seed):
+def reference_code_parts(dataset: sources.Dataset, data_cfg: ConfigDict, data_seed: int,
+                         ) -> tuple[list[np.ndarray], list[np.ndarray]]:
   """Train and test client splits exactly as the FIRMA authors' code makes them.
 
   ``fibfl/data.py`` (``partition``) splits the train labels AND, independently,
@@ -279,7 +286,7 @@ def pad_tables(fed: FederatedData, n_max: int, m_max: int) -> FederatedData:
                              client_test_index=pad(fed.client_test_index, m_max))
 
 
-def build(data_cfg, seed) -> FederatedData:
+def build(data_cfg: ConfigDict, seed: int) -> FederatedData:
   """Config -> :class:`FederatedData`: load the source, partition, split the test set.
 
   ``data_cfg.partition`` picks the scheme; ``data_cfg.test_split`` picks how the
@@ -327,7 +334,7 @@ def build(data_cfg, seed) -> FederatedData:
           f"data.test_split='natural': source {data_cfg.source!r} has no per-client "
           f"test data; use 'like_train' or 'iid'")
     test_parts = [np.flatnonzero(dataset.test_groups == g)
-                  for g in np.unique(dataset.train_groups)]
+                  for g in np.unique(np.asarray(dataset.train_groups))]
   elif test_mode == "iid" or dataset.task != "classification":
     test_parts = partition_lib.split_iid(len(dataset.y_test), len(train_parts),
                                          data_seed + 1)
@@ -391,7 +398,7 @@ def carve_validation(fed: FederatedData, fraction: float, seed: int,
   return out
 
 
-def with_validation(fed: FederatedData, data_cfg, data_seed) -> FederatedData:
+def with_validation(fed: FederatedData, data_cfg: ConfigDict, data_seed: int) -> FederatedData:
   """``fed`` with the validation split of ``data.validation_fraction`` (0 = none,
   ``fed`` unchanged) evaluated per ``data.eval_split``."""
   fraction = data_cfg.get("validation_fraction", 0.0)

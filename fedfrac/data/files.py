@@ -45,6 +45,7 @@ import pickle
 import re
 import tarfile
 import zlib
+from typing import NoReturn, Optional
 
 import numpy as np
 
@@ -69,13 +70,16 @@ CIFAR100_TAR = "cifar-100-python.tar.gz"
 CIFAR100_SUBDIR = "cifar-100-python"
 MNIST_PKL_NAMES = ("mnist.pkl.gz", "mnist.pkl")
 
+# What every loader returns: (x_train, y_train, x_test, y_test, num_classes).
+LoadedArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]
+
 
 class DataFileError(ValueError):
   """A local data file is missing, truncated or mislabelled (the message names the
   file and what was expected)."""
 
 
-def _fail(path, problem, expected=None):
+def _fail(path: str, problem: str, expected: Optional[str] = None) -> NoReturn:
   msg = f"data file {path}: {problem}"
   if expected:
     msg += f"; expected {expected}"
@@ -155,7 +159,7 @@ def _check_count(images, labels, images_label, labels_label):
           f"{len(images)} images", "one label per image")
 
 
-def read_idx(path, magic):
+def read_idx(path: str, magic: int) -> np.ndarray:
   """One IDX file -> uint8 array shaped as its header says.
 
   ``magic``: the expected magic number (:data:`IDX_IMAGES_MAGIC` or
@@ -199,14 +203,14 @@ def _find(directory, names):
   return None
 
 
-def idx_sets(directory):
+def idx_sets(directory: str) -> list[str]:
   """Sorted IDX file sets in ``directory``: ``""`` for the MNIST-style names
   (``train-images-idx3-ubyte``), ``"<split>"`` for ``emnist-<split>-*``."""
-  sets = {}
+  sets: dict[str, bool] = {}
   try:
     names = os.listdir(directory)
   except (FileNotFoundError, NotADirectoryError):
-    return sets
+    return []
   for name in names:
     if re.fullmatch(r"train-images[-.]idx3-ubyte(\.gz)?", name):
       sets[""] = True
@@ -234,7 +238,7 @@ def _idx_pair(directory, split, prefix):
   return tuple(paths)
 
 
-def load_idx(directory, emnist_split="", num_classes=0):
+def load_idx(directory: str, emnist_split: str = "", num_classes: int = 0) -> LoadedArrays:
   """MNIST / Fashion-MNIST / EMNIST IDX files in ``directory`` -> arrays.
 
   Returns ``(x_train, y_train, x_test, y_test, num_classes)``, images uint8
@@ -360,20 +364,21 @@ def _cifar_files(path, names, tar_name, subdir):
   return _Files(path, names)   # reading then names the first missing file
 
 
-def load_cifar10(path):
+def load_cifar10(path: str) -> LoadedArrays:
   """CIFAR-10 python batches (directory, its ``cifar-10-batches-py`` or the
   ``cifar-10-python.tar.gz``) -> ``(x_train, y_train, x_test, y_test, 10)``."""
   files = _cifar_files(path, CIFAR10_TRAIN + (CIFAR10_TEST,), CIFAR10_TAR, CIFAR10_SUBDIR)
-  parts = []
+  parts: list[np.ndarray] = []
   for names in (CIFAR10_TRAIN, (CIFAR10_TEST,)):
     batches = [_cifar_batch(files.read(n, "a CIFAR-10 python batch"), files.label(n),
                             "labels", 10) for n in names]
     parts += [np.concatenate([b[0] for b in batches]),
               np.concatenate([b[1] for b in batches])]
-  return (*parts, 10)
+  x_train, y_train, x_test, y_test = parts
+  return x_train, y_train, x_test, y_test, 10
 
 
-def load_cifar100(path, labels="fine"):
+def load_cifar100(path: str, labels: str = "fine") -> LoadedArrays:
   """CIFAR-100 python ``train`` / ``test`` (directory, its ``cifar-100-python`` or
   the ``cifar-100-python.tar.gz``) -> ``(x_train, y_train, x_test, y_test, C)``;
   ``labels="fine"`` (C = 100) or ``"coarse"`` (the 20 superclasses)."""
@@ -382,11 +387,12 @@ def load_cifar100(path, labels="fine"):
                         f"{', '.join(CIFAR100_LABELS)}")
   files = _cifar_files(path, ("train", "test"), CIFAR100_TAR, CIFAR100_SUBDIR)
   num_classes = 100 if labels == "fine" else 20
-  parts = []
+  parts: list[np.ndarray] = []
   for name in ("train", "test"):
     parts += _cifar_batch(files.read(name, "the CIFAR-100 python batch"),
                           files.label(name), f"{labels}_labels", num_classes)
-  return (*parts, num_classes)
+  x_train, y_train, x_test, y_test = parts
+  return x_train, y_train, x_test, y_test, num_classes
 
 
 def _npz_path(path):
@@ -399,7 +405,7 @@ def _npz_path(path):
   return os.path.join(path, found[0])
 
 
-def load_npz(path, num_classes=0):
+def load_npz(path: str, num_classes: int = 0) -> LoadedArrays:
   """A ``.npz`` with ``x_train, y_train, x_test, y_test`` -> arrays.
 
   Images ``[N, H, W]`` gain a channel axis; ``[N, H, W, C]`` are kept (NHWC).
@@ -450,7 +456,7 @@ def load_npz(path, num_classes=0):
   return x_tr, y_tr, x_te, y_te, num_classes
 
 
-def load_mnist_pkl(path):
+def load_mnist_pkl(path: str) -> LoadedArrays:
   """The ``mnist.pkl.gz`` layout -> MNIST uint8 arrays (train = train + valid).
 
   The pickle holds ``(train, valid, test)``, each ``(x, y)`` with ``x`` float32
@@ -490,7 +496,7 @@ def load_mnist_pkl(path):
 # --------------------------------------------------------------------------- detection
 
 
-def detect_format(path):
+def detect_format(path: str) -> str:
   """The format ``path`` (a directory or one file) holds; fails if none or several."""
   if not os.path.exists(path):
     _fail(path, "does not exist", "a directory of data files (or one .npz, "
@@ -537,8 +543,9 @@ def _limit(x, y, n):
   return (x[:n], y[:n]) if n else (x, y)
 
 
-def load_files(path, format="auto", emnist_split="", cifar100_labels="fine",
-               num_classes=0, max_train=0, max_test=0) -> Dataset:
+def load_files(path: str, format: str = "auto", emnist_split: str = "",
+               cifar100_labels: str = "fine", num_classes: int = 0, max_train: int = 0,
+               max_test: int = 0) -> Dataset:
   """The :class:`Dataset` of the local files at ``path`` (see the module docstring).
 
   Args:

@@ -21,9 +21,13 @@ from __future__ import annotations
 import sys
 import types
 import warnings
-from typing import Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+# One index array per client (what every scheme returns).
+Parts = list[np.ndarray]
 
 # data.partition -> one line for ``--list`` (the registry of partition schemes).
 SCHEME_DESCRIPTIONS = {
@@ -93,7 +97,7 @@ def _finish(parts: Sequence[np.ndarray], min_size: int, scheme: str):
   return out
 
 
-def iid(labels, num_clients, seed, min_size=1):
+def iid(labels: ArrayLike, num_clients: int, seed: int, min_size: int = 1) -> Parts:
   """Uniform random split into ``num_clients`` parts whose sizes differ by <= 1."""
   labels = _check_labels(labels)
   _check_num_clients(num_clients, labels.size, min_size)
@@ -102,12 +106,14 @@ def iid(labels, num_clients, seed, min_size=1):
   return _finish(np.array_split(perm, num_clients), min_size, "iid")
 
 
-def dirichlet_proportions(num_classes, num_clients, alpha, rng):
+def dirichlet_proportions(num_classes: int, num_clients: int, alpha: float,
+                          rng: np.random.Generator) -> np.ndarray:
   """Class-by-client proportions ``[C, K]``; row c ~ Dir(alpha * 1_K)."""
   return rng.dirichlet(np.full(num_clients, float(alpha)), size=num_classes)
 
 
-def split_by_proportions(labels, proportions, rng):
+def split_by_proportions(labels: ArrayLike, proportions: np.ndarray,
+                         rng: np.random.Generator) -> Parts:
   """Split each class's indices over clients by ``proportions [C, K]`` (rows sum to 1).
 
   Uses cumulative-proportion cut points over a shuffled class pool, as in the
@@ -116,7 +122,7 @@ def split_by_proportions(labels, proportions, rng):
   """
   labels = np.asarray(labels)
   num_classes, num_clients = proportions.shape
-  parts = [[] for _ in range(num_clients)]
+  parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
   for c in range(num_classes):
     idx = np.flatnonzero(labels == c)
     if idx.size == 0:
@@ -128,8 +134,9 @@ def split_by_proportions(labels, proportions, rng):
   return [np.concatenate(p) if p else np.zeros(0, np.int64) for p in parts]
 
 
-def dirichlet(labels, num_clients, seed, alpha=0.5, min_size=1, max_tries=1000,
-              return_proportions=False):
+def dirichlet(labels: ArrayLike, num_clients: int, seed: int, alpha: float = 0.5,
+              min_size: int = 1, max_tries: int = 1000, return_proportions: bool = False,
+              ) -> Parts | tuple[Parts, np.ndarray]:
   """Label-distribution skew: per class, client shares ~ Dir(alpha * 1_K).
 
   Re-draws (up to ``max_tries``, deterministically from ``seed``) until every
@@ -155,7 +162,8 @@ def dirichlet(labels, num_clients, seed, alpha=0.5, min_size=1, max_tries=1000,
       f"num_clients or min_size")
 
 
-def shards(labels, num_clients, seed, shards_per_client=2, min_size=1):
+def shards(labels: ArrayLike, num_clients: int, seed: int, shards_per_client: int = 2,
+           min_size: int = 1) -> Parts:
   """Pathological label shards (McMahan et al. 2017; Kuramoto-FedAvg §5).
 
   Sort indices by label (ties broken by a seeded shuffle), cut into
@@ -186,9 +194,10 @@ def shards(labels, num_clients, seed, shards_per_client=2, min_size=1):
 LABEL_SKEW_RULES = ("paper", "reference_code")
 
 
-def label_skew(labels, num_clients, seed, classes_per_client=2, min_size=1,
-               min_client_size=64, on_small="error", rule="paper", primary_share=0.55,
-               secondary_share=0.20, minority_share=0.03):
+def label_skew(labels: ArrayLike, num_clients: int, seed: int, classes_per_client: int = 2,
+               min_size: int = 1, min_client_size: int = 64, on_small: str = "error",
+               rule: str = "paper", primary_share: float = 0.55,
+               secondary_share: float = 0.20, minority_share: float = 0.03) -> Parts:
   """FIRMA label skew (Hedjam, §3.5): per client K primary, K+1 secondary and
   3 % minority classes (docs/design.md §4).
 
@@ -250,14 +259,15 @@ def label_skew(labels, num_clients, seed, classes_per_client=2, min_size=1,
 # FOFedAvg (Partohaghighi et al.) appendix, non-IID levels: shards per client and
 # how a shard is cut. "balanced": every shard holds all classes in the global
 # proportions; otherwise a shard is ``pieces`` label-sorted pieces.
-PATHOLOGICAL_LEVELS = {
+PATHOLOGICAL_LEVELS: dict[str, dict[str, Any]] = {
     "mild": {"shards_per_client": 2, "pieces": None},
     "moderate": {"shards_per_client": 2, "pieces": 4},
     "severe": {"shards_per_client": 1, "pieces": 1},
 }
 
 
-def pathological(labels, num_clients, seed, level="severe", min_size=1):
+def pathological(labels: ArrayLike, num_clients: int, seed: int, level: str = "severe",
+                 min_size: int = 1) -> Parts:
   """Shard-based non-IID of the FOFedAvg paper's appendix (mild / moderate / severe).
 
   The paper spells the three levels out once, for Edge-IIoTset (mild: 50 large
@@ -306,7 +316,7 @@ def pathological(labels, num_clients, seed, level="severe", min_size=1):
   return _finish(parts, min_size, "pathological")
 
 
-def label_skew_roles(num_clients, num_classes, classes_per_client):
+def label_skew_roles(num_clients: int, num_classes: int, classes_per_client: int) -> np.ndarray:
   """``[K, C]`` int table of class roles: 2 primary, 1 secondary, 0 minority
   (client i: primary ``cyc[iK : iK+K]``, secondary the next K+1 of the cycle)."""
   k = classes_per_client
@@ -318,8 +328,9 @@ def label_skew_roles(num_clients, num_classes, classes_per_client):
   return roles
 
 
-def label_skew_target_mix(num_clients, num_classes, classes_per_client,
-                          primary_share=0.55, secondary_share=0.20, minority_share=0.03):
+def label_skew_target_mix(num_clients: int, num_classes: int, classes_per_client: int,
+                          primary_share: float = 0.55, secondary_share: float = 0.20,
+                          minority_share: float = 0.03) -> np.ndarray:
   """``[K, C]`` per-client target class mix of the paper rule (rows sum to 1):
   ``minority_share`` per minority class, the rest split over primary and
   secondary classes in the ratio ``primary_share : secondary_share``."""
@@ -337,8 +348,10 @@ def label_skew_target_mix(num_clients, num_classes, classes_per_client,
                   np.where(roles == 1, (secondary_share * unit)[:, None], minority_share))
 
 
-def label_skew_paper_parts(labels, num_clients, seed, classes_per_client=2,
-                           primary_share=0.55, secondary_share=0.20, minority_share=0.03):
+def label_skew_paper_parts(labels: ArrayLike, num_clients: int, seed: int,
+                           classes_per_client: int = 2, primary_share: float = 0.55,
+                           secondary_share: float = 0.20,
+                           minority_share: float = 0.03) -> Parts:
   """FIRMA §3.5 label skew, the paper rule: ``num_clients`` index arrays.
 
   Each class c is divided among the clients in proportion to their target
@@ -365,9 +378,10 @@ def _check_classes_per_client(classes_per_client, num_classes):
         f"[1, {num_classes}] (the number of classes)")
 
 
-def label_skew_parts(labels, num_clients, seed, classes_per_client=2,
-                     primary_share=0.55, secondary_share=0.20, minority_share=0.03,
-                     min_take=0):
+def label_skew_parts(labels: ArrayLike, num_clients: int, seed: int,
+                     classes_per_client: int = 2, primary_share: float = 0.55,
+                     secondary_share: float = 0.20, minority_share: float = 0.03,
+                     min_take: int = 0) -> Parts:
   """The raw FIRMA label-skew assignment (see :func:`label_skew`), with no
   minimum-size rule: returns ``num_clients`` index arrays (possibly empty), in
   the order the samples were taken. Each role takes at least ``min_take``
@@ -400,7 +414,8 @@ def label_skew_parts(labels, num_clients, seed, classes_per_client=2,
   return parts
 
 
-def dirichlet_reference(labels, num_clients, seed, alpha=0.5, num_classes=None):
+def dirichlet_reference(labels: ArrayLike, num_clients: int, seed: int, alpha: float = 0.5,
+                        num_classes: Optional[int] = None) -> Parts:
   """The FIRMA authors' Dirichlet split (``fibfl/data.py``), reproduced exactly.
 
   For each class c in order: shuffle the class's indices, draw p ~ Dir(alpha·1_K),
@@ -420,7 +435,7 @@ def dirichlet_reference(labels, num_clients, seed, alpha=0.5, num_classes=None):
     raise ValueError(f"num_clients={num_clients!r}: must be an integer >= 1")
   num_classes = int(labels.max()) + 1 if num_classes is None else int(num_classes)
   rng = np.random.default_rng(seed)
-  parts = [[] for _ in range(num_clients)]
+  parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
   for c in range(num_classes):
     idx = rng.permutation(np.flatnonzero(labels == c))
     props = rng.dirichlet(np.ones(num_clients) * alpha)
@@ -431,7 +446,8 @@ def dirichlet_reference(labels, num_clients, seed, alpha=0.5, num_classes=None):
   return [np.asarray(p, np.int64) for p in parts]
 
 
-def natural(labels, num_clients, seed, group_ids=None, min_size=1):
+def natural(labels: ArrayLike, num_clients: int, seed: int,
+            group_ids: Optional[ArrayLike] = None, min_size: int = 1) -> Parts:
   """One client per distinct group id (writer, vehicle, ...), in sorted id order."""
   labels = _check_labels(labels)
   if group_ids is None:
@@ -447,11 +463,13 @@ def natural(labels, num_clients, seed, group_ids=None, min_size=1):
   return _finish([np.flatnonzero(group_ids == g) for g in groups], min_size, "natural")
 
 
-_FUNCS = {"iid": iid, "dirichlet": dirichlet, "shards": shards,
-          "label_skew": label_skew, "pathological": pathological, "natural": natural}
+_FUNCS: dict[str, Callable[..., Any]] = {
+    "iid": iid, "dirichlet": dirichlet, "shards": shards, "label_skew": label_skew,
+    "pathological": pathological, "natural": natural}
 
 
-def partition(labels, num_clients, scheme, seed, **kwargs):
+def partition(labels: ArrayLike, num_clients: int, scheme: str, seed: int,
+              **kwargs: Any) -> Parts:
   """Split sample indices over clients (docs/design.md §7 public name).
 
   Args:
@@ -472,13 +490,14 @@ def partition(labels, num_clients, scheme, seed, **kwargs):
   return _FUNCS[scheme](labels, num_clients, seed, **kwargs)
 
 
-def class_counts(labels, parts, num_classes) -> np.ndarray:
+def class_counts(labels: ArrayLike, parts: Sequence[np.ndarray],
+                 num_classes: int) -> np.ndarray:
   """``[K, C]`` per-client class histogram."""
   labels = np.asarray(labels)
   return np.stack([np.bincount(labels[p], minlength=num_classes) for p in parts])
 
 
-def split_test_like_train(test_labels, train_counts, seed):
+def split_test_like_train(test_labels: ArrayLike, train_counts: np.ndarray, seed: int) -> Parts:
   """Per-client test splits that follow each client's own train class mix.
 
   For every class c the test samples of class c are shuffled and divided over
@@ -502,7 +521,7 @@ def split_test_like_train(test_labels, train_counts, seed):
   return [np.sort(p) for p in split_by_proportions(test_labels, props, rng)]
 
 
-def split_iid(num_samples, num_clients, seed):
+def split_iid(num_samples: int, num_clients: int, seed: int) -> Parts:
   """Random near-equal split of ``range(num_samples)`` (per-client IID test sets)."""
   rng = np.random.default_rng(seed)
   return [np.sort(p) for p in np.array_split(rng.permutation(num_samples), num_clients)]
@@ -521,7 +540,8 @@ class _PartitionModule(types.ModuleType):
   is the module (``import fedfrac.data.partition as P`` gives it) and
   ``fedfrac.data.partition(labels, num_clients, scheme, seed)`` still partitions."""
 
-  def __call__(self, labels, num_clients, scheme, seed, **kwargs):
+  def __call__(self, labels: ArrayLike, num_clients: int, scheme: str, seed: int,
+               **kwargs: Any) -> Parts:
     return partition(labels, num_clients, scheme, seed, **kwargs)
 
 

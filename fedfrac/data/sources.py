@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
+
+if TYPE_CHECKING:
+  from ml_collections import ConfigDict
+
+  from fedfrac.data.bev import BEVData
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +47,7 @@ class Dataset:
   test_groups: Optional[np.ndarray] = None
 
   @property
-  def input_shape(self):
+  def input_shape(self) -> tuple[int, ...]:
     return tuple(self.x_train.shape[1:])
 
 
@@ -58,7 +63,8 @@ def _stratified_split(labels, test_fraction, seed):
   return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-def sklearn_digits(test_fraction=0.2, split_seed=0, split="stratified"):
+def sklearn_digits(test_fraction: float = 0.2, split_seed: int = 0,
+                   split: str = "stratified") -> Dataset:
   """scikit-learn's bundled 8x8 digits (1,797 real images; offline).
 
   Pixel values 0..16 are scaled to [0, 1]; inputs are ``[N, 8, 8, 1]`` float32.
@@ -86,8 +92,9 @@ def sklearn_digits(test_fraction=0.2, split_seed=0, split="stratified"):
   return Dataset("sklearn_digits", x[tr], y[tr], x[te], y[te], num_classes=10)
 
 
-def synthetic(alpha=1.0, beta=1.0, num_clients=30, dim=60, num_classes=10,
-              iid=False, test_fraction=0.2, max_client_size=2000, seed=0):
+def synthetic(alpha: float = 1.0, beta: float = 1.0, num_clients: int = 30, dim: int = 60,
+              num_classes: int = 10, iid: bool = False, test_fraction: float = 0.2,
+              max_client_size: int = 2000, seed: int = 0) -> Dataset:
   """FedProx / LEAF Synthetic(alpha, beta) (Li et al. 2020, §5.1).
 
   Client k draws u_k ~ N(0, alpha), B_k ~ N(0, beta); its model
@@ -188,8 +195,9 @@ def _missing_module(error: Optional[BaseException]) -> Optional[str]:
   return None
 
 
-def tfds_source(name, data_dir=None, download=False, train_split="train",
-                test_split="test", max_train=None, max_test=None):
+def tfds_source(name: str, data_dir: Optional[str] = None, download: bool = False,
+                train_split: str = "train", test_split: str = "test",
+                max_train: Optional[int] = None, max_test: Optional[int] = None) -> Dataset:
   """Image classification data through ``tfds.data_source`` (random access).
 
   Inputs stay uint8 ``[N, H, W, C]`` on the host and device; models scale them by
@@ -257,7 +265,7 @@ def _opt_tuple(v):
   return tuple(v) if isinstance(v, (tuple, list)) else (v,)
 
 
-def load_bev(data_cfg, seed):
+def load_bev(data_cfg: ConfigDict, seed: int) -> BEVData:
   """The :class:`fedfrac.data.bev.BEVData` named by ``data_cfg.source`` (physical units).
 
   ``synthetic_bev``: a seeded physics-based fleet of ``data_cfg.num_clients``
@@ -310,7 +318,7 @@ def load_bev(data_cfg, seed):
                    f"are {', '.join(BEV_SOURCES)}")
 
 
-def bev_dataset(bev_data) -> Dataset:
+def bev_dataset(bev_data: BEVData) -> Dataset:
   """A normalised :class:`Dataset` view of BEV data (vehicle ids as groups).
 
   Train inputs/labels are standardised per vehicle with that vehicle's TRAIN
@@ -323,7 +331,7 @@ def bev_dataset(bev_data) -> Dataset:
                  train_groups=nb.client_train, test_groups=nb.client_test)
 
 
-def load(data_cfg, seed):
+def load(data_cfg: ConfigDict, seed: int) -> Dataset:
   """Build the :class:`Dataset` named by ``data_cfg.source``."""
   source = data_cfg.source
   if source == "sklearn_digits":

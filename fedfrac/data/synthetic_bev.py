@@ -101,9 +101,10 @@ day start SoC                  U(75, 95) %          assumed (overnight charging)
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import signal as sp_signal
 
 from fedfrac.data import bev
@@ -112,6 +113,8 @@ RHO_AIR = 1.225       # kg/m^3, ISA sea level
 G = 9.81              # m/s^2
 DT = 1.0              # s, sampling period of the fleet
 CLASSES = ("passenger", "truck", "bus")
+# Weights of (passenger, truck, bus): a 3-sequence or a mapping class -> weight.
+ClassMix = Union[Sequence[float], Mapping[str, float]]
 _OCV_SOC = np.array([0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
 _OCV_CELL = np.array([3.00, 3.40, 3.50, 3.58, 3.63, 3.68, 3.74, 3.82, 3.91, 4.00,
                       4.09, 4.20])
@@ -161,7 +164,7 @@ CLASS_PARAMS = {
 }
 
 
-def ocv_pack(soc, n_series):
+def ocv_pack(soc: ArrayLike, n_series: int) -> np.ndarray:
   """Pack open-circuit voltage (V) from SoC in [0, 1] (clipped): ``[...] -> [...]``."""
   return n_series * np.interp(np.clip(soc, 0.0, 1.0), _OCV_SOC, _OCV_CELL)
 
@@ -416,8 +419,8 @@ def _solve_battery(fleet):
 
 
 def simulate_fleet(num_vehicles: int = 10, hours_per_vehicle: float = 3.0,
-                   seed: int = 0, class_mix=(0.6, 0.2, 0.2),
-                   temperature_range_c=(-5.0, 30.0)) -> list[dict]:
+                   seed: int = 0, class_mix: ClassMix = (0.6, 0.2, 0.2),
+                   temperature_range_c: tuple[float, float] = (-5.0, 30.0)) -> list[dict]:
   """Raw 1 Hz time series of a synthetic fleet.
 
   Args:
@@ -464,10 +467,11 @@ def simulate_fleet(num_vehicles: int = 10, hours_per_vehicle: float = 3.0,
 
 
 def synthetic_bev(num_vehicles: int = 10, hours_per_vehicle: float = 3.0,
-                  seed: int = 0, class_mix=(0.6, 0.2, 0.2), window: int = 60,
-                  stride: int = 10, temperature_range_c=(-5.0, 30.0),
+                  seed: int = 0, class_mix: ClassMix = (0.6, 0.2, 0.2), window: int = 60,
+                  stride: int = 10, temperature_range_c: tuple[float, float] = (-5.0, 30.0),
                   holdout_vehicles: Sequence[int] | None = None,
-                  min_windows: int = 1, fractions=(0.7, 0.1, 0.2)) -> bev.BEVData:
+                  min_windows: int = 1,
+                  fractions: Sequence[float] = (0.7, 0.1, 0.2)) -> bev.BEVData:
   """Synthetic BEV fleet as windowed energy data (one client per vehicle).
 
   Args:

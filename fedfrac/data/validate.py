@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from fedfrac.config import check, int_at_least, is_int, is_num
 from fedfrac.data import sources
 from fedfrac.data.partition import LABEL_SKEW_RULES, PATHOLOGICAL_LEVELS, SCHEMES
 
+if TYPE_CHECKING:
+  from ml_collections import ConfigDict
+
 BEV_CLASSES = ("passenger", "truck", "bus", "ev", "phev")
 
 
-def validate_data(config) -> None:
+def validate_data(config: ConfigDict) -> None:
   """Check ``config.data`` (and, for a BEV source, ``data.bev``)."""
   d = config.data
   check(d.source in sources.SOURCES, "data.source", d.source,
@@ -61,7 +65,7 @@ def validate_data(config) -> None:
     validate_bev(config)
 
 
-def validate_bev(config) -> None:
+def validate_bev(config: ConfigDict) -> None:
   """Check ``config.data.bev`` of a BEV source (one client per vehicle, regression)."""
   d, b = config.data, config.data.bev
   check(d.partition == "natural", "data.partition", d.partition,
@@ -105,7 +109,7 @@ def validate_bev(config) -> None:
           b.ved_current_sign, "allowed values are 'auto', 1, -1")
 
 
-def validate_files(config) -> None:
+def validate_files(config: ConfigDict) -> None:
   """The ``files`` source's options; the files themselves are checked when read."""
   from fedfrac.data import files as files_lib
   d, f = config.data, config.data.files

@@ -62,7 +62,7 @@ import csv
 import glob
 import math
 import os
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -289,14 +289,15 @@ def _auto_sign(segs, dt) -> int:
   return 1
 
 
-def load_ved_csv(paths_or_dir, window: int = 60, stride: int = 1,
+def load_ved_csv(paths_or_dir: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]],
+                 window: int = 60, stride: int = 1,
                  resample_dt_s: float = 1.0, max_gap_s: float = 10.0,
                  vehicles: Iterable[int] | None = None, min_windows: int = 1,
                  seed: int = 0, holdout_vehicles: Iterable[int] | None = None,
-                 current_sign="auto",
+                 current_sign: Union[str, int] = "auto",
                  vehicle_types: Mapping[int, str] | None = None,
                  default_oat_c: float = 20.0, default_soc_pct: float = 50.0,
-                 fractions=(0.7, 0.1, 0.2)) -> bev.BEVData:
+                 fractions: Sequence[float] = (0.7, 0.1, 0.2)) -> bev.BEVData:
   """Load VED dynamic-data CSVs as windowed EV/PHEV energy data, one client per vehicle.
 
   Args:

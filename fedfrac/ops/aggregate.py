@@ -9,9 +9,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
+
+from fedfrac._types import PyTree
 
 
-def normalize_weights(weights, mask=None):
+def normalize_weights(weights: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
   """Weights ``[S]`` (optionally masked by ``mask [S]``) scaled to sum to one.
 
   A cohort whose weights are all zero gets all-zero weights (not NaN), so an
@@ -24,7 +27,8 @@ def normalize_weights(weights, mask=None):
   return jnp.where(total > 0, w / jnp.where(total > 0, total, 1.0), jnp.zeros_like(w))
 
 
-def weighted_mean(stacked, weights, mask=None):
+def weighted_mean(stacked: PyTree, weights: ArrayLike,
+                  mask: ArrayLike | None = None) -> PyTree:
   """Σ_k p_k x_k over the leading axis (FedAvg, McMahan et al. 2017, Alg. 1).
 
   Args:
@@ -99,7 +103,7 @@ def _sorted_participants(x, part):
   return jnp.sort(jnp.where(_rows(part, x), x, jnp.inf), axis=0)
 
 
-def coordinate_median(stacked, mask=None):
+def coordinate_median(stacked: PyTree, mask: ArrayLike | None = None) -> PyTree:
   """Coordinate-wise median over participating clients (Yin et al. 2018).
 
   Args:
@@ -123,7 +127,8 @@ def coordinate_median(stacked, mask=None):
   return jax.tree.map(leaf, stacked)
 
 
-def trimmed_mean(stacked, mask=None, beta=0.1):
+def trimmed_mean(stacked: PyTree, mask: ArrayLike | None = None,
+                 beta: ArrayLike = 0.1) -> PyTree:
   """Coordinate-wise β-trimmed mean over participating clients (Yin et al. 2018).
 
   Per coordinate, drops the k = floor(β·m) largest and k smallest of the m
@@ -175,7 +180,7 @@ def _check_byzantine(num_byzantine, m_concrete, name="num_byzantine"):
   return f
 
 
-def pairwise_sq_distances(stacked, mask=None):
+def pairwise_sq_distances(stacked: PyTree, mask: ArrayLike | None = None) -> jax.Array:
   """Squared Euclidean distances ``[S, S]`` between clients' flattened updates.
 
   Computed from a Gram matrix of updates centred on the participants' mean (which
@@ -184,7 +189,7 @@ def pairwise_sq_distances(stacked, mask=None):
   """
   _, part, m = _participation(stacked, mask)
   partf = part.astype(jnp.float32)
-  gram = 0.0
+  gram: jax.Array | float = 0.0
   for x in jax.tree.leaves(stacked):
     dt = jnp.promote_types(x.dtype, jnp.float32)
     xf = jnp.reshape(x, (x.shape[0], -1)).astype(dt)
@@ -197,7 +202,8 @@ def pairwise_sq_distances(stacked, mask=None):
   return d * partf[:, None] * partf[None, :]
 
 
-def krum_scores(stacked, mask=None, num_byzantine=0):
+def krum_scores(stacked: PyTree, mask: ArrayLike | None = None,
+                num_byzantine: int = 0) -> jax.Array:
   """Krum scores ``[S]`` (Blanchard et al. 2017, Sec. 4).
 
   score_k = Σ of squared distances from client k to its m − f − 2 nearest other
@@ -215,7 +221,8 @@ def krum_scores(stacked, mask=None, num_byzantine=0):
   return jnp.where(part, score, jnp.inf)
 
 
-def krum(stacked, mask=None, num_byzantine=0, multi=1):
+def krum(stacked: PyTree, mask: ArrayLike | None = None, num_byzantine: int = 0,
+         multi: ArrayLike = 1) -> tuple[PyTree, jax.Array]:
   """Krum / Multi-Krum aggregation (Blanchard et al. 2017).
 
   Selects the ``multi`` participating clients with the lowest Krum score and

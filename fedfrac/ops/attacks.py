@@ -10,19 +10,23 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
+
+from fedfrac._types import PyTree
 
 
-def sign_flip(delta, scale=1.0):
+def sign_flip(delta: PyTree, scale: ArrayLike = 1.0) -> PyTree:
   """Sign-flipping attack: send −scale·Δ instead of Δ (pytree -> pytree)."""
   return jax.tree.map(lambda x: -jnp.asarray(scale, x.dtype) * x, delta)
 
 
-def scaled_update(delta, factor):
+def scaled_update(delta: PyTree, factor: ArrayLike) -> PyTree:
   """Scaling (boosting / model-replacement) attack: send factor·Δ."""
   return jax.tree.map(lambda x: jnp.asarray(factor, x.dtype) * x, delta)
 
 
-def gaussian_attack(delta, key, std, additive=False):
+def gaussian_attack(delta: PyTree, key: jax.Array, std: ArrayLike,
+                    additive: bool = False) -> PyTree:
   """Gaussian attack (Blanchard et al. 2017, Sec. 5): send N(0, std² I) noise.
 
   Args:
@@ -44,7 +48,7 @@ def gaussian_attack(delta, key, std, additive=False):
   return jax.tree.unflatten(treedef, out)
 
 
-def label_flip(labels, num_classes):
+def label_flip(labels: ArrayLike, num_classes: int) -> jax.Array:
   """Label-flipping attack: y -> C − 1 − y (integer labels ``[...]``)."""
   if isinstance(num_classes, bool) or not float(num_classes).is_integer() or num_classes < 1:
     raise ValueError(f"num_classes={num_classes!r} is not allowed; it must be an integer >= 1.")
@@ -52,7 +56,8 @@ def label_flip(labels, num_classes):
   return (int(num_classes) - 1 - labels).astype(labels.dtype)
 
 
-def byzantine_mask(num_clients, fraction, seed):
+def byzantine_mask(num_clients: int, fraction: float,
+                   seed: int) -> np.ndarray:
   """Host-side bool mask ``[num_clients]`` with exactly round(fraction·K) True.
 
   Rounds half up (0.25·10 -> 3). The chosen clients depend only on

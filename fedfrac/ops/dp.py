@@ -23,6 +23,9 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
+
+from fedfrac._types import PyTree
 
 ACCOUNTANTS = ("rdp", "pld")
 
@@ -43,7 +46,7 @@ def _check_nonneg(name, value, strict=False):
     raise ValueError(f"{name}={value!r} is not allowed; it must be a finite scalar {rng}.")
 
 
-def global_norm(tree):
+def global_norm(tree: PyTree) -> jax.Array:
   """L2 norm of all leaves of a pytree together (scalar, float32 or wider)."""
   leaves = jax.tree.leaves(tree)
   sq = sum(jnp.sum(jnp.square(x.astype(jnp.promote_types(x.dtype, jnp.float32))))
@@ -51,7 +54,7 @@ def global_norm(tree):
   return jnp.sqrt(sq)
 
 
-def clip_update(tree, clip_norm):
+def clip_update(tree: PyTree, clip_norm: ArrayLike) -> tuple[PyTree, jax.Array]:
   """Scale an update to global L2 norm at most S (DP-FedAvg Alg. 1, ClipFn).
 
   Args:
@@ -70,7 +73,7 @@ def clip_update(tree, clip_norm):
   return clipped, norm
 
 
-def gaussian_noise_like(tree, key, stddev):
+def gaussian_noise_like(tree: PyTree, key: jax.Array, stddev: ArrayLike) -> PyTree:
   """Independent N(0, stddev²) noise with the structure, shapes and dtypes of tree."""
   leaves, treedef = jax.tree.flatten(tree)
   keys = jax.random.split(key, len(leaves))
@@ -80,8 +83,11 @@ def gaussian_noise_like(tree, key, stddev):
   return jax.tree.unflatten(treedef, noise)
 
 
-def dp_aggregate(stacked_deltas, mask, clip_norm, noise_multiplier, key,
-                 weights=None, expected_cohort_size=None):
+def dp_aggregate(stacked_deltas: PyTree, mask: ArrayLike | None, clip_norm: ArrayLike,
+                 noise_multiplier: ArrayLike, key: jax.Array,
+                 weights: ArrayLike | None = None,
+                 expected_cohort_size: ArrayLike | None = None,
+                 ) -> tuple[PyTree, dict[str, jax.Array]]:
   """DP-FedAvg server aggregate of a cohort's updates (McMahan et al. 2018, Alg. 1).
 
   Each participating client's update is clipped to norm S, the clipped updates are
@@ -236,7 +242,7 @@ class PrivacyAccountant:
           standard_deviation=self.noise_multiplier,
           sampling_prob=self.sampling_rate)
 
-  def step(self, count=1):
+  def step(self, count: int = 1) -> PrivacyAccountant:
     """Compose ``count`` more rounds; returns self."""
     count = _check_count("count", count)
     if count and self._rdp_one is None and not (self._trivial or self._nonprivate):
@@ -246,7 +252,7 @@ class PrivacyAccountant:
     return self
 
   @property
-  def epsilon(self):
+  def epsilon(self) -> float:
     """ε at ``delta`` after ``steps`` rounds (0 before any round, inf if σ = 0)."""
     if self.steps == 0 or self._trivial:
       return 0.0
@@ -259,7 +265,8 @@ class PrivacyAccountant:
     return float(self._pld.get_epsilon_for_delta(self.delta))
 
 
-def dp_epsilon(noise_multiplier, sampling_rate, steps, delta, accountant="rdp"):
+def dp_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
+               accountant: str = "rdp") -> float:
   """ε at δ after ``steps`` rounds of the Poisson-sampled Gaussian mechanism.
 
   Host side (not jittable). ``noise_multiplier = 0`` gives ``inf``; ``steps = 0``
@@ -269,7 +276,8 @@ def dp_epsilon(noise_multiplier, sampling_rate, steps, delta, accountant="rdp"):
   return PrivacyAccountant(noise_multiplier, sampling_rate, delta, accountant).step(steps).epsilon
 
 
-def epsilon_curve(noise_multiplier, sampling_rate, rounds, delta, accountant="rdp"):
+def epsilon_curve(noise_multiplier: float, sampling_rate: float, rounds: int, delta: float,
+                  accountant: str = "rdp") -> np.ndarray:
   """ε after each of rounds 1..``rounds`` -> ``np.ndarray [rounds]`` (non-decreasing).
 
   Composes incrementally (one accountant, one round at a time).

@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+from fedfrac._types import PyTree
 
 from fedfrac.ops.aggregate import normalize_weights
 
 WEIGHTINGS = ("coupled", "paper", "reference_code")
 
 
-def flatten_stacked(tree):
+def flatten_stacked(tree: PyTree) -> jax.Array:
   """Stacked pytree (leaves ``[K, ...]``) -> one array ``[K, d]``.
 
   Each leaf is reshaped to ``[K, -1]`` and the leaves are concatenated along the
@@ -128,8 +131,10 @@ def _phases(deltas, p, part):
   return jnp.where(ok, theta, 0.0)
 
 
-def kuramoto_weights(deltas, base_weights, kappa, weighting="coupled", eps=1e-8,
-                     phase_signal=None, mask=None):
+def kuramoto_weights(deltas: PyTree, base_weights: ArrayLike, kappa: ArrayLike,
+                     weighting: str = "coupled", eps: float = 1e-8,
+                     phase_signal: ArrayLike | None = None, mask: ArrayLike | None = None,
+                     ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """Kuramoto-FedAvg aggregation coefficients (Kuramoto-FedAvg paper Eqs. 2–3;
   docs/design.md §3.4).
 
@@ -219,7 +224,8 @@ def kuramoto_weights(deltas, base_weights, kappa, weighting="coupled", eps=1e-8,
                         r / jnp.where(total > 0, total, 1.0))
   else:
     # Authors' code: Δ = Δ̄ + κ/(K−1) Σ_j c_j (Δ_j − Δ̄), c_j = Σ_{i≠j} cos(φ_j − φ_i)
-    diff = phase_signal[:, None] - phase_signal[None, :]
+    phi = jnp.asarray(phase_signal)  # validated [K] float32 above
+    diff = phi[:, None] - phi[None, :]
     pair = part[:, None] & part[None, :] & ~jnp.eye(k, dtype=bool)
     c = jnp.sum(jnp.where(pair, jnp.cos(diff), 0.0), axis=1)
     scale = kappa / jnp.maximum(m - 1.0, 1.0)
@@ -239,8 +245,10 @@ def kuramoto_weights(deltas, base_weights, kappa, weighting="coupled", eps=1e-8,
   return weights, info
 
 
-def kuramoto_update(deltas, base_weights, kappa, weighting="coupled", eps=1e-8,
-                    phase_signal=None, mask=None):
+def kuramoto_update(deltas: PyTree, base_weights: ArrayLike, kappa: ArrayLike,
+                    weighting: str = "coupled", eps: float = 1e-8,
+                    phase_signal: ArrayLike | None = None, mask: ArrayLike | None = None,
+                    ) -> tuple[PyTree, dict[str, jax.Array]]:
   """Combined Kuramoto-FedAvg server update, ready to add to w_t (Kuramoto-FedAvg
   paper Eq. 4).
 

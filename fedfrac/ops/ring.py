@@ -27,7 +27,9 @@ import numbers
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
+from fedfrac._types import PyTree
 from fedfrac._validation import is_traced
 
 PHI = (1.0 + math.sqrt(5.0)) / 2.0
@@ -173,9 +175,11 @@ def _mix_rows(mat, c_self, c_left, c_right, left, right):
           + c_right[:, None] * mat[right])
 
 
-def fibonacci_mixing_matrix(n, gamma, order=None, gates=None, tau=0.35, passes=1,
-                            sweep="synchronous", alpha=None, beta=None,
-                            eps=1e-12):
+def fibonacci_mixing_matrix(n: int, gamma: ArrayLike, order: ArrayLike | None = None,
+                            gates: ArrayLike | None = None, tau: ArrayLike = 0.35,
+                            passes: int = 1, sweep: str = "synchronous",
+                            alpha: float | None = None, beta: float | None = None,
+                            eps: float = 1e-12) -> jax.Array:
   """Mixing matrix of FibFL / FibFL+ / FibFL++ ring gossip (FIRMA Eqs. 3–7,
   Alg. 1–3).
 
@@ -261,7 +265,8 @@ def fibonacci_mixing_matrix(n, gamma, order=None, gates=None, tau=0.35, passes=1
   return jax.lax.fori_loop(0, passes * n, sequential_step, eye)
 
 
-def mixing_matrix_ring_uniform(n, gamma, order=None):
+def mixing_matrix_ring_uniform(n: int, gamma: ArrayLike,
+                               order: ArrayLike | None = None) -> jax.Array:
   """RDFL ring mixing: ``θ_i ← γθ_i + (1−γ)(θ_L + θ_R)/2`` (synchronous).
 
   Args:
@@ -274,7 +279,7 @@ def mixing_matrix_ring_uniform(n, gamma, order=None):
   return fibonacci_mixing_matrix(n, gamma, order=order, alpha=0.5, beta=0.5)
 
 
-def apply_mixing(matrix, stacked_tree):
+def apply_mixing(matrix: jax.Array, stacked_tree: PyTree) -> PyTree:
   """Applies a mixing matrix to every leaf: ``einsum('ij,j...->i...')``.
 
   Computed at full float32 precision (``Precision.HIGHEST``: no reduced-precision
@@ -314,13 +319,13 @@ def apply_mixing(matrix, stacked_tree):
 # ----------------------------------------------------------------------------
 
 
-def fibfl_pp_passes(n):
+def fibfl_pp_passes(n: int) -> int:
   """Gossip passes per round ``K_g = ceil(n/2)`` (FIRMA Prop. 2, ring coverage)."""
   n = _check_n(n)
   return (n + 1) // 2
 
 
-def fibfl_pp_warmup(total_rounds, min_rounds=0):
+def fibfl_pp_warmup(total_rounds: int, min_rounds: int = 0) -> int:
   """FedAvg warm-up rounds ``W = max(min_rounds, floor(R/6))``.
 
   ``min_rounds=0`` is the paper's ``floor(R/6)``; the authors' code uses
@@ -334,8 +339,8 @@ def fibfl_pp_warmup(total_rounds, min_rounds=0):
   return max(int(min_rounds), total_rounds // 6)
 
 
-def fibfl_pp_gamma(round_index, warmup_rounds, total_rounds, gamma_start=0.4,
-                   gamma_end=0.05):
+def fibfl_pp_gamma(round_index: ArrayLike, warmup_rounds: int, total_rounds: int,
+                   gamma_start: float = 0.4, gamma_end: float = 0.05) -> jax.Array:
   """Cosine-annealed round retention γ_r of FibFL++ (FIRMA Eq. 10).
 
   With ``t = r − W`` and ``T = max(R − W − 1, 1)``:
@@ -367,7 +372,7 @@ def fibfl_pp_gamma(round_index, warmup_rounds, total_rounds, gamma_start=0.4,
   return g1 + 0.5 * (g0 - g1) * (1.0 + jnp.cos(jnp.pi * t / span))
 
 
-def per_pass_retention(gamma_r, passes):
+def per_pass_retention(gamma_r: ArrayLike, passes: int) -> jax.Array:
   """Per-pass retention ``γ_in = γ_r^(1/K_g)`` (FIRMA Eq. 9, Prop. 3), so that K_g
   passes retain γ_r of the own model on the self path. Jittable in ``gamma_r``."""
   passes = _check_passes(passes)
@@ -403,7 +408,7 @@ def _ring_cost_from_sim(sim, order):
   return float(np.sum(sim[order, np.roll(order, -1)]))
 
 
-def ring_cost(class_proportions, order, cost="cosine"):
+def ring_cost(class_proportions: ArrayLike, order: ArrayLike, cost: str = "cosine") -> float:
   """Ring cost ``Σ_p c(q_σ(p), q_σ(p+1))`` including the wrap-around edge
   (FIRMA Eq. 8).
 
@@ -420,7 +425,8 @@ def ring_cost(class_proportions, order, cost="cosine"):
   return _ring_cost_from_sim(sim, order)
 
 
-def two_opt_ring(class_proportions, cost="cosine", tol=1e-9):
+def two_opt_ring(class_proportions: ArrayLike, cost: str = "cosine",
+                 tol: float = 1e-9) -> tuple[np.ndarray, float, float]:
   """Ring order σ* minimising the ring cost by 2-opt (FIRMA Eq. 8, Alg. 3).
 
   Deterministic first-improvement 2-opt from the identity order: position pairs
@@ -476,7 +482,7 @@ def two_opt_ring(class_proportions, cost="cosine", tol=1e-9):
 # ----------------------------------------------------------------------------
 
 
-def spectral_gap(matrix):
+def spectral_gap(matrix: ArrayLike) -> float:
   """Spectral gap ``1 − |λ₂|`` of a row-stochastic mixing matrix.
 
   Eigenvalue moduli are sorted in decreasing order (|λ₁| = 1 for a

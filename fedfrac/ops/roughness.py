@@ -18,10 +18,14 @@ relative to the loss scale, or enable float64 for the probe.
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
+from jax.typing import ArrayLike
 
+from fedfrac._types import PyTree
 from fedfrac._validation import concrete_scalar
 
 
@@ -41,8 +45,11 @@ def _validate(num_directions, radius, grid, eps_a, eps_t, batch_chunk):
       raise ValueError(f"{name} must be >= 0, got {v!r}.")
 
 
-def roughness_profile(loss_fn, params, batch, key, num_directions=10, radius=0.01,
-                      grid=100, eps_a=1e-8, eps_t=1e-8, batch_chunk=None):
+def roughness_profile(loss_fn: Callable[[PyTree, Any], ArrayLike], params: PyTree,
+                      batch: Any, key: jax.Array, num_directions: int = 10,
+                      radius: float = 0.01, grid: int = 100, eps_a: float = 1e-8,
+                      eps_t: float = 1e-8, batch_chunk: int | None = None,
+                      ) -> dict[str, jax.Array]:
   """Per-direction roughness diagnostics and the index.
 
   Args:
@@ -92,8 +99,10 @@ def roughness_profile(loss_fn, params, batch, key, num_directions=10, radius=0.0
           "offsets": offsets, "directions": d}
 
 
-def roughness_index(loss_fn, params, batch, key, num_directions=10, radius=0.01,
-                    grid=100, eps_a=1e-8, eps_t=1e-8, batch_chunk=None):
+def roughness_index(loss_fn: Callable[[PyTree, Any], ArrayLike], params: PyTree,
+                    batch: Any, key: jax.Array, num_directions: int = 10,
+                    radius: float = 0.01, grid: int = 100, eps_a: float = 1e-8,
+                    eps_t: float = 1e-8, batch_chunk: int | None = None) -> jax.Array:
   """Roughness index I = std(T)/(mean(T)+ε_T) (BEV paper Eqs. 13-18), scalar ``[]``.
 
   See ``roughness_profile`` for the arguments; this returns only ``index``.

@@ -18,13 +18,14 @@ import math
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike, DTypeLike
 
 from fedfrac._validation import concrete_scalar
 
 _GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))  # ≈ 2.39996 rad
 
 
-def default_start_vector(n, dtype=jnp.float32):
+def default_start_vector(n: int, dtype: DTypeLike = jnp.float32) -> jax.Array:
   """Deterministic unit start vector ``[n]`` for the power iteration.
 
   v_j ∝ 1 + 0.5·sin(1 + j·g), g the golden angle: the all-ones direction plus a
@@ -37,7 +38,7 @@ def default_start_vector(n, dtype=jnp.float32):
   return v / jnp.linalg.norm(v)
 
 
-def as_matrix(matrix):
+def as_matrix(matrix: ArrayLike) -> jax.Array:
   """View a weight as 2-D: ``[..., out] -> [prod(shape[:-1]), out]``.
 
   Dense ``[in, out]`` kernels are unchanged; conv kernels ``[h, w, in, out]``
@@ -51,7 +52,8 @@ def as_matrix(matrix):
   return w.reshape(-1, w.shape[-1])
 
 
-def spectral_flatness(matrix, num_iters=200, eps=1e-8, key=None):
+def spectral_flatness(matrix: ArrayLike, num_iters: int = 200, eps: ArrayLike = 1e-8,
+                      key: jax.Array | None = None) -> jax.Array:
   """κ = ‖W‖₂ / (‖W‖_F + ε) (BEV paper Eq. 19), scalar ``[]``.
 
   Args:

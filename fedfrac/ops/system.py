@@ -20,11 +20,12 @@ max/sum over them, so results do not depend on the order of the clients.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 POLICIES = ("none", "drop", "partial")
 SPEED_MODELS = ("equal", "lognormal", "groups")
@@ -49,8 +50,10 @@ class RoundSchedule(NamedTuple):
   steps_run: jax.Array
 
 
-def sample_speeds(key, num_clients, model="lognormal", sigma=0.0, group_speeds=None,
-                  groups=None):
+def sample_speeds(key: jax.Array, num_clients: int, model: str = "lognormal",
+                  sigma: ArrayLike = 0.0,
+                  group_speeds: ArrayLike | Sequence[float] | None = None,
+                  groups: ArrayLike | Sequence[int] | None = None) -> jax.Array:
   """Per-client compute speeds ``[K]`` float32 (> 0), fixed by ``key``.
 
   Args:
@@ -72,13 +75,14 @@ def sample_speeds(key, num_clients, model="lognormal", sigma=0.0, group_speeds=N
   raise ValueError(f"system.speed={model!r}: allowed values are {', '.join(SPEED_MODELS)}")
 
 
-def steps_needed(client_size, batch_size, local_epochs):
+def steps_needed(client_size: ArrayLike, batch_size: int, local_epochs: int) -> jax.Array:
   """τ_k = E·⌈n_k / B⌉ local steps for E epochs: ``[K]`` int32."""
   n = jnp.asarray(client_size, jnp.int32)
   return (local_epochs * ((n + batch_size - 1) // batch_size)).astype(jnp.int32)
 
 
-def round_schedule(needed, speeds, deadline, policy, cohort=None) -> RoundSchedule:
+def round_schedule(needed: ArrayLike, speeds: ArrayLike, deadline: ArrayLike, policy: str,
+                   cohort: ArrayLike | None = None) -> RoundSchedule:
   """Steps, participation and duration of one round (module docstring).
 
   Args:
@@ -121,7 +125,7 @@ def _number(v):
           and not (isinstance(v, float) and math.isnan(v)))
 
 
-def validate_system(system, prefix="system"):
+def validate_system(system: Mapping[str, Any], prefix: str = "system") -> None:
   """Check a ``config.system`` mapping; one ``ValueError`` naming key, value and
   what is allowed.
 
@@ -183,7 +187,7 @@ class SystemConfig(NamedTuple):
   policy: str = "none"
 
 
-def client_speeds(system: SystemConfig, key, num_clients):
+def client_speeds(system: SystemConfig, key: jax.Array, num_clients: int) -> jax.Array:
   """``[K]`` speeds of all clients of a run for ``system``, fixed by ``key``
   (the same in every round; indexed by client id, so cohort order is irrelevant)."""
   groups = None
@@ -195,7 +199,7 @@ def client_speeds(system: SystemConfig, key, num_clients):
                        system.group_speeds or None, groups)
 
 
-def affordable_steps(speeds, deadline, needed):
+def affordable_steps(speeds: ArrayLike, deadline: ArrayLike, needed: ArrayLike) -> jax.Array:
   """``[K]`` int32 local steps each client can afford before the deadline,
   ⌊T·s_k⌋ (capped at 2^30); ``needed`` where there is no deadline (T = inf)."""
   deadline = jnp.asarray(deadline, jnp.float32)

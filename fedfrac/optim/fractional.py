@@ -282,7 +282,7 @@ def fractional_set_reference(state: Any, reference_params: Any,
   return new_state
 
 
-def fractional_set_gate(state, gate):
+def fractional_set_gate(state: Any, gate: ArrayLike) -> Any:
   """Set the spectral gate (a scalar, may be traced) of every ``FractionalState``
   inside ``state``; used by FO-RI-FedAvg once per round with 1/(1 + β_κ κ_k)
   (BEV paper Eq. 24). Only a ``fractional(..., gated=True)`` reads it."""

@@ -167,3 +167,44 @@ def comparison_table(cells, digits, delta_scale=1.0, delta_unit="pp"):
 def command_line(paper, argv):
   """The command that reproduces a table, as the table quotes it."""
   return " ".join(["fedfrac-reproduce", paper] + [shlex.quote(a) for a in argv])
+
+
+# ---------------------------------------------------------------------- figures
+# Every reproduction given ``--out=X.md`` writes its figures beside the markdown as
+# ``X_<name>.png`` (``fedfrac.runner.plots``: own Agg canvas, the caller's
+# matplotlib backend is never changed).
+
+
+def figure_path(out, name):
+  """``X_<name>.png`` beside the markdown report ``out`` = ``X.md``."""
+  return f"{os.path.splitext(out)[0]}_{name}.png"
+
+
+def stack_curves(curves):
+  """Per-seed curves [(rounds [n_i], values [n_i])] -> ``(rounds [n], values
+  [seeds, n])`` cut to the shortest (a diverged run may stop early); None when
+  there is no curve with at least one point."""
+  curves = [(np.asarray(x), np.asarray(v, np.float64)) for x, v in curves]
+  n = min((len(v) for _, v in curves), default=0)
+  if n == 0:
+    return None
+  return curves[0][0][:n], np.stack([v[:n] for _, v in curves])
+
+
+def split_grid_label(label):
+  """``"name[option=value]"`` (a grid run's label) -> ``(name, option, value)``
+  with ``value`` a float; None for a label without a numeric grid value."""
+  if not (label.endswith("]") and "[" in label and "=" in label):
+    return None
+  name, _, inside = label[:-1].partition("[")
+  option, _, value = inside.partition("=")
+  try:
+    return name, option, float(value)
+  except ValueError:
+    return None
+
+
+def wide_range(xs):
+  """True when the positive values ``xs`` span two decades or more (log x axis)."""
+  xs = np.asarray([x for x in xs if x is not None], np.float64)
+  return bool(xs.size and np.all(xs > 0) and xs.max() / xs.min() >= 100)

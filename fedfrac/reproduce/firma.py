@@ -10,6 +10,10 @@ the paper's published values.
   fedfrac-reproduce firma --out results/firma_digits.md
   python -m fedfrac.reproduce firma --out results/firma_digits.md     # the same
 
+Beside ``--out=X.md`` it writes ``X_<mode>.png`` per compatibility mode: the mean
+per-client accuracy per round of every method, one panel per scenario (mean ± std
+band over seeds; :func:`figures`).
+
 From a notebook: ``all_results, timings, total = ff.reproduce.firma.run()`` and
 ``ff.reproduce.firma.table(all_results["paper"])`` (Table 11 next to the
 published values of ``published/firma.json``; ``key="gini"`` for Table 12).
@@ -51,6 +55,7 @@ from fedfrac import sim as sim_lib
 from fedfrac import runner
 from fedfrac import metrics as metrics_lib
 from fedfrac.reproduce import common
+from fedfrac.runner import plots
 from fedfrac.runner import points as points_lib
 
 LABELS = {"fedavg": "FedAvg", "rdfl": "RDFL", "fedrep": "FedRep", "fibfl": "FibFL",
@@ -638,6 +643,31 @@ def write_markdown(path, all_results, timings, scenarios, methods, seeds, comman
     f.write("\n".join(lines))
 
 
+def figures(all_results, out):
+  """Write ``X_<mode>.png`` beside ``out`` (``X.md``) for every mode of
+  ``all_results`` ({mode: {(scenario, method): {"runs": [per-seed record with
+  "curve", the mean per-client accuracy of rounds 1..R]}}}) and return the paths:
+  one panel per scenario, one line per method (mean ± std band over seeds)."""
+  paths = []
+  for mode, results in all_results.items():
+    scenarios = {}
+    for scen in [s for s in SCENARIOS if any(k[0] == s for k in results)]:
+      panel = {}
+      for method in [m for m in METHODS if (scen, m) in results]:
+        curves = [(np.arange(1, len(r["curve"]) + 1), r["curve"])
+                  for r in results[(scen, method)]["runs"]]
+        stacked = common.stack_curves(curves)
+        if stacked is not None:
+          panel[LABELS[method]] = stacked
+      scenarios[SCENARIO_LABELS[scen]] = panel
+    path = common.figure_path(out, mode)
+    plots.scenarios_figure(scenarios, ylabel="mean per-client accuracy",
+                           title=f"FIRMA on MNIST-1797, compat=\"{mode}\": accuracy "
+                                 "per round", columns=4, path=path)
+    paths.append(path)
+  return paths
+
+
 def load_json(path):
   """``(all_results, timings, total)`` from a JSON written by ``--json``."""
   with open(path, encoding="utf-8") as f:
@@ -657,6 +687,7 @@ def render_from_json(json_path, out, command):
   n_seeds = max(len(r["runs"]) for res in all_results.values() for r in res.values())
   write_markdown(out, all_results, timings, scenarios, methods, tuple(range(n_seeds)),
                  command, total, source=json_path)
+  figures(all_results, out)
 
 
 def run(modes=MODES, scenarios=SCENARIOS, methods=METHODS, seeds=SEEDS, batch_runs=5,
@@ -769,6 +800,8 @@ def main(argv=None):
   os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
   write_markdown(args.out, all_results, timings, scenarios, methods,
                  tuple(range(args.seeds)), command, total)
+  for path in figures(all_results, args.out):
+    log_stderr(f"wrote {path}")
   if args.json:
     with open(args.json, "w") as f:
       json.dump({mode: {f"{s}/{m}": v for (s, m), v in res.items()}

@@ -27,8 +27,15 @@ never cut by the script. Finished runs are stored under ``--resume_dir``
 (default runs/bev_suite, git-ignored), so re-running an interrupted command
 resumes it; delete that directory to recompute everything.
 
+Beside the report ``X.md`` (and ``X.json``) the command writes ``X_rounds.png``
+(test RMSE per round, one panel per configuration of the main, participation,
+churn, architecture and scaling studies), ``X_participation.png`` and
+``X_scaling.png`` (final RMSE vs C and vs the number of vehicles) and
+``X_ablation_<option>.png`` for the numeric ablations (α, λ, R_probe, β_κ); see
+:func:`figures`.
+
 The studies share one runner and one report (``Suite``), which is why this module
-is about 700 lines.
+is about 800 lines.
 """
 from __future__ import annotations
 
@@ -52,6 +59,7 @@ from fedfrac import algorithms, models
 from fedfrac import data as data_lib
 from fedfrac import metrics as metrics_lib
 from fedfrac.reproduce import common
+from fedfrac.runner import plots
 
 STUDIES = ("main", "types", "ablations", "participation", "churn", "architectures",
            "scaling", "timing", "latency")
@@ -158,6 +166,91 @@ def table(results, target):
   header, rows = metric_rows(group(results), target,
                              first_col=lambda label: PAPER_NAMES.get(label, label))
   return md_table(header, rows)
+
+
+# --------------------------------------------------------------------- figures
+
+# Studies with per-round curves (one panel per configuration) and studies whose
+# configurations are numbers (a sweep figure: final RMSE vs that number).
+ROUND_STUDIES = ("main", "participation", "churn", "architectures", "scaling")
+SWEEP_STUDIES = {"participation": "client fraction C", "scaling": "vehicles K"}
+ABLATION_SYMBOLS = {"alpha": "α", "lam": "λ", "probe_every": "R_probe",
+                    "beta_kappa": "β_κ"}
+
+
+def _seed_curves(by_seed):
+  """(rounds [n], RMSE [seeds, n]) of one method's kept runs (``Suite.keep``)."""
+  return common.stack_curves(
+      [([row[0] for row in run["curve_rmse"]],
+        [np.nan if row[1] is None else row[1] for row in run["curve_rmse"]])
+       for run in by_seed.values()])
+
+
+def _seed_finals(by_seed, metric="rmse"):
+  """Final ``metric`` of each seed of one method; None for a run that did not
+  finish ok (left out, as in the tables)."""
+  return [run["final"].get(metric) if run["status"] == "ok" else None
+          for run in by_seed.values()]
+
+
+def _number(text):
+  try:
+    return float(text)
+  except (TypeError, ValueError):
+    return None
+
+
+def figures(raw, out):
+  """Write the report's figures beside ``out`` (``X.md``) from ``raw``
+  ({study: {configuration: {method: {seed: kept run}}}}, ``Suite.raw``, as the
+  report's JSON holds it) and return their paths. Curves: mean ± std band over
+  seeds; sweeps: mean ± sample std over seeds of the final test RMSE (Wh)."""
+  paths = []
+  scenarios = {}
+  for study in ROUND_STUDIES:
+    for key, by_label in raw.get(study, {}).items():
+      panel = {}
+      for label, by_seed in by_label.items():
+        curve = _seed_curves(by_seed)
+        if curve is not None:
+          panel[PAPER_NAMES.get(label, label)] = curve
+      if panel:
+        scenarios[study if key == study else f"{study}: {key}"] = panel
+  if scenarios:
+    paths.append(common.figure_path(out, "rounds"))
+    plots.scenarios_figure(scenarios, ylabel="test RMSE (Wh)", columns=4,
+                           title="BEV energy regression: test RMSE per round",
+                           path=paths[-1])
+  for study, xlabel in SWEEP_STUDIES.items():
+    lines = {}
+    for key, by_label in raw.get(study, {}).items():
+      x = _number(key)
+      for label, by_seed in by_label.items():
+        if x is not None:
+          lines.setdefault(PAPER_NAMES.get(label, label), []).append(
+              (x, _seed_finals(by_seed)))
+    if lines:
+      paths.append(common.figure_path(out, study))
+      plots.sweep_figure(lines, xlabel=xlabel, ylabel="final test RMSE (Wh)",
+                         title=f"BEV {study} study: final RMSE vs {xlabel}",
+                         path=paths[-1])
+  ablations = raw.get("ablations", {})
+  for option, symbol in ABLATION_SYMBOLS.items():
+    points = []
+    for key, by_label in ablations.items():
+      for label, by_seed in by_label.items():
+        parsed = common.split_grid_label(label)
+        if key == option and parsed is not None and parsed[1] == option:
+          points.append((parsed[2], _seed_finals(by_seed)))
+        elif key.startswith(option + "=") and _number(key.split("=", 1)[1]) is not None:
+          points.append((_number(key.split("=", 1)[1]), _seed_finals(by_seed)))
+    if points:
+      paths.append(common.figure_path(out, f"ablation_{option}"))
+      plots.sweep_figure({PAPER_NAMES[OURS]: points}, xlabel=symbol,
+                         ylabel="final test RMSE (Wh)",
+                         title=f"FO-RI-FedAvg ablation: final RMSE vs {symbol}",
+                         path=paths[-1])
+  return paths
 
 
 # ----------------------------------------------------------------------- suite
@@ -707,6 +800,8 @@ def main(argv=None):
     json.dump({"command": command, "total_s": total, "studies": suite.raw}, f,
               indent=1, default=float)
   print(f"wrote {out} ({total / 60:.1f} min)", file=sys.stderr)
+  for path in figures(suite.raw, out):
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

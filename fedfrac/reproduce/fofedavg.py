@@ -10,6 +10,11 @@ holds its exact flags; the table quotes that command), so any one of them can
 be re-run on its own with those flags. From a notebook:
 ``points = ff.reproduce.fofedavg.run("delta")`` and
 ``print(ff.reproduce.fofedavg.table(points, "delta"))``.
+
+Beside each table ``X.md`` the sweep writes ``X.png``, and this command also
+``X_<option>.png``: the final accuracy vs the swept option (α, δ, λ or τ_I) per
+method, error bars the sample std over seeds, methods without the option drawn
+flat for reference (:func:`figure`).
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import sys
 
 from fedfrac import sweep
 from fedfrac.reproduce import common
+from fedfrac.runner import plots
 
 CONFIG = "configs/fofedavg/digits.py"
 
@@ -97,6 +103,43 @@ def table(points, name):
                         [])
 
 
+# Grid option -> its symbol on the figures' x axis.
+SYMBOLS = {"alpha": "α", "delta": "δ", "lam": "λ", "tau_i": "τ_I"}
+
+
+def grid_option(name):
+  """The option table ``name`` sweeps (its ``--grid=<option>=...`` flag)."""
+  grid = next(f for f in SWEEPS[name][1] if f.startswith("--grid="))
+  return grid[len("--grid="):].split("=", 1)[0]
+
+
+def figure(points, name, path, metric="accuracy"):
+  """Final ``metric`` vs the grid option of table ``name`` from its sweep
+  ``points`` ([(config point, {run label: {metric: seed_stats}})], as ``run`` or
+  ``fedfrac.sweep.main`` return them), written to ``path``: one line per method
+  (mean ± sample std over seeds, as in the table); a method run without the
+  option (e.g. FedAvg) is drawn flat across the grid."""
+  option = grid_option(name)
+  swept, flat = {}, {}
+  for point, summary in points:
+    suffix = "".join(f", {k}={v}" for k, v in point.items())
+    for label, entry in summary.items():
+      parsed = common.split_grid_label(label)
+      if parsed is not None and parsed[1] == option:
+        swept.setdefault(parsed[0] + suffix, []).append((parsed[2], entry[metric]))
+      else:
+        flat[f"{label}{suffix} (no {option})"] = entry[metric]
+  xs = sorted({x for pts in swept.values() for x, _ in pts})
+  lines = dict(swept)
+  for label, stats in flat.items():
+    lines[label] = [(x, stats) for x in xs]
+  symbol = SYMBOLS.get(option, option)
+  title = next(f.split("=", 1)[1] for f in SWEEPS[name][1] if f.startswith("--title="))
+  return plots.sweep_figure(lines, xlabel=symbol, ylabel=f"final {metric}",
+                            title=f"{title}: final {metric} vs {symbol}",
+                            log_x=common.wide_range(xs), path=path)
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(prog="fedfrac-reproduce fofedavg",
                               description=__doc__.split("\n\n")[0])
@@ -107,4 +150,9 @@ def main(argv=None):
   for name in [t for t in args.tables.split(",") if t]:
     if name not in SWEEPS:
       p.error(f"--tables: unknown table {name!r}; allowed: {', '.join(SWEEPS)}")
-    sweep.main(sweep_flags(name, args.out_dir))
+    points = sweep.main(sweep_flags(name, args.out_dir))
+    if args.out_dir:
+      path = common.figure_path(os.path.join(args.out_dir, SWEEPS[name][0]),
+                                grid_option(name))
+      figure(points, name, path)
+      print(f"wrote {path}")

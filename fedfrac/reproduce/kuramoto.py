@@ -4,7 +4,9 @@
   fedfrac-reproduce kuramoto --rounds=20 --shards=3 --out=/tmp/k.md   # quick look
 
 From a notebook: ``stats, timing = ff.reproduce.kuramoto.run(shards=(3,))`` and
-``print(ff.reproduce.kuramoto.table(stats))``.
+``print(ff.reproduce.kuramoto.table(stats))``. Beside ``--out=X.md`` the command
+writes ``X_rounds.png`` (accuracy per round, one panel per setting) and
+``X_kappa0.png`` (final accuracy vs κ0 per weighting), see :func:`figures`.
 
 Setup: configs/kuramoto/digits.py (scikit-learn digits, K clients with s label
 shards each, 2 local epochs, batch 64, SGD momentum 0.9, lr 0.01 cosine, MLP
@@ -36,6 +38,7 @@ import numpy as np
 
 import fedfrac as ff
 from fedfrac.reproduce import common
+from fedfrac.runner import plots
 
 WEIGHTINGS = ("coupled", "paper", "reference_code")
 MARGIN = 0.005      # accuracy difference (0.5 points) below which we call it a tie
@@ -77,6 +80,7 @@ def run_record_stats(rec):
       "max_weight": float(np.nanmedian(wmax)) if np.any(np.isfinite(wmax)) else np.nan,
       "rounds": len(rec.round_rows),
       "status": rec.status,
+      "curve": (np.asarray(rounds).tolist(), np.asarray(acc, np.float64).tolist()),
   }
 
 
@@ -230,6 +234,52 @@ def run(shards=SHARDS, seeds=SEEDS, kappas=KAPPAS, rounds=ROUNDS, beta=BETA,
   return all_stats, timing
 
 
+def method_names(stats, kappas):
+  """label -> legend name of every method of one setting, in table order."""
+  names = {label: name for label, name in BASELINE_LABELS.items() if label in stats}
+  for weighting in WEIGHTINGS:
+    for kappa in kappas:
+      if label_of(weighting, kappa) in stats:
+        names[label_of(weighting, kappa)] = f"{weighting} κ0={kappa:g}"
+  return names
+
+
+def figures(all_stats, seeds, kappas, out):
+  """Write the report's figures beside ``out`` (``X.md``) and return their paths:
+  ``X_rounds.png``, the accuracy (mean over clients) per round of every method,
+  one panel per (K, s) setting, mean ± std band over ``seeds``; ``X_kappa0.png``,
+  the final accuracy vs κ0 of each weighting in each setting (error bars: sample
+  std over seeds; diverged runs left out, as in the tables), FedAvg as a
+  reference line."""
+  scenarios = {}
+  for (k, s), stats in all_stats.items():
+    panel = {}
+    for label, name in method_names(stats, kappas).items():
+      curve = common.stack_curves([stats[label][x]["curve"] for x in seeds])
+      if curve is not None:
+        panel[name] = curve
+    scenarios[f"K = {k}, s = {s}"] = panel
+  rounds_path = common.figure_path(out, "rounds")
+  plots.scenarios_figure(scenarios, ylabel="accuracy (mean over clients)",
+                         title="Kuramoto-FedAvg on digits: accuracy per round",
+                         path=rounds_path)
+  lines = {}
+  for (k, s), stats in all_stats.items():
+    for weighting in WEIGHTINGS:
+      lines[f"{weighting} (K = {k}, s = {s})"] = [
+          (kappa, [stats[label_of(weighting, kappa)][x]["final"] for x in seeds])
+          for kappa in kappas if label_of(weighting, kappa) in stats]
+    if "fedavg" in stats:
+      base = [stats["fedavg"][x]["final"] for x in seeds]
+      lines[f"FedAvg (K = {k}, s = {s})"] = [(kappa, base) for kappa in kappas]
+  kappa_path = common.figure_path(out, "kappa0")
+  plots.sweep_figure(lines, xlabel="κ0", ylabel="final accuracy (mean over clients)",
+                     title="Kuramoto-FedAvg on digits: final accuracy vs κ0 "
+                           "(FedAvg: no κ0, drawn flat)",
+                     log_x=common.wide_range(kappas), path=kappa_path)
+  return [rounds_path, kappa_path]
+
+
 def table(all_stats, seeds=SEEDS, kappas=KAPPAS, rounds=ROUNDS):
   """Markdown: one table per (K, s) setting of ``all_stats`` (from ``run``)."""
   out = []
@@ -326,6 +376,8 @@ def main(argv=None):
     f.write("\n".join(out))
   print("\n".join(out))
   print(f"\nwrote {args.out}")
+  for path in figures(all_stats, seeds, kappas, args.out):
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

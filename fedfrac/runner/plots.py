@@ -242,6 +242,18 @@ def scenarios_figure(scenarios: Mapping[str, Mapping[str, tuple]], *,
   return fig
 
 
+def _mean_std(values: Any) -> tuple[float, float]:
+  """(mean, sample std) of one swept value's seeds; NaN mean when none is finite."""
+  if isinstance(values, Mapping):
+    mean, std = values.get("mean"), values.get("std")
+    return (np.nan if mean is None else float(mean), 0.0 if std is None else float(std))
+  v = np.atleast_1d(np.asarray(values, np.float64))
+  v = v[np.isfinite(v)]
+  if v.size == 0:
+    return np.nan, 0.0
+  return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+
 def sweep_figure(lines: Mapping[str, Sequence[tuple]], *, xlabel: str,
                  ylabel: str = "accuracy", title: str = "", log_x: bool = False,
                  path: Optional[str] = None) -> Figure:
@@ -249,7 +261,10 @@ def sweep_figure(lines: Mapping[str, Sequence[tuple]], *, xlabel: str,
 
   Args:
     lines: method -> [(x, values over seeds), ...] (one entry per swept value;
-      ``values`` a number or a sequence of per-seed numbers).
+      ``values`` a number, a sequence of per-seed numbers, or a mapping with
+      ``mean`` and ``std`` such as ``fedfrac.metrics.seed_stats`` gives).
+      Non-finite per-seed values (diverged runs) are left out, as the tables
+      leave them out; the bar is the sample std over the remaining seeds.
     log_x: logarithmic x axis (e.g. δ or κ0 grids spanning decades).
     path: also write the figure there.
   """
@@ -258,9 +273,9 @@ def sweep_figure(lines: Mapping[str, Sequence[tuple]], *, xlabel: str,
   for i, (method, points) in enumerate(lines.items()):
     points = sorted(points, key=lambda p: p[0])
     xs = np.asarray([float(p[0]) for p in points])
-    vals = [np.atleast_1d(np.asarray(p[1], np.float64)) for p in points]
-    mean = np.asarray([v.mean() for v in vals])
-    std = np.asarray([v.std() for v in vals])
+    stats = [_mean_std(p[1]) for p in points]
+    mean = np.asarray([m for m, _ in stats])
+    std = np.asarray([s for _, s in stats])
     style = line_style(i)
     ax.errorbar(xs, mean, yerr=std, label=method, capsize=3, linewidth=1.5,
                 marker=style.pop("marker", "o"), markersize=4, **style)
