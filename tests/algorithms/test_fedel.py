@@ -175,8 +175,7 @@ def test_client_that_cannot_afford_any_tensor_is_dropped():
   np.testing.assert_array_equal(m["system/wall_time"], 3.0)        # drop: the round lasts T
 
 
-@pytest.mark.parametrize("policy", ["drop", "partial"])
-@pytest.mark.parametrize("window", [0, None])
+@pytest.mark.parametrize("policy,window", [("drop", 0), ("partial", None)])
 def test_equal_speeds_and_generous_deadline_is_fedavg(policy, window):
   system = system_lib.SystemConfig(speed="equal", deadline=1e6, policy=policy)
   kw = {} if window is None else {"window": window}
