@@ -91,6 +91,15 @@ class FedAlgorithm(NamedTuple):
   row, e.g. DP-FedAvg's privacy budget ε.
   ``prepare_cohort`` and ``cohort_metrics`` are the optional hooks described in
   the module docstring.
+  ``elastic=True`` means the algorithm fits a client's local work into its
+  runtime budget itself (``ClientView.step_budget``) by making its steps
+  cheaper rather than fewer, and reports the cost of one of its local steps as
+  a fraction of a full step in the client metric ``step_cost`` (``[]`` float in
+  [0, 1]; 0 = it trained nothing). Under ``config.system`` the engine then
+  neither drops nor truncates such a client: it runs all its steps, counts
+  ``num_steps · step_cost / s_k`` as its time, and leaves a client with
+  ``step_cost = 0`` out of the aggregate (counted as dropped)
+  (:func:`fedfrac.ops.system.round_schedule`). FedEL is one.
   """
   name: str
   init: Callable
@@ -103,6 +112,7 @@ class FedAlgorithm(NamedTuple):
   host_metrics: Optional[Callable] = None
   prepare_cohort: Optional[Callable] = None
   cohort_metrics: Optional[Callable] = None
+  elastic: bool = False
 
 
 class ClientView(NamedTuple):
@@ -115,7 +125,8 @@ class ClientView(NamedTuple):
     size: ``[]`` int32 number of valid rows n_k.
     num_steps: ``[]`` int32 local steps this client runs this round (under
       ``config.system.policy="partial"`` already cut to what fits before the
-      deadline; 0 for a client dropped by ``"drop"``).
+      deadline; 0 for a client dropped by ``"drop"``; for an ``elastic``
+      algorithm always the full local work τ_k, see :class:`FedAlgorithm`).
     client_id: ``[]`` int32.
     step_budget: ``[]`` int32 local steps this client can afford before the
       round's deadline, ⌊T·s_k⌋ for deadline T and speed s_k

@@ -8,10 +8,15 @@ of its three parts, over the model's parameter tensors (the leaves of the params
 pytree, in ``jax.tree.leaves`` order, which plays the role of the paper's block
 order from input to output):
 
-1. Window (sliding-window training). In round t the trainable window is the
-   ``window`` consecutive tensors starting at ``(t · window) mod L`` (cyclic,
-   L = number of tensors), so over ⌈L / window⌉ rounds every tensor is inside the
-   window once, slow clients included. ``window = 0`` means the whole model.
+1. Window (sliding-window training). In round t the window is the ``window``
+   consecutive tensors starting at ``(t · window) mod L`` (cyclic, L = number of
+   tensors), so over ⌈L / window⌉ rounds every tensor is inside the window once.
+   ``window = 0`` means the whole model. The window bounds the candidates of a
+   client whose budget binds (r_k < 1 below), so slow clients train every part
+   of the model in turn instead of always the same cheap, important tensors; a
+   client that can afford full steps (r_k = 1) trains the whole model (our
+   reading: the window exists to make budget-limited training progressive and
+   balanced). The default, 2, is one layer (kernel and bias) per round.
 2. Selection under a runtime budget. Training tensor i for one step costs
    c_i = |θ_i| / Σ_j |θ_j| of a full step (parameter count as the time proxy
    that replaces the paper's offline per-tensor time profile). A client that must
@@ -19,7 +24,8 @@ order from input to output):
    r_k = min(b_k / H_k, 1) of a full step per step. Inside the window it takes
    tensors in decreasing adjusted importance while their cumulative cost stays
    ≤ r_k (a tensor that fits is always taken; one too big is skipped, the
-   next smaller-cost candidates are still considered in importance order).
+   next smaller-cost candidates are still considered in importance order). Its
+   step then costs c_k = Σ_{i selected} c_i ≤ r_k, so H_k·c_k ≤ b_k.
 3. Tensor-importance adjustment. Local importance is the first-order Taylor
    score I_i = |⟨∇_i F_k(w_t), w_t,i⟩| on the client's first mini-batch,
    normalised to sum 1. The adjusted score mixes it with the server's global
@@ -31,18 +37,25 @@ gradient of unselected tensors zeroed (and their update masked, so momentum or
 weight decay cannot move them) and upload ``{"delta": Δ_k ⊙ s_k, "selected": s_k,
 "importance": I_k}``. The server averages each tensor over the clients that
 trained it: w_{t+1,i} = w_{t,i} + Σ_k p_k s_{k,i} Δ_{k,i} / Σ_k p_k s_{k,i}
-(unchanged when nobody trained it), with p_k = n_k / Σ_j n_j.
+(unchanged when nobody trained it), with p_k = n_k / Σ_j n_j over the clients
+that upload.
 
-Runtime budget interface. b_k is the view's ``step_budget`` (``[]``, ⌊T·s_k⌋ from
-the simulated client speed s_k and the round deadline T of ``config.system``);
-without a deadline it is the hparam ``budget_steps`` (one number for every client;
-``0`` = unlimited, i.e. b_k = H_k). Limitation: the engine applies the deadline
-policy to FedEL like to any method (``drop`` drops a client that cannot run all
-H_k steps, ``partial`` cuts H_k to the budget), so FedEL's elastic advantage (a
-client training fewer tensors per step fits more steps into T) is not simulated
-yet; with ``partial`` the budget fraction is 1 and FedEL trains its window. With the whole
-model as the window and an unlimited budget every tensor is selected and FedEL is
-FedAvg exactly.
+Runtime budget and the engine's deadline. b_k is the view's ``step_budget``
+(``[]``, ⌊T·s_k⌋ from the simulated client speed s_k and the round deadline T of
+``config.system``); without a deadline it is the hparam ``budget_steps`` (one
+number for every client; ``0`` = unlimited, i.e. b_k = H_k). FedEL is
+``elastic`` (:class:`fedfrac.algorithms.contract.FedAlgorithm`): it reports c_k
+as the client metric ``step_cost``, and under any deadline policy (``drop``,
+``partial`` or ``none``) the engine neither drops nor truncates it. Each sampled
+client runs all H_k steps, taking H_k·c_k / s_k ≤ T time units (the round lasts
+the longest of these, :func:`fedfrac.ops.system.round_schedule`); its H_k steps
+count in full in ``system/steps_run`` (a step that trains part of the model is
+still a step) and as H_k·c_k in ``system/cost_steps``. A client whose budget
+cannot pay even for the cheapest tensor of its window (c_k = 0) trains
+nothing, uploads nothing and counts as dropped. So where FedAvg under ``drop``
+loses every client with τ_k / s_k > T, FedEL keeps them on a part of the model.
+With an unlimited budget (or a deadline everybody meets) every client trains the
+whole model and FedEL is FedAvg exactly, whatever the window.
 """
 from __future__ import annotations
 
@@ -53,9 +66,10 @@ import numpy as np
 from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 
 HPARAMS = schema.HParamSchema({
-    "window": schema.HParam(0, lambda v: isinstance(v, int) and not isinstance(v, bool)
+    "window": schema.HParam(2, lambda v: isinstance(v, int) and not isinstance(v, bool)
                           and v >= 0,
-                          "tensors per sliding window; an integer >= 0 (0 = whole model)"),
+                          "tensors per sliding window of a budget-limited client; an "
+                          "integer >= 0 (0 = whole model)"),
     "beta": schema.HParam(0.5, schema.unit_interval,
                           "weight β of the global importance in the adjustment; in [0, 1]"),
     "budget_steps": schema.HParam(0.0, schema.non_negative,
@@ -141,8 +155,10 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     if budget is None:
       budget = jnp.where(budget_hp > 0, budget_hp, steps)
     affordable = jnp.minimum(jnp.asarray(budget, jnp.float32) / steps, 1.0)
-    selected = select_tensors(adjusted, costs,
-                              window_mask(round_index, len(leaves), window), affordable)
+    full = affordable >= 1.0          # the budget covers full steps: whole model
+    selected = full | select_tensors(adjusted, costs,
+                                     window_mask(round_index, len(leaves), window),
+                                     affordable)
     sel_tree = jax.tree.unflatten(treedef, [selected[i] for i in range(len(leaves))])
 
     def only_selected(grads, params_now, step):
@@ -153,7 +169,9 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
                                       training, step_hook=only_selected)
     delta = jax.tree.map(lambda d, s: d * s.astype(d.dtype), delta, sel_tree)
     metrics["update_norm"] = trees.tree_norm(delta)
-    metrics["selected_fraction"] = jnp.sum(jnp.where(selected, costs, 0.0))
+    # c_k, the cost of one local step as a fraction of a full step (the engine's
+    # elastic schedule: time H_k·c_k / s_k; 0 = nothing trained, not aggregated)
+    metrics["step_cost"] = jnp.where(full, 1.0, jnp.sum(jnp.where(selected, costs, 0.0)))
     return ({"delta": delta, "selected": selected, "importance": importance},
             client_state, metrics)
 
@@ -177,7 +195,8 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
             client_states, {"trained_tensor_fraction": jnp.mean(per_tensor > 0)})
 
   return contract.FedAlgorithm("fedel", init, broadcast, client_update, aggregate,
-                           lambda server_state, client_state: server_state["params"])
+                               lambda server_state, client_state: server_state["params"],
+                               elastic=True)
 
 
 ENTRIES = (

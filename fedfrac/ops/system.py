@@ -13,6 +13,17 @@ and a policy decide what each client runs:
     variable local work, Wang et al. 2020); a client with 0 steps sends
     nothing; the round lasts max_k steps_k / s_k ≤ T.
 
+Elastic clients (an algorithm with ``FedAlgorithm.elastic``, e.g. FedEL) fit
+their work into the budget themselves: a step that trains only part of the model
+costs c_k ∈ [0, 1] of a full step, and the client picks c_k so that
+τ_k·c_k ≤ ⌊T·s_k⌋. Under every policy such a client runs all τ_k steps and takes
+τ_k·c_k / s_k time units; one with c_k = 0 (it could not afford even its
+cheapest part) trains nothing and sends nothing, and counts as dropped (under
+``drop`` the round then lasts T, as for any dropped client). Its steps count as
+whole steps in ``steps_run`` (a step is a step whatever it trains); the
+cost-weighted work Σ_k steps_k·c_k is ``cost_steps``, and a client counts as a
+straggler when it does less than its full work (steps_k·c_k < τ_k).
+
 Speeds are fixed per seed: log-normal s_k = exp(σ·z_k), z_k ~ N(0, 1) (median 1),
 per-group constants, or all equal. Everything is elementwise over clients or a
 max/sum over them, so results do not depend on the order of the clients.
@@ -41,6 +52,8 @@ class RoundSchedule(NamedTuple):
     dropped: ``[]`` int32 clients of the cohort that send nothing.
     stragglers: ``[]`` int32 clients of the cohort running fewer than τ_k steps.
     steps_run: ``[]`` int32 total steps run by the cohort.
+    cost_steps: ``[]`` float32 total cost-weighted steps Σ_k steps_k·c_k, in
+      full steps (= ``steps_run`` without elastic clients).
   """
   steps: jax.Array
   participate: jax.Array
@@ -48,6 +61,7 @@ class RoundSchedule(NamedTuple):
   dropped: jax.Array
   stragglers: jax.Array
   steps_run: jax.Array
+  cost_steps: jax.Array
 
 
 def sample_speeds(key: jax.Array, num_clients: int, model: str = "lognormal",
@@ -82,7 +96,8 @@ def steps_needed(client_size: ArrayLike, batch_size: int, local_epochs: int) -> 
 
 
 def round_schedule(needed: ArrayLike, speeds: ArrayLike, deadline: ArrayLike, policy: str,
-                   cohort: ArrayLike | None = None) -> RoundSchedule:
+                   cohort: ArrayLike | None = None,
+                   step_cost: ArrayLike | None = None) -> RoundSchedule:
   """Steps, participation and duration of one round (module docstring).
 
   Args:
@@ -92,6 +107,11 @@ def round_schedule(needed: ArrayLike, speeds: ArrayLike, deadline: ArrayLike, po
     policy: ``"none"`` | ``"drop"`` | ``"partial"`` (static).
     cohort: optional ``[K]`` bool, the clients sampled this round (others run
       nothing and are not counted).
+    step_cost: optional ``[K]`` float c_k ∈ [0, 1], the cost of one step of
+      elastic clients as a fraction of a full step (then ``policy`` neither
+      drops nor truncates: every cohort client with c_k > 0 runs τ_k steps
+      taking τ_k·c_k / s_k; c_k = 0 means dropped). ``None``: c_k = 1, the
+      policy decides.
   Returns:
     :class:`RoundSchedule`.
   """
@@ -101,7 +121,10 @@ def round_schedule(needed: ArrayLike, speeds: ArrayLike, deadline: ArrayLike, po
   speeds = jnp.asarray(speeds, jnp.float32)
   cohort = jnp.ones(needed.shape, bool) if cohort is None else jnp.asarray(cohort, bool)
   deadline = jnp.asarray(deadline, jnp.float32)
-  if policy == "none":
+  if step_cost is not None:
+    cost = jnp.clip(jnp.asarray(step_cost, jnp.float32), 0.0, 1.0)
+    steps = jnp.where(cost > 0, needed, 0)
+  elif policy == "none":
     steps = needed
   elif policy == "drop":
     steps = jnp.where(needed.astype(jnp.float32) / speeds <= deadline, needed, 0)
@@ -110,14 +133,18 @@ def round_schedule(needed: ArrayLike, speeds: ArrayLike, deadline: ArrayLike, po
     steps = jnp.minimum(needed, fit.astype(jnp.int32))
   steps = jnp.where(cohort, steps, 0).astype(jnp.int32)
   participate = cohort & ((steps > 0) | (needed == 0))
-  times = jnp.where(participate, steps.astype(jnp.float32) / speeds, 0.0)
+  if step_cost is None:
+    cost = jnp.ones(needed.shape, jnp.float32)
+  work = steps.astype(jnp.float32) * cost                    # cost-weighted steps
+  times = jnp.where(participate, work / speeds, 0.0)
   dropped = jnp.sum(cohort & ~participate).astype(jnp.int32)
   wall = jnp.max(times, initial=0.0)
   if policy == "drop":
     wall = jnp.where(dropped > 0, deadline, wall)
+  short = steps < needed if step_cost is None else work < needed.astype(jnp.float32)
   return RoundSchedule(steps, participate, wall, dropped,
-                       jnp.sum(cohort & (steps < needed)).astype(jnp.int32),
-                       jnp.sum(steps).astype(jnp.int32))
+                       jnp.sum(cohort & short).astype(jnp.int32),
+                       jnp.sum(steps).astype(jnp.int32), jnp.sum(work))
 
 
 def _number(v):

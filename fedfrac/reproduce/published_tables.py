@@ -75,11 +75,30 @@ def bev_ours():
   return out
 
 
+def fofedavg_method_rows():
+  """FOFedAvg Tables II–VI's row names -> our method labels (the eleven methods
+  of ``fedfrac-reproduce fofedavg --tables=methods``)."""
+  return {"FOFedAvg": "fofedavg", "MOON": "moon", "FedAdam": "fedadam",
+          "FedNova": "fednova", "FedAvg": "fedavg", "FedProx": "fedprox",
+          "SCAFFOLD": "scaffold", "SparseSecAgg": "sparse_secagg", "DPSGD": "dp_sgd",
+          "FedBM": "fedbm", "FDSE": "fdse"}
+
+
 def fofedavg_ours():
   """{(table, row, column): [per-seed values]}: FOFedAvg Table IV's α rows from
-  results/fofedavg_alpha_digits.json (digits stand-in for MNIST)."""
-  raw = _load("results/fofedavg_alpha_digits.json")
+  results/fofedavg_alpha_digits.json, and Table II's ``Mean`` column (our final
+  test accuracy, mean ± std over seeds) of every method from
+  results/fofedavg_methods_digits.json when it has been produced (digits
+  stand-in for MNIST)."""
   out = {}
+  methods = _load("results/fofedavg_methods_digits.json")
+  if methods:
+    summary = methods[0]["summary"]
+    for row, label in fofedavg_method_rows().items():
+      s = summary.get(label)
+      if s and s["accuracy"]["mean"] is not None:
+        out[("Table II", row, "Mean")] = (s["accuracy"]["mean"], s["accuracy"]["std"])
+  raw = _load("results/fofedavg_alpha_digits.json")
   if not raw:
     return out
   summary = raw[0]["summary"]

@@ -30,13 +30,15 @@ from fedfrac import algorithms
 from fedfrac.config import base_config
 from fedfrac.reproduce import common
 
-METHODS = ("fedavg", "fednova", "fedprox", "fedel")
+METHODS = ("fedavg", "fednova", "fedprox", "fedel", "fedel_window0")
 POLICIES = ("drop", "partial")
+# label -> (algorithm, options on top of its quickstart options)
+VARIANTS = {"fedel_window0": ("fedel", {"window": 0})}
 
 
 def methods_available():
-  """The study's methods that are registered (FedEL joins once it is)."""
-  return tuple(m for m in METHODS if m in algorithms.names())
+  """The study's methods (labels) whose algorithm is registered."""
+  return tuple(m for m in METHODS if VARIANTS.get(m, (m,))[0] in algorithms.names())
 
 
 def study_config(policy, methods, sigma=1.0, deadline=10.0, rounds=30, seeds=(0, 1, 2)):
@@ -67,8 +69,10 @@ def study_config(policy, methods, sigma=1.0, deadline=10.0, rounds=30, seeds=(0,
   c.system.policy = policy
   c.system.deadline = float("inf") if policy == "none" else deadline
   ms = type(c.methods)()
-  for name in methods:
-    ms[name] = type(c.methods)(dict(name=name, **algorithms.quickstart_methods()[name]))
+  for label in methods:
+    name, extra = VARIANTS.get(label, (label, {}))
+    options = {**algorithms.quickstart_methods()[name], **extra}
+    ms[label] = type(c.methods)(dict(name=name, **options))
   c.methods = ms
   return c
 
@@ -91,11 +95,14 @@ def summarize(results, policy, target):
     acc = [r.rows[-1]["accuracy"] if r.rows else float("nan") for r in recs]
     t2t = [time_to_target(r, target) for r in recs]
     steps = [float(sum(x["system/steps_run"] for x in r.round_rows)) for r in recs]
+    cost = [float(sum(x.get("system/cost_steps", x["system/steps_run"])
+                      for x in r.round_rows)) for r in recs]
     dropped = [float(np.mean([x["system/dropped"] for x in r.round_rows])) for r in recs]
     total = [float(sum(x["system/wall_time"] for x in r.round_rows)) for r in recs]
     out[label] = {"seeds": [r.seed for r in recs],
                   "status": sorted({r.status for r in recs}),
                   "final_accuracy": acc, "time_to_target": t2t, "steps_run": steps,
+                  "cost_steps": cost,
                   "dropped_per_round": dropped, "simulated_time": total}
   return out
 
@@ -111,8 +118,8 @@ def _fmt_time(values):
 def table(rows, target):
   """Markdown table of ``[(policy, method, numbers)]``."""
   lines = [f"| method | policy | final accuracy | per seed | time to {target:.0%} | "
-           "simulated time (all rounds) | steps run | dropped / round |",
-           "|---|---|---|---|---|---|---|---|"]
+           "simulated time (all rounds) | steps run | cost-weighted steps | dropped / round |",
+           "|---|---|---|---|---|---|---|---|---|"]
   for policy, method, n in rows:
     acc = np.asarray(n["final_accuracy"])
     note = "" if n["status"] == ["ok"] else f" ({', '.join(n['status'])})"
@@ -120,6 +127,7 @@ def table(rows, target):
         f"| {method} | {policy} | {acc.mean():.4f} ± {acc.std(ddof=1):.4f}{note} | "
         f"{', '.join(f'{a:.3f}' for a in acc)} | {_fmt_time(n['time_to_target'])} | "
         f"{np.mean(n['simulated_time']):.0f} | {np.mean(n['steps_run']):.0f} | "
+        f"{np.mean(n.get('cost_steps', n['steps_run'])):.0f} | "
         f"{np.mean(n['dropped_per_round']):.2f} |")
   return "\n".join(lines)
 
@@ -175,7 +183,14 @@ def main(argv=None):
       "local steps of all clients over all rounds (mean over seeds). Each method "
       "runs with its quickstart options (FedProx μ = 0.01: with at most a few "
       "dozen local steps its proximal term leaves FedAvg's test accuracy "
-      "unchanged at the test set's resolution, 1/359, so the two rows agree).",
+      "unchanged at the test set's resolution, 1/359, so the two rows agree). "
+      "Cost-weighted steps: each step weighted by the part of a full step it "
+      "costs (= steps run except for FedEL). FedEL is elastic: under either policy "
+      "every client runs all τ_k steps, a client that cannot afford full steps "
+      "trains only the tensors it can pay for (τ_k·c_k ≤ ⌊T·s_k⌋) inside the "
+      "round's sliding window (`fedel`: default window, 2 tensors = one layer; "
+      "`fedel_window0`: the whole model), and one that can afford no tensor "
+      "counts as dropped.",
       "",
       ("Methods not registered when this was produced (the command adds them "
        f"once they are): {', '.join(missing)}." if missing else ""),

@@ -105,30 +105,45 @@ def round_metrics(client_metrics, server_metrics, weights, mask, ids):
   return out
 
 
-def system_schedule(system, arrays, state: SimState, ids, mask):
+def system_schedule(system, arrays, state: SimState, ids, mask, step_cost=None):
   """The cohort's :class:`fedfrac.ops.system.RoundSchedule` under ``system``
   and its ``[S]`` step budgets ⌊T·s_k⌋. Speeds come from the run's root key
   (``SPEED_TAG``) and are indexed by client id: fixed per seed, whatever the
-  cohort order. τ_k is the client's full local work ``num_steps``."""
+  cohort order. τ_k is the client's full local work ``num_steps``.
+  ``step_cost`` (``[S]``, elastic algorithms) is each client's reported cost of
+  one step (:func:`fedfrac.ops.system.round_schedule`)."""
   num_clients = arrays["num_steps"].shape[0]
   speeds = system_lib.client_speeds(system, jax.random.fold_in(state.key, SPEED_TAG),
                                     num_clients)[ids]
   needed = arrays["num_steps"][ids]
   schedule = system_lib.round_schedule(needed, speeds, system.deadline, system.policy,
-                                       cohort=mask)
+                                       cohort=mask, step_cost=step_cost)
   budget = system_lib.affordable_steps(speeds, system.deadline, needed)
   return schedule, budget
+
+
+def elastic_step_cost(algorithm, client_metrics):
+  """``[S]`` float32 per-step cost an elastic algorithm's clients report."""
+  if "step_cost" not in client_metrics:
+    raise ValueError(f"algorithm {algorithm.name!r} has elastic=True: its client_update "
+                     "must report the client metric 'step_cost' (cost of one local "
+                     "step as a fraction of a full step, in [0, 1])")
+  return jnp.asarray(client_metrics["step_cost"], jnp.float32)
 
 
 def system_metrics(schedule):
   """Round metrics of the deadline schedule: simulated wall-clock duration
   (time units, one step at speed 1 = 1), clients dropped, stragglers (clients
-  running fewer than τ_k steps), local steps run by the cohort, and whether
-  anything was aggregated (0: nobody uploaded, the server state is unchanged)."""
+  running fewer than τ_k steps, or for elastic clients doing less than their
+  full work), local steps run by the cohort (each step of an elastic client
+  counts as one, whatever part of the model it trains), the cost-weighted steps
+  (in full steps; = steps run for other algorithms), and whether anything was
+  aggregated (0: nobody uploaded, the server state is unchanged)."""
   return {"system/wall_time": schedule.wall_time.astype(jnp.float32),
           "system/dropped": schedule.dropped.astype(jnp.float32),
           "system/stragglers": schedule.stragglers.astype(jnp.float32),
           "system/steps_run": schedule.steps_run.astype(jnp.float32),
+          "system/cost_steps": schedule.cost_steps.astype(jnp.float32),
           "system/aggregated": jnp.any(schedule.participate).astype(jnp.float32)}
 
 
@@ -139,7 +154,9 @@ def run_round(plan: RoundPlan, algorithm, arrays, state: SimState):
   schedule (``num_steps`` replaced, 0 for dropped clients), only clients that
   upload are in ``mask``, each client's view carries its step budget, and a
   round in which nobody uploads leaves the server (and client) states as they
-  were.
+  were. An ``elastic`` algorithm's clients run their full local work within
+  their budget; the schedule (duration, who uploads) follows from the per-step
+  cost they report.
   """
   t = state.round
   key_t = jax.random.fold_in(state.key, t)
@@ -153,9 +170,14 @@ def run_round(plan: RoundPlan, algorithm, arrays, state: SimState):
   cohort_states = gather(state.clients, ids)
   byzantine = None if state.byzantine is None else state.byzantine[ids]
   num_steps, budget = arrays["num_steps"][ids], None
+  elastic = plan.system is not None and algorithm.elastic
   if plan.system is not None:
     schedule, budget = system_schedule(plan.system, arrays, state, ids, mask)
-    num_steps, mask = schedule.steps, schedule.participate
+    if elastic:
+      cohort_mask = mask
+      num_steps = jnp.where(mask, num_steps, 0)
+    else:
+      num_steps, mask = schedule.steps, schedule.participate
   if algorithm.prepare_cohort is not None:
     y = arrays["y"]
     if byzantine is not None and plan.attack.kind == "label_flip":
@@ -171,6 +193,10 @@ def run_round(plan: RoundPlan, algorithm, arrays, state: SimState):
     return client_fn(algorithm, payload, arrays, t, plan.attack, plan.num_classes)
   messages, new_states, client_metrics, done = plan.execute(make_one, payload, arrays,
                                                             t, args)
+  if elastic:
+    schedule, _ = system_schedule(plan.system, arrays, state, ids, cohort_mask,
+                                  elastic_step_cost(algorithm, client_metrics))
+    mask = schedule.participate
   clients = scatter(state.clients, ids, new_states, mask)
   weights = arrays["client_size"][ids].astype(jnp.float32) * mask
   out = algorithm.aggregate(state.server, clients, messages, weights, mask,

@@ -9,16 +9,23 @@ import pytest
 
 from fedfrac import algorithms
 from fedfrac.algorithms import fedel
+from fedfrac.ops import system as system_lib
 from tests import helpers
 from tests import reference_loops as ref
 
 CLIENT = {"batch_size": 16, "local_epochs": 2, "lr": 0.1}
 
 
-def _sim(name="fedel", rounds=2, **kw):
+def _sim(name="fedel", rounds=2, system=None, **kw):
   fed = helpers.unequal_digits()
   return helpers.simulation(fed, lambda ctx: algorithms.make(name, ctx, **kw), CLIENT,
-                            rounds=rounds)
+                            rounds=rounds, system=system)
+
+
+# Sizes 13, 40, 75, 22 -> τ_k = 2, 6, 10, 4 steps; clients 1 and 2 run at speed
+# 1/4, so with T = 5 they need 24 and 40 time units for full steps (budget ⌊T·s⌋ = 1).
+SLOW = system_lib.SystemConfig(speed="groups", group_speeds=(1.0, 0.25),
+                               groups=(0, 1, 1, 0), deadline=5.0, policy="drop")
 
 
 def test_select_tensors_is_greedy_by_importance_under_the_budget():
@@ -112,6 +119,76 @@ def test_vectorised_client_update_equals_per_client_loop():
   for k in range(sim.num_clients):
     msg, _, _ = one(payload, None, views[k], keys[k], 1)
     ref.assert_trees_close(jax.tree.map(lambda x: x[k], vm), msg)
+
+
+def test_drop_deadline_keeps_slow_clients_on_a_subset_of_tensors():
+  fedavg = _sim("fedavg", rounds=2, system=SLOW)
+  _, ma = fedavg.run_chunk(fedavg.init(0), 2)
+  np.testing.assert_array_equal(np.asarray(ma["system/dropped"]), 2)   # FedAvg loses them
+  np.testing.assert_array_equal(np.asarray(ma["clients/mask"])[:, 1:3], False)
+
+  sim = _sim("fedel", rounds=2, system=SLOW)
+  assert sim.algorithm.elastic
+  _, m = sim.run_chunk(sim.init(0), 2)
+  m = jax.tree.map(np.asarray, m)
+  np.testing.assert_array_equal(m["clients/ids"], [[0, 1, 2, 3]] * 2)
+  np.testing.assert_array_equal(m["system/dropped"], 0)                # FedEL keeps them
+  np.testing.assert_array_equal(m["clients/mask"], True)
+  cost = m["clients/step_cost"]
+  np.testing.assert_array_equal(cost[:, [0, 3]], 1.0)                   # fast: full steps
+  assert np.all(cost[:, 1:3] > 0) and np.all(cost[:, 1:3] < 1)          # slow: part
+  assert np.all(m["clients/update_norm"][:, 1:3] > 0)
+  needed = np.asarray(sim.num_steps)
+  assert np.all(needed[1:3] * cost[:, 1:3] <= 1.0 + 1e-5)              # τ·c ≤ ⌊T·s⌋ = 1
+  np.testing.assert_array_equal(m["system/steps_run"], needed.sum())   # all steps run
+  np.testing.assert_allclose(m["system/cost_steps"], (cost * needed).sum(axis=1),
+                             rtol=1e-5)
+  np.testing.assert_array_equal(m["system/stragglers"], 2)
+  times = cost * needed / np.array([1.0, 0.25, 0.25, 1.0])
+  np.testing.assert_allclose(m["system/wall_time"], times.max(axis=1), rtol=1e-5)
+  assert np.all(m["system/wall_time"] <= 5.0 * (1 + 1e-5))
+
+  # the slow client's upload: nonzero delta on the selected tensors only
+  state = sim.init(0)
+  payload = sim.algorithm.broadcast(state.server)
+  view = ref.client_view(sim, 1)._replace(step_budget=jnp.asarray(1, jnp.int32))
+  msg, _, metrics = jax.jit(sim.algorithm.client_update)(payload, None, view,
+                                                         jax.random.PRNGKey(1), 0)
+  selected = np.asarray(msg["selected"])
+  assert 0 < selected.sum() < selected.size
+  for chosen, d in zip(selected, jax.tree.leaves(msg["delta"])):
+    assert (float(jnp.abs(d).max()) > 0) == bool(chosen)
+  costs = np.asarray(fedel.tensor_costs(payload["params"]))
+  np.testing.assert_allclose(float(metrics["step_cost"]), costs[selected].sum(), rtol=1e-6)
+
+
+def test_client_that_cannot_afford_any_tensor_is_dropped():
+  # speed 1/4 and T = 3: budget ⌊0.75⌋ = 0 -> nothing affordable
+  system = SLOW._replace(deadline=3.0)
+  sim = _sim("fedel", rounds=1, system=system)
+  _, m = sim.run_chunk(sim.init(0), 1)
+  m = jax.tree.map(np.asarray, m)
+  np.testing.assert_array_equal(m["clients/mask"][0], [True, False, False, True])
+  np.testing.assert_array_equal(m["clients/step_cost"][0, 1:3], 0.0)
+  np.testing.assert_array_equal(m["clients/update_norm"][0, 1:3], 0.0)
+  np.testing.assert_array_equal(m["system/dropped"], 2)
+  np.testing.assert_array_equal(m["system/wall_time"], 3.0)        # drop: the round lasts T
+
+
+@pytest.mark.parametrize("policy,window", [("drop", 0), ("partial", None)])
+def test_equal_speeds_and_generous_deadline_is_fedavg(policy, window):
+  system = system_lib.SystemConfig(speed="equal", deadline=1e6, policy=policy)
+  kw = {} if window is None else {"window": window}
+  a, b = _sim(system=system, **kw), _sim("fedavg", system=system)
+  fa, ma = a.run_chunk(a.init(3), 2)
+  fb, mb = b.run_chunk(b.init(3), 2)
+  ref.assert_trees_close(fa.server["params"], fb.server["params"])
+  for k in ("system/wall_time", "system/steps_run", "system/cost_steps", "system/dropped"):
+    np.testing.assert_allclose(np.asarray(ma[k]), np.asarray(mb[k]), err_msg=k)
+
+
+def test_default_window_is_one_layer():
+  assert algorithms.hparams("fedel", {})["window"] == 2
 
 
 def test_bad_window_is_rejected():

@@ -64,6 +64,24 @@ def test_drop_and_partial_under_a_deadline():
   assert float(n.wall_time) == 20.0 and int(n.steps_run) == 28
 
 
+@pytest.mark.parametrize("policy", system.POLICIES)
+def test_elastic_clients_run_every_step_at_their_cost(policy):
+  # τ/s = 4, 20, 3, 8, 0 at full cost; the elastic clients chose costs that fit
+  # τ·c ≤ ⌊T·s⌋ = 5, 2, 10, 5, 5 (T = 5); client 3 could afford nothing (c = 0).
+  cost = jnp.asarray([1.0, 0.2, 1.0, 0.0, 0.5], jnp.float32)
+  e = system.round_schedule(NEEDED, SPEEDS, 5.0, policy, step_cost=cost)
+  np.testing.assert_array_equal(np.asarray(e.steps), [4, 10, 6, 0, 0])
+  np.testing.assert_array_equal(np.asarray(e.participate), [True, True, True, False, True])
+  assert int(e.dropped) == 1 and int(e.steps_run) == 20
+  np.testing.assert_allclose(float(e.cost_steps), 4 + 2 + 6, rtol=1e-6)
+  assert int(e.stragglers) == 2                       # clients 1 (2 of 10) and 3 (none)
+  # the round lasts the longest client time τ·c/s = 4, 4, 3 (T under drop:
+  # somebody was dropped)
+  assert float(e.wall_time) == (5.0 if policy == "drop" else 4.0)
+  plain = system.round_schedule(NEEDED, SPEEDS, 5.0, policy)
+  assert float(plain.cost_steps) == float(plain.steps_run)
+
+
 def test_cohort_mask_counts_only_the_sampled_clients():
   cohort = jnp.asarray([True, True, False, False, True])
   d = system.round_schedule(NEEDED, SPEEDS, 5.0, "drop", cohort)

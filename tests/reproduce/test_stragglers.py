@@ -20,7 +20,10 @@ def test_study_takes_every_registered_method_and_sets_the_policy(monkeypatch):
   assert names[:3] == ("fedavg", "fednova", "fedprox")
   assert ("fedel" in names) == ("fedel" in algorithms.names())
   monkeypatch.setattr(algorithms, "names", lambda: ("fedavg", "fedel", "fednova"))
-  assert stragglers.methods_available() == ("fedavg", "fednova", "fedel")
+  assert stragglers.methods_available() == ("fedavg", "fednova", "fedel", "fedel_window0")
+  v = stragglers.study_config("drop", ("fedel", "fedel_window0"))
+  assert (v.methods.fedel_window0.name, v.methods.fedel_window0.window) == ("fedel", 0)
+  assert "window" not in v.methods.fedel
   c = stragglers.study_config("drop", ("fedavg",), sigma=0.5, deadline=7.0)
   assert (c.system.policy, c.system.deadline, c.system.sigma) == ("drop", 7.0, 0.5)
   assert stragglers.study_config("none", ("fedavg",)).system.deadline == float("inf")
