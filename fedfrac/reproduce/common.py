@@ -9,6 +9,7 @@ source (or editable) install.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shlex
@@ -208,3 +209,18 @@ def wide_range(xs):
   """True when the positive values ``xs`` span two decades or more (log x axis)."""
   xs = np.asarray([x for x in xs if x is not None], np.float64)
   return bool(xs.size and np.all(xs > 0) and xs.max() / xs.min() >= 100)
+
+
+def produced_line(elapsed_s: float) -> str:
+  """The provenance line a table ends with: date, jax version, backend, wall time."""
+  import jax
+  return (f"Produced {datetime.date.today().isoformat()} with jax {jax.__version__} on "
+          f"{jax.default_backend()} in {elapsed_s:.0f} s.")
+
+
+def write_text(path: str, text: str) -> None:
+  """Write a report to ``path`` (its directory created), atomically: a killed
+  command leaves the previous file or the new one, never a truncated one."""
+  from fedfrac.runner.checkpoint import atomic_write
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  atomic_write(path, text)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import platform
 import time
 
@@ -371,9 +370,7 @@ def main(argv=None):
           f"{total_rounds} rounds in total ({100 * fb_rounds / max(total_rounds, 1):.1f}%).",
           ""]
   out += notes(all_stats, seeds, kappas) + [""]
-  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-  with open(args.out, "w") as f:
-    f.write("\n".join(out))
+  common.write_text(args.out, "\n".join(out))
   print("\n".join(out))
   print(f"\nwrote {args.out}")
   for path in figures(all_stats, seeds, kappas, args.out):

@@ -15,12 +15,9 @@ rule reaches ``--robust_min``.
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import sys
 import time
 
-import jax
 import numpy as np
 
 import fedfrac as ff
@@ -146,14 +143,11 @@ def main(argv=None):
       "",
       f"Command: `{command.strip()}`",
       "",
-      f"Produced {datetime.date.today().isoformat()} with jax {jax.__version__} on "
-      f"{jax.default_backend()} in {elapsed:.0f} s.",
+      common.produced_line(elapsed),
       ""])
   print(body)
   if args.out:
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-      f.write(body)
+    common.write_text(args.out, body)
   if args.check and failures:
     sys.exit(1)
 

@@ -16,13 +16,11 @@ Writes ``--out`` (markdown) and the same numbers as ``<out>.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
 import time
 
-import jax
 import numpy as np
 
 import fedfrac as ff
@@ -197,17 +195,14 @@ def main(argv=None):
       "",
       f"Command: `{common.command_line('stragglers', argv).strip()}`",
       "",
-      f"Produced {datetime.date.today().isoformat()} with jax {jax.__version__} on "
-      f"{jax.default_backend()} in {elapsed:.0f} s.",
+      common.produced_line(elapsed),
       ""])
   print(body)
   if args.out:
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-      f.write(body)
-    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-      json.dump({"setup": setup, "rows": [dict(policy=p, method=m, **n)
-                                          for p, m, n in rows]}, f, indent=2)
+    common.write_text(args.out, body)
+    common.write_text(os.path.splitext(args.out)[0] + ".json",
+                      json.dumps({"setup": setup, "rows": [dict(policy=p, method=m, **n)
+                                                          for p, m, n in rows]}, indent=2))
 
 
 if __name__ == "__main__":
