@@ -11,8 +11,8 @@ availability and Byzantine masks ``[K]``, the index tables ``client_index
 P("clients"))``: device d of D holds rows ``[d·K'/D, (d+1)·K'/D)`` of the
 client axis (``K' = ⌈K/D⌉·D``: K padded with zero dummy rows that no round
 samples) and about N/D train rows, laid out client by client
-(:func:`rows_by_client`) so that a device holds mostly its own clients' rows
-(exactly, when every client has the same number of rows).
+(:func:`rows_by_client`) so that a device holds exactly its own clients' rows
+(padded to the largest device's count).
 
 Inside the compiled chunk the padded rows are cut off (``x[:K]``; XLA keeps the
 uneven ``K`` rows on the same devices), so algorithms see the same ``[K, ...]``
@@ -54,28 +54,45 @@ def check_shard_client_state(value, shard_clients) -> None:
                      "engine.shard_clients=False")
 
 
-def rows_by_client(arrays: dict) -> dict:
-  """``arrays`` with the train rows ``x``, ``y`` reordered client by client
-  (rows of client 0 first, then client 1, ...; a row in several clients' tables
-  goes with the lowest id, rows of no client last) and ``client_index``
-  remapped, so every lookup ``x[client_index[k, j]]`` gives the same row as
-  before. Host NumPy; returns ``arrays`` itself when the rows are already in
-  that order."""
-  index, size = np.asarray(arrays["client_index"]), np.asarray(arrays["client_size"])
+def rows_by_client(arrays: dict, num_devices: int = 1) -> dict:
+  """``arrays`` with the train rows ``x``, ``y`` laid out by owning device and
+  ``client_index`` remapped, so every lookup ``x[client_index[k, j]]`` gives the
+  same row as before. Host NumPy.
+
+  Clients are dealt to ``num_devices`` devices in blocks of K'/D consecutive ids
+  (K' = ⌈K/D⌉·D, the row sharding of the client tables). A row belongs to the
+  lowest client id whose index row names it (padding included); rows no client
+  names are dropped (training reads ``x`` only through ``client_index``). Device
+  d's rows come in client order and are padded with zero rows up to the largest
+  device's count R, so ``x`` has D·R rows and sharding it by row puts every
+  client's rows on the device that holds its state (R = N/D, no padding, when
+  every device's clients have as many rows). Returns ``arrays`` itself when the
+  layout is already so.
+  """
+  index = np.asarray(arrays["client_index"])
   n = arrays["x"].shape[0]
-  k, n_max = index.shape
-  valid = np.arange(n_max)[None, :] < size[:, None]
+  k = index.shape[0]
+  per_device = -(-k // num_devices)
   owner = np.full((n,), k, np.int64)
-  np.minimum.at(owner, index[valid],
-                np.broadcast_to(np.arange(k)[:, None], index.shape)[valid])
-  perm = np.argsort(owner, kind="stable")
-  if np.array_equal(perm, np.arange(n)):
+  np.minimum.at(owner, index.reshape(-1), np.repeat(np.arange(k), index.shape[1]))
+  rows = np.flatnonzero(owner < k)
+  rows = rows[np.argsort(owner[rows], kind="stable")]      # kept rows, client order
+  device = owner[rows] // per_device
+  counts = np.bincount(device, minlength=num_devices)
+  width = int(counts.max()) if rows.size else 0
+  first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+  position = device * width + np.arange(rows.size) - first[device]
+  if num_devices * width == n and np.array_equal(position, rows):
     return arrays
-  inverse = np.empty((n,), np.int64)
-  inverse[perm] = np.arange(n)
+  new_position = np.zeros((n,), np.int64)
+  new_position[rows] = position
   out = dict(arrays)
-  out["x"], out["y"] = np.asarray(arrays["x"])[perm], np.asarray(arrays["y"])[perm]
-  out["client_index"] = inverse[index].astype(index.dtype)
+  for name in DATA_ROWS:
+    value = np.asarray(arrays[name])
+    placed = np.zeros((num_devices * width,) + value.shape[1:], value.dtype)
+    placed[position] = value[rows]
+    out[name] = placed
+  out["client_index"] = new_position[index].astype(index.dtype)
   return out
 
 

@@ -81,7 +81,7 @@ class Simulation:
     # on one device) there is nothing to shard.
     self.client_rows = None
     if config.shard_client_state and self.mesh is not None:
-      host = rows_by_client(data_arrays(data, training))
+      host = rows_by_client(data_arrays(data, training), self.num_shards)
       self.client_rows = ClientRows(self.mesh, self.num_clients, host["x"].shape[0])
       self.arrays = self.client_rows.place_arrays(host)
     elif self.mesh is not None:

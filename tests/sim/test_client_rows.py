@@ -46,6 +46,16 @@ def rows_per_device(tree):
 
 
 
+def rows_on_owner(sim):
+  # Every client's train rows lie in the row block of the device holding its state.
+  index = np.asarray(sim.arrays["client_index"])[:sim.num_clients]
+  size = np.asarray(sim.arrays["client_size"])[:sim.num_clients]
+  per_row_block = sim.arrays["x"].shape[0] // 2
+  per_client_block = sim.client_rows.padded_clients // 2
+  return all(bool(np.all(index[k, :size[k]] // per_row_block == k // per_client_block))
+             for k in range(sim.num_clients))
+
+
 out = {}
 for name, parallelism in (("fedavg", "vmap"), ("scaffold", "map")):
   sims = {shard: helpers.simulation(fed, lambda ctx: algorithms.make(name, ctx),
@@ -94,6 +104,7 @@ for name, parallelism in (("fedavg", "vmap"), ("scaffold", "map")):
       "table_rows": rows_per_device([b.arrays[k] for k in ("client_index", "client_size",
                                                            "num_steps")]),
       "data_rows": rows_per_device([b.arrays["x"], b.arrays["y"]]),
+      "rows_on_owner": rows_on_owner(b),
       "replicated_rows": rows_per_device((sa.clients, sa.available)),
       "train_loss": np.asarray(ma["train_loss"], float).tolist(),
   }
@@ -112,7 +123,6 @@ def test_sharded_client_state_equals_replicated_on_two_devices():
   assert proc.returncode == 0, proc.stderr[-4000:]
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
   result = json.loads(line[len("RESULT "):])
-  n_rows = 13 + 40 + 75 + 22 + 30
   for name, r in result.items():
     assert r["metric_keys_equal"] and r["same_ids"] and r["host_shapes_equal"], (name, r)
     # Same per-client programs; only cross-device sums (the gathered cohort's
@@ -127,7 +137,10 @@ def test_sharded_client_state_equals_replicated_on_two_devices():
                 "table_rows"):
       assert r[key] and all(full == 6 and shards == [3, 3] for full, shards in r[key]), \
           (name, key, r[key])
-    assert r["data_rows"] == [[n_rows, [n_rows // 2, n_rows // 2]]], r["data_rows"]
+    # Clients 0-2 (13 + 40 + 75 rows) on device 0, clients 3-4 (22 + 30) on
+    # device 1: 2 x 128 rows, each client's rows on its own device.
+    assert r["data_rows"] == [[256, [128, 128]]], r["data_rows"]
+    assert r["rows_on_owner"], r
     # The replicated engine holds all 5 rows on each device.
     assert all(shards == [5, 5] for _, shards in r["replicated_rows"]), r
   assert result["scaffold"]["num_client_leaves"] > 0
@@ -136,11 +149,11 @@ def test_sharded_client_state_equals_replicated_on_two_devices():
 
 def test_rows_by_client_keeps_every_lookup():
   rng = np.random.default_rng(0)
-  n, k, n_max = 23, 4, 7
+  n, k, n_max = 25, 4, 7
   x = rng.normal(size=(n, 3)).astype(np.float32)
   y = np.arange(n, dtype=np.int32)
   rows = rng.permutation(n)
-  size = np.array([5, 7, 3, 6], np.int32)           # 21 of 23 rows owned
+  size = np.array([3, 5, 6, 7], np.int32)           # 21 of 25 rows owned
   index = np.zeros((k, n_max), np.int32)
   start = 0
   for c in range(k):
@@ -148,17 +161,19 @@ def test_rows_by_client_keeps_every_lookup():
     index[c, size[c]:] = rows[start]                 # padding repeats a row
     start += size[c]
   arrays = {"x": x, "y": y, "client_index": index, "client_size": size}
-  out = client_rows.rows_by_client(arrays)
-  np.testing.assert_array_equal(out["x"][out["client_index"]], x[index])
-  np.testing.assert_array_equal(out["y"][out["client_index"]], y[index])
-  # Client c's rows are the consecutive block after clients 0..c-1.
-  offsets = np.concatenate([[0], np.cumsum(size)])
-  for c in range(k):
-    assert sorted(out["client_index"][c, :size[c]]) == list(range(offsets[c],
-                                                                  offsets[c + 1]))
-  ordered = {"x": x, "y": y, "client_index": np.arange(8).reshape(4, 2),
+  # 1 device: 21 rows, client by client. 2 devices: clients 0-1 (8 rows) and
+  # 2-3 (13 rows), each device's block padded to 13 rows.
+  for devices, total, offsets in ((1, 21, (0, 3, 8, 14)), (2, 26, (0, 3, 13, 19))):
+    out = client_rows.rows_by_client(arrays, devices)
+    assert out["x"].shape == (total, 3), (devices, out["x"].shape)
+    np.testing.assert_array_equal(out["x"][out["client_index"]], x[index])
+    np.testing.assert_array_equal(out["y"][out["client_index"]], y[index])
+    for c in range(k):
+      got = sorted(out["client_index"][c, :size[c]])
+      assert got == list(range(offsets[c], offsets[c] + size[c])), (devices, c, got)
+  ordered = {"x": x[:8], "y": y[:8], "client_index": np.arange(8).reshape(4, 2),
              "client_size": np.full(4, 2)}
-  assert client_rows.rows_by_client(ordered) is ordered
+  assert client_rows.rows_by_client(ordered, 2) is ordered
 
 
 def test_shard_client_state_rules():
@@ -172,8 +187,10 @@ def test_shard_client_state_rules():
     client_rows.check_shard_client_state(True, False)
   from fedfrac.config import validate
   from tests import helpers
+  import ml_collections
   c = helpers.tiny_config()
-  c.engine.shard_client_state = True
-  c.engine.shard_clients = False
+  # shard_clients is typed str ("auto") in the base config: rebuild the section.
+  c.engine = ml_collections.ConfigDict({**c.engine.to_dict(), "shard_clients": False,
+                                        "shard_client_state": True})
   with pytest.raises(ConfigError, match=r"config.engine.shard_client_state=True"):
     validate(c)
