@@ -120,7 +120,10 @@ def base_config() -> ml_collections.ConfigDict:
   # unroll: local steps per loop iteration (0 = auto); dynamic_steps: local-step
   # loops stop at each client's own step count; step_buckets: vmapped groups of
   # the step-sorted cohort (0 = auto); shard_clients: shard the cohort over all
-  # devices with shard_map (auto = when there are several); cpu_devices: split
+  # devices with shard_map (auto = when there are several); shard_client_state:
+  # shard the clients' persistent state, tables and train rows over the same
+  # devices (about K/D clients each) instead of replicating them (needs
+  # shard_clients True or auto; fedfrac.sim.client_rows); cpu_devices: split
   # the CPU into this many devices, one per core (0 = leave JAX's default; only
   # takes effect before JAX first runs, e.g. from the CLI). None of them changes
   # which steps train; vmap and map agree to float rounding and differ in the
@@ -128,7 +131,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.engine = ml_collections.ConfigDict(dict(
       client_parallelism="auto", unroll=0, eval_batch_size=1024,
       dynamic_steps=True, step_buckets=0, shard_clients="auto",
-      cpu_devices=0))
+      shard_client_state=False, cpu_devices=0))
   # cohort_rule: |S_t| under churn, "available" = max(ceil(C·|A_t|), 1) of the
   # available clients (FO-RI-FedAvg §IV-N) or "slots" = ceil(C·K) slots filled
   # from the available ones.

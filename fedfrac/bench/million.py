@@ -11,9 +11,13 @@ its index row is ``k·n + [0..n)``.
 
 Reported per population K: bytes per client (the [K]-leading arrays: client
 state, index table, sizes, step counts and the client's data rows), bytes held
-by device 0 at D devices (replicated engine: every device holds everything),
-seconds per round (median of ``--repeats``), and the largest population whose
-per-client bytes fit in a memory budget (computed, not measured).
+by each of the D devices (summed over the addressable shards of the data arrays
+and the state: replicated engine, every device holds everything; with
+``--shard-client-state`` (``engine.shard_client_state``) the per-client arrays
+are split over the devices, about 1/D each), the compiled chunk's argument and
+temporary bytes per device (XLA's memory analysis), seconds per round (median
+of ``--repeats``), and the largest population whose per-client bytes fit in a
+memory budget (computed, not measured).
 """
 from __future__ import annotations
 
@@ -60,7 +64,7 @@ def synthetic_population(num_clients: int, per_client: int = 8, dim: int = 20,
 
 
 def build(fed: FederatedData, cohort: int, rounds: int = 10, local_steps: int = 5,
-          shard=False):
+          shard=False, shard_state: bool = False):
   """A SCAFFOLD :class:`Simulation` of logistic regression on ``fed`` with
   ``cohort`` clients sampled per round."""
   from fedfrac import algorithms, models, runner
@@ -78,7 +82,8 @@ def build(fed: FederatedData, cohort: int, rounds: int = 10, local_steps: int = 
   training = runner.make_training(c.client, fed.client_size, rounds, 0, False)
   ctx = contract.BuildContext(model, task, training, fed.info(), rounds, c.client)
   cfg = EngineConfig(rounds=rounds, participation=cohort / fed.num_clients,
-                     client_parallelism="vmap", step_buckets=1, shard_clients=shard)
+                     client_parallelism="vmap", step_buckets=1, shard_clients=shard,
+                     shard_client_state=shard_state)
   return Simulation(algorithms.make("scaffold", ctx), fed, model, task, training, cfg)
 
 
@@ -107,18 +112,22 @@ def per_client_bytes(sim, state) -> dict:
 
 
 def measure(num_clients: int, cohort: int, repeats: int, rounds_per_call: int,
-            shard=False) -> dict:
-  """One row: population, devices, bytes per client / per device, s/round."""
+            shard=False, shard_state: bool = False) -> dict:
+  """One row: population, devices, bytes per client / per device, s/round.
+
+  ``shard_state``: ``engine.shard_client_state`` (with ``shard=True``, so a
+  one-device run still places its arrays as the sharded engine does)."""
   t0 = time.perf_counter()
   fed = synthetic_population(num_clients)
   built = time.perf_counter() - t0
-  sim = build(fed, cohort, shard=shard)
+  sim = build(fed, cohort, shard=True if shard_state else shard, shard_state=shard_state)
   state = sim.init(0)
   per_client = per_client_bytes(sim, state)
-  dev0 = jax.devices()[0]
-  held = device_bytes((sim.arrays, state), dev0)
+  held = [device_bytes((sim.arrays, state), d) for d in jax.devices()]
   state, m = sim.run_chunk(state, rounds_per_call)        # compile + warm up
   jax.block_until_ready(state)
+  after = [device_bytes((sim.arrays, state), d) for d in jax.devices()]
+  memory = sim._compiled[rounds_per_call].memory_analysis()
   times = []
   for _ in range(repeats):
     t = time.perf_counter()
@@ -126,7 +135,11 @@ def measure(num_clients: int, cohort: int, repeats: int, rounds_per_call: int,
     jax.block_until_ready(state)
     times.append((time.perf_counter() - t) / rounds_per_call)
   return {"clients": num_clients, "cohort": cohort, "devices": sim.num_shards,
-          "bytes_per_client": per_client, "device0_bytes": held,
+          "shard_client_state": sim.client_rows is not None,
+          "bytes_per_client": per_client, "device0_bytes": held[0],
+          "device_bytes": held, "device_bytes_after_rounds": after,
+          "chunk_argument_bytes": getattr(memory, "argument_size_in_bytes", None),
+          "chunk_temp_bytes": getattr(memory, "temp_size_in_bytes", None),
           "s_per_round": float(np.median(times)), "data_build_s": built,
           "train_loss": float(np.asarray(m["train_loss"])[-1])}
 
@@ -145,9 +158,11 @@ def main(argv=None):
   p.add_argument("--repeats", type=int, default=3)
   p.add_argument("--rounds-per-call", type=int, default=5)
   p.add_argument("--budget-gb", type=float, default=20.0)
+  p.add_argument("--shard-client-state", action="store_true",
+                 help="engine.shard_client_state: per-client arrays split over the devices")
   args = p.parse_args(argv)
   row = measure(args.clients, args.cohort, args.repeats, args.rounds_per_call,
-                shard="auto")
+                shard="auto", shard_state=args.shard_client_state)
   row["largest_population_in_budget"] = largest_population(
       row["bytes_per_client"]["total"], args.budget_gb * 1e9)
   row["budget_gb"] = args.budget_gb

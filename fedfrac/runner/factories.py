@@ -133,7 +133,8 @@ def engine_config(config, label=None, fed_data=None) -> EngineConfig:
       eval_batch_size=e.eval_batch_size, availability=churn,
       cohort_rule=config.churn.get("cohort_rule", "available"), attack=attack,
       step_buckets=int(e.get("step_buckets", 0)),
-      shard_clients=e.get("shard_clients", False), system=system_config(config))
+      shard_clients=e.get("shard_clients", False),
+      shard_client_state=e.get("shard_client_state", False), system=system_config(config))
 
 
 def make_with_overrides(name, ctx, options, overrides):

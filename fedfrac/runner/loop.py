@@ -158,9 +158,12 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   history, ckpt = None, None
   if workdir:
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints", label, f"seed_{seed}"))
-    restored = ckpt.restore_latest(state)
+    # Checkpoints hold K client rows as host arrays whatever the placement
+    # (replicated or sharded by client); place_state puts them back.
+    restored = ckpt.restore_latest(sim.host_state(state))
     if restored is not None:
       step, state, history = restored
+      state = sim.place_state(state)
       if step < config.rounds and (stop_after_round is None or step < stop_after_round):
         print(f"resuming {label} seed {seed} from round {step}", file=sys.stderr)
   payload_bytes, message_bytes = sim.communication_bytes(state)
@@ -177,7 +180,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   def save(r, chunk_index, state, last):
     if ckpt and (last or log.status != "ok" or (
         config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
-      ckpt.save(r, state, log.history())
+      ckpt.save(r, sim.host_state(state), log.history())
   done = start_round
   try:
     _, log.compile_s, done = chunk_loop(

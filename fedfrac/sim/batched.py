@@ -35,6 +35,10 @@ class BatchedSimulation:
   """
 
   def __init__(self, sim: Simulation, run_data, run_hps=None):
+    if sim.client_rows is not None:
+      raise ValueError("engine.shard_client_state=True: batched runs (several seeds "
+                       "or options vmapped into one program) keep their client state "
+                       "replicated; allowed value here is False")
     self.sim = sim
     self.run_data = list(run_data)
     self.num_runs = len(run_data)

@@ -22,8 +22,9 @@ differ in two measured ways:
   each device running its share in one of the ways above.
 
 A cohort is given as ``args = (client_states, client_index [S, n], client_size
-[S], num_steps [S], client_ids [S], keys [S, 2][, byzantine [S]])`` and a
-per-client function ``one(*args_of_one_client) -> (message, state, metrics)``.
+[S], num_steps [S], client_ids [S], keys [S, 2], budget [S] | None, byzantine
+[S] | None, rows (x [S, n, ...], y [S, n]) | None)`` and a per-client function
+``one(*args_of_one_client) -> (message, state, metrics)``.
 """
 from __future__ import annotations
 

@@ -40,6 +40,10 @@ class RoundPlan:
       ``shard_map``).
     system: ``None`` or a :class:`fedfrac.ops.system.SystemConfig` (client
       speeds, deadline, policy).
+    cohort_data: gather the cohort's train rows ``x[client_index[ids]]``
+      ``[S, n_max, ...]`` before running the clients, each client's view then
+      holding its own rows (index ``0..n_max-1``) instead of the shared ``x``
+      (``engine.shard_client_state``: ``x`` is sharded by row and stays so).
   """
   cohort: int
   availability: Optional[tuple]
@@ -49,6 +53,7 @@ class RoundPlan:
   execute: Callable
   cohort_sizes: Any = None
   system: Any = None
+  cohort_data: bool = False
 
 
 def gather(tree, ids):
@@ -65,19 +70,27 @@ def scatter(tree, ids, new, mask):
 
 
 def client_fn(algorithm, payload, arrays, t, attack, num_classes):
-  """``one(client_state, index, size, num_steps, client_id, key, budget[,
-  byzantine])``: one client's ``client_update`` (with its attack, if
-  Byzantine); ``budget`` is its step budget (``None``: no deadline)."""
-  y_flipped = attacks.flipped_labels(attack, arrays["y"], num_classes)
+  """``one(client_state, index, size, num_steps, client_id, key, budget,
+  byzantine, rows)``: one client's ``client_update`` (with its attack, if
+  Byzantine); ``budget`` is its step budget (``None``: no deadline);
+  ``byzantine`` ``None`` without an attack; ``rows`` ``None`` (the view sees
+  the shared ``arrays["x"], arrays["y"]``) or the client's own ``(x [n_max, ...],
+  y [n_max])`` (``RoundPlan.cohort_data``; ``index`` then counts 0..n_max-1)."""
+  y_flipped = None
+  if "y" in arrays:
+    y_flipped = attacks.flipped_labels(attack, arrays["y"], num_classes)
 
   def one(client_state, index, size, num_steps, client_id, key, budget,
-          byzantine=None):
-    y = arrays["y"]
-    if y_flipped is not None:
+          byzantine=None, rows=None):
+    if rows is None:
+      x, y, flipped = arrays["x"], arrays["y"], y_flipped
+    else:
+      (x, y), flipped = rows, attacks.flipped_labels(attack, rows[1], num_classes)
+    if flipped is not None:
       # Data poisoning: Byzantine clients see C-1-y (under vmap this is one
       # [S, N] int label array per round, only when label_flip is on).
-      y = jnp.where(byzantine, y_flipped, y)
-    view = ClientView(arrays["x"], y, index, size, num_steps, client_id, budget)
+      y = jnp.where(byzantine, flipped, y)
+    view = ClientView(x, y, index, size, num_steps, client_id, budget)
     out = algorithm.client_update(payload, client_state, view, key, t)
     return attacks.attacked_output(attack, out, byzantine, key)
   return one
@@ -185,10 +198,14 @@ def run_round(plan: RoundPlan, algorithm, arrays, state: SimState):
     views = ClientView(arrays["x"], y, arrays["client_index"][ids],
                        arrays["client_size"][ids], num_steps, ids, budget)
     cohort_states = algorithm.prepare_cohort(payload, cohort_states, views, keys, mask, t)
-  args = (cohort_states, arrays["client_index"][ids], arrays["client_size"][ids],
-          num_steps, ids, keys, budget)
-  if byzantine is not None:
-    args = args + (byzantine,)
+  index, rows = arrays["client_index"][ids], None
+  if plan.cohort_data:
+    # Each device gathers the rows it holds; the [S, n_max, ...] cohort rows
+    # then go to the devices that train them.
+    rows = (arrays["x"][index], arrays["y"][index])
+    index = jnp.broadcast_to(jnp.arange(index.shape[1], dtype=index.dtype), index.shape)
+  args = (cohort_states, index, arrays["client_size"][ids], num_steps, ids, keys,
+          budget, byzantine, rows)
   def make_one(payload, arrays, t):
     return client_fn(algorithm, payload, arrays, t, plan.attack, plan.num_classes)
   messages, new_states, client_metrics, done = plan.execute(make_one, payload, arrays,

@@ -29,6 +29,7 @@ from fedfrac.algorithms.tasks import Task
 from fedfrac.data.federated import FederatedData
 from fedfrac.models.base import Model
 from fedfrac.sim import attacks, churn, communication, devices, evaluate, execution
+from fedfrac.sim.client_rows import ClientRows, check_shard_client_state, rows_by_client
 from fedfrac.sim import round as round_lib
 from fedfrac.sim.state import INIT_TAG, EngineConfig, SimState, cohort_size, data_arrays
 
@@ -60,7 +61,6 @@ class Simulation:
     self.num_clients = data.num_clients
     self.cohort = cohort_size(config.participation, self.num_clients)
     self.num_steps = training.steps_for(data.client_size)
-    self.arrays = {k: jnp.asarray(v) for k, v in data_arrays(data, training).items()}
     self._cohort_perm = None
     if config.cohort_permutation_seed is not None:
       self._cohort_perm = jnp.asarray(
@@ -75,10 +75,21 @@ class Simulation:
     self.step_buckets = execution.choose_step_buckets(
         config.step_buckets, self.parallelism, training, self.num_steps,
         -(-self.cohort // self.num_shards))
-    if self.mesh is not None:
+    check_shard_client_state(config.shard_client_state, config.shard_clients)
+    # engine.shard_client_state: per-client state and data sharded by client
+    # over the mesh (fedfrac.sim.client_rows); without a mesh (shard_clients="auto"
+    # on one device) there is nothing to shard.
+    self.client_rows = None
+    if config.shard_client_state and self.mesh is not None:
+      host = rows_by_client(data_arrays(data, training), self.num_shards)
+      self.client_rows = ClientRows(self.mesh, self.num_clients, host["x"].shape[0])
+      self.arrays = self.client_rows.place_arrays(host)
+    elif self.mesh is not None:
       # Data and state live replicated on every device of the mesh (on several
       # hosts: global arrays built from each process's identical copy).
       self.arrays = self.replicate(data_arrays(data, training))
+    else:
+      self.arrays = {k: jnp.asarray(v) for k, v in data_arrays(data, training).items()}
     churn.check_availability(config.availability, self.num_clients)
     churn.check_cohort_rule(config.cohort_rule)
     sizes = None
@@ -90,7 +101,7 @@ class Simulation:
         cohort=self.cohort, availability=config.availability,
         cohort_perm=self._cohort_perm, attack=self.attack,
         num_classes=data.num_classes, execute=self._execute, cohort_sizes=sizes,
-        system=config.system)
+        system=config.system, cohort_data=self.client_rows is not None)
     self._run_chunk_jit = jax.jit(self._run_chunk, static_argnums=(3,))
     self._compiled = {}
     self._evaluate_jit = jax.jit(self._evaluate)
@@ -114,11 +125,28 @@ class Simulation:
     byzantine = attacks.byzantine_clients(self.attack, self.num_clients, seed)
     state = SimState(server, clients, available, key, jnp.zeros((), jnp.int32),
                      byzantine)
-    return self.replicate(state)
+    return self.place_state(state)
 
   def replicate(self, tree):
     """Place ``tree`` replicated over the client mesh (identity without one)."""
     return devices.replicate(self.mesh, tree)
+
+  def place_state(self, state: SimState) -> SimState:
+    """Place a state with K client rows (e.g. restored from a checkpoint) as
+    this simulation's compiled functions take it: replicated over the mesh, or
+    with ``shard_client_state`` padded to a multiple of the device count and
+    sharded by client (:class:`fedfrac.sim.client_rows.ClientRows`)."""
+    if self.client_rows is not None:
+      return self.client_rows.place_state(state)
+    return self.replicate(state)
+
+  def host_state(self, state: SimState) -> SimState:
+    """``state`` as host NumPy arrays with K client rows, whatever the placement
+    (what a checkpoint stores; :meth:`place_state` places it back)."""
+    if self.client_rows is not None:
+      return self.client_rows.host_state(state)
+    from fedfrac.sim import distributed
+    return distributed.to_host(state)
 
   # ------------------------------------------------------------------ rounds
   def _algorithm_for(self, hp):
@@ -135,6 +163,10 @@ class Simulation:
                                  self.step_buckets, self.training)
     if self.mesh is None:
       return local(payload, arrays, t, args)
+    if self.client_rows is not None:
+      # The cohort's data rows travel in ``args``; the sharded data arrays stay
+      # where they are instead of being replicated into every device's share.
+      arrays = {}
     return execution.run_sharded(local, self.mesh, payload, arrays, t, args)
 
   def run_round(self, algorithm, arrays, state: SimState):
@@ -144,8 +176,19 @@ class Simulation:
 
   def _run_chunk(self, arrays, state, hp, num_rounds):
     algorithm = self._algorithm_for(hp)
-    step = functools.partial(round_lib.run_round, self.plan, algorithm, arrays)
-    return jax.lax.scan(lambda s, _: step(s), state, None, length=num_rounds)
+    rows = self.client_rows
+    if rows is None:
+      step = functools.partial(round_lib.run_round, self.plan, algorithm, arrays)
+      return jax.lax.scan(lambda s, _: step(s), state, None, length=num_rounds)
+    # Sharded client state: K rows inside (padding cut off), the carry pinned to
+    # the row sharding after every round, padded back for the caller.
+    arrays, state = rows.unpad_arrays(arrays), rows.unpad_state(state)
+
+    def body(s, _):
+      s, metrics = round_lib.run_round(self.plan, algorithm, arrays, s)
+      return rows.constrain_state(s), metrics
+    state, metrics = jax.lax.scan(body, state, None, length=num_rounds)
+    return rows.pad_state(state), metrics
 
   def compile(self, num_rounds: int, state: Optional[SimState] = None) -> float:
     """Compile the chunk of ``num_rounds`` rounds ahead of time; returns seconds
@@ -155,6 +198,9 @@ class Simulation:
       return 0.0
     if state is None:
       state = jax.eval_shape(self.init, 0)
+      if self.client_rows is not None:
+        state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                             state, self.client_rows.state_shardings(state))
     t0 = time.perf_counter()
     self._compiled[num_rounds] = self._run_chunk_jit.lower(
         self.arrays, state, None, num_rounds).compile()
@@ -173,6 +219,9 @@ class Simulation:
 
   # ------------------------------------------------------------- evaluation
   def _evaluate(self, arrays, state, hp=None):
+    if self.client_rows is not None:
+      arrays = self.client_rows.unpad_arrays(arrays)
+      state = self.client_rows.unpad_state(state)
     return evaluate.evaluate(self._algorithm_for(hp), self.model, self.task, arrays,
                              state, self.config.eval_batch_size)
 

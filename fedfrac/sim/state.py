@@ -61,6 +61,16 @@ class EngineConfig:
       mesh axis ``clients``); results equal a single-device run. ``"auto"``:
       shard when there is more than one device (several GPUs, or CPU cores
       split into devices with :func:`fedfrac.sim.devices.use_cpu_devices`).
+    shard_client_state: ``False`` (default): every device holds every client's
+      persistent state and data rows. ``True``: the ``[K, ...]`` client state
+      (``SimState.clients``, ``available``, ``byzantine``), the client tables
+      and the train rows are sharded along the ``clients`` mesh axis, about K/D
+      clients per device (K padded to a multiple of D with dummy rows no round
+      samples); each round gathers the cohort's rows from their devices and
+      writes the updated rows back (:mod:`fedfrac.sim.client_rows`). Needs
+      ``shard_clients`` True or ``"auto"`` (with ``"auto"`` on one device there
+      is nothing to shard). Results equal the replicated engine to float
+      rounding of cross-device sums. Not for :class:`BatchedSimulation`.
     attack: ``None`` or an :class:`fedfrac.sim.attacks.AttackConfig`.
     system: ``None`` (every client runs its full local work, as if all were
       equally fast) or a :class:`fedfrac.ops.system.SystemConfig`: per-client
@@ -76,6 +86,7 @@ class EngineConfig:
   cohort_permutation_seed: Optional[int] = None
   step_buckets: int = 0
   shard_clients: Any = False
+  shard_client_state: bool = False
   attack: Optional[Any] = None
   system: Optional[Any] = None
 

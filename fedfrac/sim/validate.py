@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fedfrac.config import ConfigError, check, int_at_least, is_int, is_num
 from fedfrac.ops import system as system_lib
-from fedfrac.sim import attacks, churn, devices, execution
+from fedfrac.sim import attacks, churn, client_rows, devices, execution
 
 
 def _engine_rule(rule, value, prefix=""):
@@ -18,7 +18,11 @@ def _engine_rule(rule, value, prefix=""):
 
 def validate_engine(config) -> None:
   """Check ``config.engine``, ``config.churn`` and ``config.system`` (the ``attack`` sections are
-  checked per method by :func:`validate_attack`)."""
+  checked per method by :func:`validate_attack`).
+
+  Engine keys: ``client_parallelism``, ``unroll``, ``dynamic_steps``,
+  ``shard_clients``, ``shard_client_state`` (True needs ``shard_clients`` True or
+  ``'auto'``), ``step_buckets``, ``cpu_devices``, ``eval_batch_size``."""
   from fedfrac.data import sources
   from fedfrac.data.validate import BEV_CLASSES
   e = config.engine
@@ -27,6 +31,8 @@ def validate_engine(config) -> None:
   check(isinstance(e.get("dynamic_steps", False), bool), "engine.dynamic_steps",
         e.get("dynamic_steps", False), "must be True or False")
   _engine_rule(devices.check_shard_clients, e.get("shard_clients", False))
+  _engine_rule(lambda v: client_rows.check_shard_client_state(
+      v, e.get("shard_clients", False)), e.get("shard_client_state", False))
   if "step_buckets" in e:
     _engine_rule(execution.check_step_buckets, e.step_buckets)
   if "cpu_devices" in e:

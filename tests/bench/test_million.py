@@ -32,3 +32,16 @@ def test_bytes_per_client_and_training():
   assert row["devices"] == 1 and row["s_per_round"] > 0
   assert row["device0_bytes"] >= per["total"] * 400
   assert million.largest_population(per["total"], 20e9) == int(20e9 // per["total"])
+
+
+def test_sharded_state_row_on_one_device():
+  """``--shard-client-state`` on one device: the arrays are placed as the sharded
+  engine places them (all on device 0), the run trains, and the bytes held are
+  read from the arrays' shards."""
+  row = million.measure(400, cohort=40, repeats=1, rounds_per_call=2, shard_state=True)
+  per = row["bytes_per_client"]
+  assert row["shard_client_state"] and row["devices"] == 1
+  assert row["device_bytes"] == [row["device0_bytes"]]
+  assert row["device_bytes_after_rounds"] == row["device_bytes"]
+  assert row["device0_bytes"] >= per["total"] * 400
+  assert row["chunk_argument_bytes"] is None or row["chunk_argument_bytes"] > 0

@@ -1,7 +1,9 @@
 """Two processes joined by ``jax.distributed`` (CPU backend, gloo collectives, a
 loopback coordinator) run the cohort sharded over both processes' devices and
 give the metrics of a one-process, one-device run (FedAvg and SCAFFOLD, partial
-participation). Every run is a subprocess with a time limit, so a stuck
+participation; SCAFFOLD also with ``engine.shard_client_state``, its control
+variates, client tables and train rows sharded by client over the two
+processes). Every run is a subprocess with a time limit, so a stuck
 coordinator fails the test instead of hanging it."""
 from __future__ import annotations
 
@@ -30,15 +32,25 @@ from tests import helpers
 
 fed = helpers.unequal_digits(sizes=(13, 40, 75, 22, 30))   # 5 clients, 3 sampled
 runs = {}
-for name in ("fedavg", "scaffold"):
+# "scaffold+rows": SCAFFOLD with engine.shard_client_state (control variates,
+# client tables and train rows sharded over the processes' devices; one
+# process with one device has nothing to shard).
+for run, name, shard_state in (("fedavg", "fedavg", False), ("scaffold", "scaffold", False),
+                               ("scaffold+rows", "scaffold", True)):
   sim = helpers.simulation(fed, lambda ctx: algorithms.make(name, ctx),
                            {"batch_size": 16, "lr": 0.05}, rounds=3,
-                           participation=0.6, shard_clients="auto")
+                           participation=0.6, shard_clients="auto",
+                           shard_client_state=shard_state)
   state, metrics = sim.run_chunk(sim.init(2), 3)
-  host = distributed.to_host({"metrics": metrics, "eval": sim.evaluate(state),
-                              "server": state.server, "clients": state.clients})
-  runs[name] = {
+  host = distributed.to_host({"metrics": metrics, "eval": sim.evaluate(state)})
+  kept = sim.host_state(state)
+  host["server"], host["clients"] = kept.server, kept.clients
+  local_rows = sorted({s.data.shape[0] for x in jax.tree.leaves((state.clients,
+                                                                 state.available))
+                       for s in x.addressable_shards})
+  runs[run] = {
       "shards": sim.num_shards,
+      "local_rows": local_rows,
       "metrics": {k: np.asarray(v, float).tolist() for k, v in host["metrics"].items()},
       "eval": {k: np.asarray(v, float).tolist() for k, v in host["eval"].items()},
       "server": [np.asarray(x, float).ravel().tolist() for x in jax.tree.leaves(host["server"])],
@@ -139,6 +151,12 @@ def test_two_processes_equal_one_process(tmp_path):
     losses = one["metrics"]["train_loss"]
     assert losses[-1] < losses[0], (name, losses)
   assert len(single["runs"]["scaffold"]["clients"]) > 0   # control variates compared
+  # Replicated: each process holds all 5 client rows; shard_client_state: 3 of
+  # the 6 (5 padded to a multiple of 2) on each process's device.
+  assert single["runs"]["scaffold+rows"]["local_rows"] == [5]
+  for r in pair:
+    assert r["runs"]["scaffold"]["local_rows"] == [5]
+    assert r["runs"]["scaffold+rows"]["local_rows"] == [3]
 
 
 def test_settings_from_env():
