@@ -151,22 +151,10 @@ def check_methods(config, fed_data) -> None:
   Raises:
     ConfigError naming the method, the key and what is allowed.
   """
-  task = make_task(config)
-  num_outputs = fed_data.num_classes if task_evaluation(task).classification else 1
-  model = models.build(config.model, fed_data.input_shape, num_outputs,
-                       fed_data.input_scale)
   for label in config_lib.method_labels(config):
-    client_cfg = config_lib.client_config(config, label)
     method = config.methods[label]
     try:
-      training = make_training(client_cfg, fed_data.client_size, config.rounds,
-                               config.engine.unroll,
-                               config.engine.get("dynamic_steps", False))
-      ctx = contract.BuildContext(model=model, task=task, training=training,
-                                  data_info=fed_data.info(), rounds=config.rounds,
-                                  client_cfg=client_cfg,
-                                  aggregator=config_lib.aggregator_spec(config, label),
-                                  participation=float(config.participation))
+      ctx = build_context(config, label, fed_data)
       algorithms.make(method.name, ctx, **config_lib.method_options(method))
     except config_lib.ConfigError:
       raise
@@ -174,6 +162,26 @@ def check_methods(config, fed_data) -> None:
       raise config_lib.ConfigError(
           f"config.{e} (method {label!r}, algorithm {method.name!r}); nothing has run "
           f"yet") from None
+
+
+def build_context(config, label, fed_data, all_client_sizes=None) -> contract.BuildContext:
+  """What method ``label``'s algorithm is built from on ``fed_data``: the model,
+  task, local-training plan (its static step count from ``all_client_sizes``,
+  default this dataset's), data info and the method's merged client/aggregator
+  settings."""
+  task = make_task(config)
+  num_outputs = fed_data.num_classes if task_evaluation(task).classification else 1
+  model = models.build(config.model, fed_data.input_shape, num_outputs,
+                       fed_data.input_scale)
+  client_cfg = config_lib.client_config(config, label)
+  sizes = fed_data.client_size if all_client_sizes is None else all_client_sizes
+  training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll,
+                           config.engine.get("dynamic_steps", False))
+  return contract.BuildContext(model=model, task=task, training=training,
+                               data_info=fed_data.info(), rounds=config.rounds,
+                               client_cfg=client_cfg,
+                               aggregator=config_lib.aggregator_spec(config, label),
+                               participation=float(config.participation))
 
 
 def build_simulation(config, label, fed_data, all_client_sizes=None,
@@ -185,26 +193,14 @@ def build_simulation(config, label, fed_data, all_client_sizes=None,
   ``traced_options`` lets the simulation rebuild the algorithm from traced option
   overrides (hyper-parameter grids, :func:`make_with_overrides`).
   """
-  task = make_task(config)
-  num_outputs = fed_data.num_classes if task_evaluation(task).classification else 1
-  model = models.build(config.model, fed_data.input_shape, num_outputs,
-                       fed_data.input_scale)
-  client_cfg = config_lib.client_config(config, label)
-  sizes = fed_data.client_size if all_client_sizes is None else all_client_sizes
-  training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll,
-                           config.engine.get("dynamic_steps", False))
-  ctx = contract.BuildContext(model=model, task=task, training=training,
-                          data_info=fed_data.info(), rounds=config.rounds,
-                          client_cfg=client_cfg,
-                          aggregator=config_lib.aggregator_spec(config, label),
-                          participation=float(config.participation))
+  ctx = build_context(config, label, fed_data, all_client_sizes)
   method = config.methods[label]
   options = config_lib.method_options(method)
   algorithm = algorithms.make(method.name, ctx, **options)
   algorithm_fn = None
   if traced_options:
     algorithm_fn = functools.partial(make_with_overrides, method.name, ctx, options)
-  return Simulation(algorithm, fed_data, model, task, training,
+  return Simulation(algorithm, fed_data, ctx.model, ctx.task, ctx.training,
                     engine_config(config, label, fed_data), algorithm_fn=algorithm_fn)
 
 
