@@ -98,6 +98,8 @@ def base_config() -> ml_collections.ConfigDict:
       min_windows=1,                     # drop vehicles with fewer windows
       eval_split="test",                 # split the engine evaluates: test | val
       input_clip=0.0,                    # clip normalised inputs to ±this (0 = off)
+      regime_skew=0.0,                   # α_D of the regime partition (0 = per vehicle)
+      num_regimes=4,                     # R mean-speed regimes (regime_skew > 0)
       ved_path="",                       # VED dynamic CSVs: file, dir or a,b,c
       ved_resample_dt_s=1.0, ved_max_gap_s=10.0, ved_vehicles=(),
       ved_current_sign="auto"))

@@ -19,13 +19,24 @@ Values (§IV-P "Training protocol and hyperparameters" unless noted):
 * MAPE as Eq. 34 (``task.mape_rule = "stabilized"``) with ε_Y = 10 Wh (the
   paper gives no value; "small relative to typical |Y|": the synthetic fleet's
   mean |Y| is 124–953 Wh by vehicle class).
+* Regime-based non-IID partition with moderate skew α_D = 0.3
+  (``data.bev.regime_skew = REGIME_SKEW_ALPHA``, ``data.bev.num_regimes = 4``;
+  §IV-P "Client construction and non-IID control", and α_D = 0.3 in the
+  protocols of §IV-K, §IV-N and §IV-O). Built in :mod:`fedfrac.data.bev`: each
+  trip's regime is its mean-speed quartile within its vehicle class (the paper
+  says "based on route and context" without a rule; mean speed is the trip-level
+  summary of the route), every client draws π_k ~ Dirichlet(α_D · 1_4), and whole
+  trips of the client's class are dealt to the 10 clients by largest remainder
+  before the trip-level 70/10/20 split (no trip in two splits).
 
-Not reproduced: the regime-based non-IID partition with moderate skew α_D = 0.3
-(§IV-N/§IV-P: trips grouped into operating regimes, the client-level regime
-mixture drawn with concentration α_D). fedfrac's BEV sources have one client per
-vehicle with its natural data only, so this config uses that natural
-partition; :data:`REGIME_SKEW_ALPHA` records the paper's value for when a
-regime partition exists.
+  The paper contradicts itself here: §IV-B2 says natural per-vehicle partitions
+  are used "throughout all experiments without introducing additional synthetic
+  non-IID protocols", while §IV-P, the run recipe ("regime_skew=moderate") and
+  the protocols of §IV-K/N/O state α_D = 0.3 as the default. We follow the
+  latter: it is stated in more places, names a value, and is the one the
+  experiment sections repeat as "the default federation settings". Setting
+  ``--config.data.bev.regime_skew=0`` gives the §IV-B2 reading (one client per
+  vehicle, its own trips).
 
 At stride 1 a vehicle's 6 h give ~21,600 windows (20× the stride-20 suite) and
 300 rounds × 5 seeds × every method is far beyond a shared 2-core CPU: the
@@ -40,7 +51,7 @@ from fedfrac.config import sibling_config
 
 base = sibling_config(__file__, "base.py")
 
-REGIME_SKEW_ALPHA = 0.3   # α_D, moderate regime skew (not implemented, see above)
+REGIME_SKEW_ALPHA = 0.3   # α_D, moderate regime skew (§IV-P; see above)
 ROUNDS = 300              # §IV-P (Table XI's T = 200 is its threshold horizon)
 
 
@@ -53,6 +64,8 @@ def get_config():
   c.participation = 0.3
   c.data.bev.window = 60
   c.data.bev.stride = 1
+  c.data.bev.regime_skew = REGIME_SKEW_ALPHA
+  c.data.bev.num_regimes = 4
   c.client.optimizer = "sgd"
   c.client.lr = 0.05           # η0
   c.client.schedule = "inv_sqrt"   # η_t = η0 / sqrt(t + 1)

@@ -11,6 +11,8 @@ share:
 * :func:`make_windows` — windows and window-energy labels from one trip;
 * :func:`acceleration_from_speed` — the acceleration feature used by both sources;
 * :func:`split_trips` — the seeded trip-level 70/10/20 split;
+* :func:`trip_regimes`, :func:`regime_partition` — the optional regime-based
+  non-IID partition (``data.bev.regime_skew``, see below);
 * :func:`assemble_bev_data` — trips → windows → splits → :class:`BEVData`.
 
 Window-energy discretisation (used by :func:`make_windows`, both sources and the
@@ -23,6 +25,52 @@ left-rectangle sum
 
 so a window of L = 60 samples at Δτ = 1 s spans exactly 60 s and consecutive
 non-overlapping windows (stride = L) add up to the trip energy.
+
+Regime-based non-IID partition (``regime_skew`` = α_D > 0; FO-RI-FedAvg paper
+§IV-P "Client construction and non-IID control", α_D = 0.3 in §IV-K/N/O). The
+paper groups trips "into discrete operating regimes (e.g., based on route and
+context)" and varies "the client-level regime mixture" with a concentration α_D,
+but gives no rule for either; this module's rule:
+
+1. Regimes (:func:`trip_regimes`). A trip's regime is the quantile band of its
+   mean speed (``speed_mps``) among the trips of its vehicle class: the trips of
+   a class sorted by mean speed (ties by trip order) are cut into ``R`` bands of
+   equal count, regime ``r = ⌊rank · R / M_class⌋``. Mean speed is the trip-level
+   summary of the route (stop-and-go urban, suburban, highway and their mixes,
+   which set the energy per window); ambient temperature is mostly a property of
+   the vehicle's climate (binning on it would rebuild the per-vehicle partition)
+   and mean road grade averages out over a trip. Bands are per class because a
+   bus's fastest trips are slower than a car's slowest: fleet-wide bands would
+   put a class into one or two regimes.
+2. Mixtures (:func:`regime_partition`). Every client ``k`` draws
+   ``π_k ~ Dirichlet(α_D · 1_R)``, ``π [K, R]``, from a NumPy Generator seeded
+   from the data seed (a child of ``SeedSequence(seed)``, independent of the
+   split's stream).
+3. Dealing. Clients keep the vehicle class of vehicle ``k`` and receive trips of
+   that class only (the features carry no mass or drag, so a client mixing car
+   and bus trips would see the same inputs with labels ~8× apart: heterogeneity
+   of the vehicle, not of the operating regime that α_D is meant to control). In
+   each class and regime ``r`` with ``n_r`` trips, client ``k`` gets
+   ``n_r · π_k[r] / Σ_j π_j[r]`` trips (sum over the class's clients), rounded by
+   largest remainder (ties: lower client index); the trips of the regime are
+   shuffled and cut in that order. A client left without trips then takes one
+   trip of its most-preferred regime (largest ``π_k[r]`` holding a trip) from the
+   client holding most trips of that regime among those with ≥ 2 trips. Every
+   kept vehicle has a trip with windows, so each class has at least as many trips
+   as clients and this always succeeds; a class with fewer trips than clients
+   raises one error naming ``data.bev.regime_skew``. Small α_D gives clients
+   dominated by one regime, large α_D mixtures near ``1/R`` each.
+4. Splits. Whole trips are dealt, never windows; the trip-level 70/10/20 split
+   (:func:`split_trips`) then runs per new client on the dealt trips, so each
+   trip (and all its windows) lies in exactly one split, and every client's
+   train/val/test trips follow the same mixture ``π_k``.
+
+With a regime partition, client ``k`` is a slot of the class of vehicle ``k``
+(``vehicle_ids[k]``, ``vehicle_class[k]``), holding trips of several vehicles;
+``meta`` records ``regime_skew``, ``num_regimes``, ``regime_mixture [K, R]`` (π),
+and per trip index (the values of ``trip_<split>``) ``trip_regime``,
+``trip_vehicle`` (the original vehicle, re-indexed) and ``trip_client`` (−1 for
+trips of dropped vehicles).
 """
 from __future__ import annotations
 
@@ -263,6 +311,117 @@ def split_trips(trip_clients: ArrayLike, seed: int = 0,
   return out
 
 
+def trip_regimes(mean_speed: ArrayLike, trip_group: ArrayLike,
+                 num_regimes: int) -> np.ndarray:
+  """Regime ``0..R-1`` of each trip: its mean-speed quantile band in its group.
+
+  ``mean_speed [M]`` (m/s), ``trip_group [M]`` (vehicle class of each trip) ->
+  ``[M] int64``. Within a group of ``M_g`` trips sorted by mean speed (stable), the
+  trip of rank ``i`` gets regime ``⌊i · R / M_g⌋`` (equal-count bands; module
+  docstring, step 1).
+  """
+  v = np.asarray(mean_speed, np.float64)
+  g = np.asarray(trip_group)
+  out = np.zeros(v.shape, np.int64)
+  for grp in np.unique(g):  # host loop over vehicle classes
+    idx = np.flatnonzero(g == grp)
+    order = idx[np.argsort(v[idx], kind="stable")]
+    out[order] = (np.arange(idx.size) * int(num_regimes)) // idx.size
+  return out
+
+
+def _largest_remainder_columns(quota: np.ndarray, totals: np.ndarray) -> np.ndarray:
+  """Integer ``[K, R]`` counts whose column ``r`` sums to ``totals[r]``, nearest to
+  ``quota [K, R]`` by largest remainder (ties: lower row index)."""
+  base = np.floor(quota).astype(np.int64)
+  rem = totals - base.sum(0)  # [R]
+  order = np.argsort(-(quota - base), axis=0, kind="stable")
+  rank = np.empty_like(order)
+  np.put_along_axis(rank, order, np.broadcast_to(
+      np.arange(quota.shape[0])[:, None], order.shape), axis=0)
+  return base + (rank < rem[None, :])
+
+
+def regime_partition(trip_regime: ArrayLike, trip_group: ArrayLike,
+                     client_group: ArrayLike, num_regimes: int, alpha: float,
+                     seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+  """Deal whole trips to clients with Dirichlet(α_D) regime mixtures.
+
+  Args:
+    trip_regime: ``[M]`` regime ``0..R-1`` of each trip (:func:`trip_regimes`).
+    trip_group: ``[M]`` group (vehicle class) of each trip.
+    client_group: ``[K]`` group of each client; trips go only to clients of their
+      group.
+    num_regimes: ``R``.
+    alpha: α_D > 0, the concentration of ``π_k ~ Dirichlet(α_D · 1_R)``.
+    seed: the data seed; the Generator is ``SeedSequence(seed)``'s child 1.
+  Returns:
+    ``(trip_client [M] int64, pi [K, R] float64)``: the client of each trip and
+    the drawn mixtures. Rule: module docstring, steps 2–3. Every client gets at
+    least one trip.
+  Raises:
+    ValueError naming ``data.bev.regime_skew`` if a group has fewer trips than
+    clients.
+  """
+  reg = np.asarray(trip_regime, np.int64)
+  tg = np.asarray(trip_group)
+  cg = np.asarray(client_group)
+  r_n, k_n = int(num_regimes), int(cg.size)
+  rng = np.random.default_rng(np.random.SeedSequence(int(seed)).spawn(2)[1])
+  pi = rng.dirichlet(np.full(r_n, float(alpha)), size=k_n)  # [K, R]
+  out = np.full(reg.shape, -1, np.int64)
+  stray = sorted(set(tg.tolist()) - set(cg.tolist()))
+  if stray:
+    raise ValueError(f"trips of groups {stray} have no client of their group "
+                     f"(client groups: {sorted(set(cg.tolist()))})")
+  for grp in np.unique(cg):  # host loop over vehicle classes
+    clients = np.flatnonzero(cg == grp)
+    tsel = np.flatnonzero(tg == grp)
+    if tsel.size < clients.size:
+      raise ValueError(
+          f"data.bev.regime_skew={alpha!r}: the {clients.size} clients of class "
+          f"{grp!r} share only {tsel.size} trips with windows, and every client needs "
+          f"at least one whole trip; use data.bev.regime_skew=0 (one client per "
+          f"vehicle), more driving per vehicle, or a shorter data.bev.window")
+    n_r = np.bincount(reg[tsel], minlength=r_n)  # [R] trips per regime
+    pig = pi[clients]  # [Kc, R]
+    tot = pig.sum(0)
+    share = np.where(tot > 0, pig / np.where(tot > 0, tot, 1.0), 1.0 / clients.size)
+    counts = _largest_remainder_columns(share * n_r, n_r)  # [Kc, R]
+    for k in np.flatnonzero(counts.sum(1) == 0):  # host loop over empty clients
+      totals = counts.sum(1)
+      for r in np.argsort(-pig[k], kind="stable"):
+        donors = np.flatnonzero((counts[:, r] > 0) & (totals > 1))
+        if donors.size:
+          j = donors[np.argmax(counts[donors, r])]
+          counts[j, r] -= 1
+          counts[k, r] += 1
+          break
+    for r in range(r_n):  # host loop over regimes
+      idx = tsel[reg[tsel] == r]
+      out[idx[rng.permutation(idx.size)]] = np.repeat(clients, counts[:, r])
+  return out, pi
+
+
+def check_regime_options(regime_skew: Any, num_regimes: Any) -> Optional[float]:
+  """α_D as a float (None when the natural per-vehicle partition is asked for).
+
+  Raises one ValueError naming ``data.bev.regime_skew`` / ``data.bev.num_regimes``
+  for a value outside what is allowed.
+  """
+  if regime_skew is None:
+    return None
+  if (isinstance(regime_skew, bool) or not isinstance(regime_skew, (int, float, np.number))
+      or not np.isfinite(regime_skew) or regime_skew < 0):
+    raise ValueError(f"data.bev.regime_skew={regime_skew!r}: must be a finite number "
+                     f">= 0 (0 or None = one client per vehicle; > 0 = the Dirichlet "
+                     f"concentration α_D of the regime partition)")
+  if (isinstance(num_regimes, bool) or not isinstance(num_regimes, (int, np.integer))
+      or num_regimes < 2):
+    raise ValueError(f"data.bev.num_regimes={num_regimes!r}: must be an integer >= 2")
+  return float(regime_skew) if regime_skew > 0 else None
+
+
 def robust_stats(values: ArrayLike,
                  axis: int | None = 0) -> tuple[np.ndarray | np.float64, np.ndarray]:
   """Median and IQR along ``axis``; IQR below 1e-6 falls back to std, then to 1."""
@@ -306,13 +465,19 @@ def assemble_bev_data(trips: Sequence[Trip], vehicle_ids: ArrayLike,
                       window: int = 60, stride: int = 1, seed: int = 0,
                       fractions: Sequence[float] = (0.7, 0.1, 0.2),
                       holdout_clients: Iterable[int] = (), min_windows: int = 1,
-                      meta: Optional[Mapping[str, Any]] = None) -> BEVData:
+                      meta: Optional[Mapping[str, Any]] = None,
+                      regime_skew: Optional[float] = None,
+                      num_regimes: int = 4) -> BEVData:
   """Window every trip, split by trip, and pack a :class:`BEVData`.
 
   Trips shorter than ``window`` give no windows and are dropped; vehicles with fewer
   than ``min_windows`` windows in total are dropped and the remaining vehicles are
   re-indexed ``0..K-1`` in their given order. ``holdout_clients`` are indices into
-  the given ``vehicle_ids``.
+  the given ``vehicle_ids``. ``regime_skew`` 0 or None (default): client ``k`` is
+  vehicle ``k`` with its own trips. ``regime_skew`` = α_D > 0: the same ``K``
+  clients receive whole trips dealt by :func:`regime_partition` over
+  ``num_regimes`` mean-speed regimes before the trip-level split (module
+  docstring); it needs the ``speed_mps`` feature and no held-out vehicles.
   """
   vehicle_ids = np.asarray(vehicle_ids)
   vehicle_class = np.asarray(vehicle_class, dtype=object).astype(str)
@@ -321,8 +486,14 @@ def assemble_bev_data(trips: Sequence[Trip], vehicle_ids: ArrayLike,
     raise ValueError(f"vehicle_class values must be in {VEHICLE_CLASSES}, got {bad}")
   if int(min_windows) != min_windows or min_windows < 1:
     raise ValueError(f"min_windows must be a positive integer, got {min_windows!r}")
+  alpha_d = check_regime_options(regime_skew, num_regimes)
+  if alpha_d is not None and "speed_mps" not in tuple(feature_names):
+    raise ValueError(f"data.bev.regime_skew={regime_skew!r}: the regime partition bins "
+                     f"trips by mean speed and needs the 'speed_mps' feature, "
+                     f"feature_names are {tuple(feature_names)}")
+  speed_col = list(feature_names).index("speed_mps") if alpha_d is not None else 0
   f = len(feature_names)
-  xs, ys, tclient = [], [], []
+  xs, ys, tclient, tspeed = [], [], [], []
   for tr in trips:
     if tr.signals.shape[1] != f:
       raise ValueError(f"trip signals have {tr.signals.shape[1]} features, "
@@ -332,6 +503,8 @@ def assemble_bev_data(trips: Sequence[Trip], vehicle_ids: ArrayLike,
       xs.append(x)
       ys.append(y)
       tclient.append(int(tr.client))
+      if alpha_d is not None:
+        tspeed.append(float(np.mean(tr.signals[:, speed_col])))
   trip_client = np.asarray(tclient, np.int64)
   counts = np.bincount(trip_client, weights=[len(y) for y in ys],
                        minlength=len(vehicle_ids)) if len(ys) else np.zeros(
@@ -345,6 +518,26 @@ def assemble_bev_data(trips: Sequence[Trip], vehicle_ids: ArrayLike,
   hold_new = sorted(int(remap[h]) for h in holdout_clients if remap[h] >= 0)
   kept_trips = [i for i, c in enumerate(trip_client) if remap[c] >= 0]
   new_client = remap[trip_client[kept_trips]] if kept_trips else np.zeros(0, np.int64)
+  meta = dict(meta or {})
+  if alpha_d is not None:
+    if hold_new:
+      raise ValueError(f"data.bev.regime_skew={regime_skew!r} with held-out vehicles "
+                       f"{hold_new}: a regime partition deals every vehicle's trips to "
+                       f"clients, so data.bev.holdout_vehicles must be empty")
+    kept_class = vehicle_class[keep]
+    regime = trip_regimes(np.asarray(tspeed)[kept_trips], kept_class[new_client],
+                          num_regimes)
+    vehicle_of_trip = new_client
+    new_client, pi = regime_partition(regime, kept_class[new_client], kept_class,
+                                      num_regimes, alpha_d, seed)
+    n_all = len(ys)
+    per_trip = {name: np.full(n_all, -1, np.int64) for name in
+                ("trip_regime", "trip_vehicle", "trip_client")}
+    per_trip["trip_regime"][kept_trips] = regime
+    per_trip["trip_vehicle"][kept_trips] = vehicle_of_trip
+    per_trip["trip_client"][kept_trips] = new_client
+    meta.update(regime_skew=alpha_d, num_regimes=int(num_regimes), regime_mixture=pi,
+                **per_trip)
   codes = split_trips(new_client, seed, fractions, hold_new)
   parts = {}
   for code, name in enumerate(SPLITS):
@@ -376,7 +569,7 @@ def assemble_bev_data(trips: Sequence[Trip], vehicle_ids: ArrayLike,
       vehicle_ids=vehicle_ids[keep], vehicle_class=vehicle_class[keep],
       x_norm_stats=x_stats, y_norm_stats=y_stats, trip_train=parts["train"][3],
       trip_val=parts["val"][3], trip_test=parts["test"][3], holdout=holdout,
-      dt_s=dt, window=int(window), meta=dict(meta or {}))
+      dt_s=dt, window=int(window), meta=meta)
 
 
 def resolve_holdout(holdout_vehicles: Optional[Iterable[Any]],

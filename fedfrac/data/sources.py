@@ -277,16 +277,21 @@ def load_bev(data_cfg: ConfigDict, seed: int) -> BEVData:
   with stride ``data_cfg.bev.stride``, a trip-level train/val/test split with
   ``data_cfg.bev.fractions`` seeded by ``seed``, and the vehicles in
   ``data_cfg.bev.holdout_vehicles`` held out (all their windows in test).
+  ``data_cfg.bev.regime_skew`` > 0 replaces the per-vehicle clients by the
+  regime-based partition with α_D = regime_skew over ``data_cfg.bev.num_regimes``
+  regimes (:mod:`fedfrac.data.bev`), seeded by ``seed``.
   """
   b = data_cfg.bev
   hold = _opt_tuple(b.holdout_vehicles)
+  regimes = dict(regime_skew=b.get("regime_skew", None),
+                 num_regimes=b.get("num_regimes", 4))
   if data_cfg.source == "synthetic_bev":
     from fedfrac.data.synthetic_bev import synthetic_bev as make_fleet
     return make_fleet(
         num_vehicles=data_cfg.num_clients, hours_per_vehicle=b.hours_per_vehicle,
         seed=seed, class_mix=tuple(b.class_mix), window=b.window, stride=b.stride,
         temperature_range_c=tuple(b.temperature_range_c), holdout_vehicles=hold,
-        min_windows=b.min_windows, fractions=tuple(b.fractions))
+        min_windows=b.min_windows, fractions=tuple(b.fractions), **regimes)
   if data_cfg.source == "ved_csv":
     from fedfrac.data.ved import load_ved_csv
     path = b.ved_path
@@ -307,7 +312,7 @@ def load_bev(data_cfg: ConfigDict, seed: int) -> BEVData:
         resample_dt_s=b.ved_resample_dt_s, max_gap_s=b.ved_max_gap_s,
         vehicles=vehicles, min_windows=b.min_windows, seed=seed,
         holdout_vehicles=hold, current_sign=b.ved_current_sign,
-        fractions=tuple(b.fractions))
+        fractions=tuple(b.fractions), **regimes)
     if data_cfg.num_clients and data_cfg.num_clients != data.num_clients:
       raise ValueError(
           f"data.num_clients={data_cfg.num_clients}: the VED files hold "

@@ -471,7 +471,9 @@ def synthetic_bev(num_vehicles: int = 10, hours_per_vehicle: float = 3.0,
                   stride: int = 10, temperature_range_c: tuple[float, float] = (-5.0, 30.0),
                   holdout_vehicles: Sequence[int] | None = None,
                   min_windows: int = 1,
-                  fractions: Sequence[float] = (0.7, 0.1, 0.2)) -> bev.BEVData:
+                  fractions: Sequence[float] = (0.7, 0.1, 0.2),
+                  regime_skew: float | None = None,
+                  num_regimes: int = 4) -> bev.BEVData:
   """Synthetic BEV fleet as windowed energy data (one client per vehicle).
 
   Args:
@@ -480,6 +482,9 @@ def synthetic_bev(num_vehicles: int = 10, hours_per_vehicle: float = 3.0,
     window, stride: window length ``L`` (samples at 1 Hz) and stride.
     holdout_vehicles: vehicle indices ``0..K-1`` whose windows all go to test.
     min_windows, fractions: see :func:`fedfrac.data.bev.assemble_bev_data`.
+    regime_skew, num_regimes: 0/None (default) = one client per vehicle; α_D > 0 =
+      the regime-based partition of :mod:`fedfrac.data.bev` over ``num_regimes``
+      mean-speed regimes.
   Returns:
     :class:`fedfrac.data.bev.BEVData` with ``x [N, L, 6]``, ``y [N]`` in Wh;
     ``vehicle_class`` in {'passenger', 'truck', 'bus'}; ``meta["source"] ==
@@ -501,4 +506,5 @@ def synthetic_bev(num_vehicles: int = 10, hours_per_vehicle: float = 3.0,
               hours_per_vehicle=hours_per_vehicle)
   return bev.assemble_bev_data(trips, ids, [p["vehicle_class"] for p in params],
                                bev.FEATURE_NAMES, window, stride, seed, fractions,
-                               hold, min_windows, meta=meta)
+                               hold, min_windows, meta=meta, regime_skew=regime_skew,
+                               num_regimes=num_regimes)

@@ -98,6 +98,17 @@ def validate_bev(config: ConfigDict) -> None:
         "'val' needs a validation fraction > 0 in data.bev.fractions")
   check(is_num(b.input_clip) and b.input_clip >= 0, "data.bev.input_clip",
         b.input_clip, "must be >= 0 (0 = off)")
+  skew = b.get("regime_skew", 0.0)
+  check(skew is None or (is_num(skew) and skew >= 0),
+        "data.bev.regime_skew", skew, "must be a finite number >= 0 (0 or None = one "
+        "client per vehicle; > 0 = the Dirichlet concentration α_D of the regime "
+        "partition)")
+  check(is_int(b.get("num_regimes", 4)) and b.get("num_regimes", 4) >= 2,
+        "data.bev.num_regimes", b.get("num_regimes", 4), "must be an integer >= 2")
+  if skew:
+    check(len(b.holdout_vehicles) == 0, "data.bev.holdout_vehicles",
+          b.holdout_vehicles, f"must be empty with data.bev.regime_skew={skew!r} (the "
+          "regime partition deals every vehicle's trips to clients)")
   if d.source == "ved_csv":
     check(isinstance(b.ved_path, str) and b.ved_path != "", "data.bev.ved_path",
           b.ved_path, "give the VED dynamic-data CSV file(s) or their directory")

@@ -297,7 +297,9 @@ def load_ved_csv(paths_or_dir: Union[str, os.PathLike, Iterable[Union[str, os.Pa
                  current_sign: Union[str, int] = "auto",
                  vehicle_types: Mapping[int, str] | None = None,
                  default_oat_c: float = 20.0, default_soc_pct: float = 50.0,
-                 fractions: Sequence[float] = (0.7, 0.1, 0.2)) -> bev.BEVData:
+                 fractions: Sequence[float] = (0.7, 0.1, 0.2),
+                 regime_skew: float | None = None,
+                 num_regimes: int = 4) -> bev.BEVData:
   """Load VED dynamic-data CSVs as windowed EV/PHEV energy data, one client per vehicle.
 
   Args:
@@ -315,6 +317,8 @@ def load_ved_csv(paths_or_dir: Union[str, os.PathLike, Iterable[Union[str, os.Pa
     vehicle_types: optional VehId → ``'ev'``/``'phev'`` overriding the engine test.
     default_oat_c, default_soc_pct: fill values for never-observed OAT / SoC.
     fractions: train/val/test trip fractions.
+    regime_skew, num_regimes: 0/None (default) = one client per vehicle; α_D > 0 =
+      the regime-based partition of :mod:`fedfrac.data.bev`.
   Returns:
     :class:`bev.BEVData` with ``x [N, L, 6]`` (``bev.FEATURE_NAMES``), ``y [N]`` Wh,
     vehicle index ``0..K-1`` in increasing VehId order. ``meta`` holds the files,
@@ -373,4 +377,5 @@ def load_ved_csv(paths_or_dir: Union[str, os.PathLike, Iterable[Union[str, os.Pa
               num_trips=n_trips, num_segments=len(trips))
   return bev.assemble_bev_data(
       trips, np.asarray(veh_ids, np.int64), classes, bev.FEATURE_NAMES, window,
-      stride, seed, fractions, hold, min_windows, meta=meta)
+      stride, seed, fractions, hold, min_windows, meta=meta, regime_skew=regime_skew,
+      num_regimes=num_regimes)
