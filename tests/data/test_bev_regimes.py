@@ -178,3 +178,31 @@ def test_paper_config_uses_moderate_regime_skew_and_validates():
   assert c.data.bev.regime_skew == mod.REGIME_SKEW_ALPHA == 0.3
   assert c.data.bev.num_regimes == 4
   config_lib.validate(c)
+
+
+def test_config_reaches_the_synthetic_fleet():
+  from fedfrac.data import sources
+  c = config_lib.base_config()
+  c.data.source, c.data.partition, c.task.loss = "synthetic_bev", "natural", "mse"
+  c.data.num_clients = 4
+  c.data.bev.class_mix = (1.0, 0.0, 0.0)
+  c.data.bev.hours_per_vehicle = 0.5
+  c.data.bev.stride = 60
+  c.data.bev.regime_skew = 0.3
+  c.data.bev.num_regimes = 2
+  d = sources.load_bev(c.data, 1)
+  assert d.meta["regime_skew"] == 0.3 and d.meta["regime_mixture"].shape == (4, 2)
+  assert np.all(np.bincount(d.client_train, minlength=4) > 0)
+  trip_owner(d)
+  c.data.bev.regime_skew = 0.0
+  assert "regime_skew" not in sources.load_bev(c.data, 1).meta
+
+
+def test_counts_follow_the_mixture_quotas():
+  reg = np.repeat(np.arange(4), [30, 17, 9, 44])
+  tc, pi = bev.regime_partition(reg, ["p"] * reg.size, ["p"] * 5, 4, 5.0, seed=2)
+  counts = np.zeros((5, 4))
+  np.add.at(counts, (tc, reg), 1)
+  quota = pi / pi.sum(0) * np.bincount(reg)   # n_r · π_k[r] / Σ_j π_j[r]
+  assert np.all(np.abs(counts - quota) < 1)
+  np.testing.assert_array_equal(counts.sum(0), np.bincount(reg))
