@@ -40,8 +40,8 @@ but gives no rule for either; this module's rule:
    which set the energy per window); ambient temperature is mostly a property of
    the vehicle's climate (binning on it would rebuild the per-vehicle partition)
    and mean road grade averages out over a trip. Bands are per class because a
-   bus's fastest trips are slower than a car's slowest: fleet-wide bands would
-   put a class into one or two regimes.
+   bus route's mean speed sits well below a car's: fleet-wide bands would put
+   most of a class into one or two regimes.
 2. Mixtures (:func:`regime_partition`). Every client ``k`` draws
    ``π_k ~ Dirichlet(α_D · 1_R)``, ``π [K, R]``, from a NumPy Generator seeded
    from the data seed (a child of ``SeedSequence(seed)``, independent of the
