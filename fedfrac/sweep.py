@@ -580,6 +580,13 @@ def command_line(argv):
   return "fedfrac-sweep " + " ".join(a if " " not in a else repr(a) for a in argv)
 
 
+def _shown_path(path: str) -> str:
+  """``path`` relative to the working directory when it lies below it (so a
+  committed table does not quote one machine's absolute paths)."""
+  rel = os.path.relpath(os.path.abspath(path))
+  return path if rel.startswith(os.pardir) else rel
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(prog="fedfrac-sweep", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -630,7 +637,7 @@ def main(argv=None):
         flush=True)
   notes = [f"Config: {base.name}; seeds {tuple(seeds)}; {base.rounds} rounds. "
            f"Mean ± sample std over seeds of each metric's final-round value. "
-           f"Points are kept in `{outcome.directory}`.", ""]
+           f"Points are kept in `{_shown_path(outcome.directory)}`.", ""]
   title = args.title or header(base, getattr(args, "sets", None) or ())
   if args.out:
     text = write_tables(args.out, outcome.points, [k for k, _ in axes], metric_names,

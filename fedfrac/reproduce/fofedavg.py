@@ -27,9 +27,6 @@ from fedfrac.reproduce import common
 from fedfrac.runner import plots
 
 CONFIG = "configs/fofedavg/digits.py"
-# Tables whose committed results file is not produced yet (its command is
-# ``fedfrac-reproduce fofedavg --tables=methods``; REPRODUCTION.md gives the cost).
-PENDING = ("methods",)
 # Tables whose sweep uses another config than CONFIG.
 CONFIGS = {"methods": "configs/fofedavg/digits_methods.py"}
 
@@ -119,9 +116,10 @@ SYMBOLS = {"alpha": "α", "delta": "δ", "lam": "λ", "tau_i": "τ_I"}
 
 
 def grid_option(name):
-  """The option table ``name`` sweeps (its ``--grid=<option>=...`` flag)."""
-  grid = next(f for f in SWEEPS[name][1] if f.startswith("--grid="))
-  return grid[len("--grid="):].split("=", 1)[0]
+  """The option table ``name`` sweeps (its ``--grid=<option>=...`` flag), or None
+  for a table without a grid (e.g. ``methods``: one point per method)."""
+  grid = next((f for f in SWEEPS[name][1] if f.startswith("--grid=")), None)
+  return None if grid is None else grid[len("--grid="):].split("=", 1)[0]
 
 
 def figure(points, name, path, metric="accuracy"):
@@ -162,7 +160,9 @@ def main(argv=None):
     if name not in SWEEPS:
       p.error(f"--tables: unknown table {name!r}; allowed: {', '.join(SWEEPS)}")
     points = sweep.main(sweep_flags(name, args.out_dir))
-    if args.out_dir:
+    # The sweep draws its own accuracy-per-round figure; tables with a grid also
+    # get final accuracy against the swept option.
+    if args.out_dir and grid_option(name) is not None:
       path = common.figure_path(os.path.join(args.out_dir, SWEEPS[name][0]),
                                 grid_option(name))
       figure(points, name, path)
