@@ -184,3 +184,15 @@ def test_accounting_bad_arguments():
     dp.dp_epsilon(1.0, 0.1, 10, 0.0)
   with pytest.raises(ValueError, match="steps"):
     dp.dp_epsilon(1.0, 0.1, -1, 1e-5)
+
+
+def test_rdp_accountant_keeps_dp_accountings_convergence_warnings_quiet(caplog):
+  # σ = 0.5: dp_accounting leaves a few fractional orders out and logs a warning
+  # per order; the accountant holds them back and restores the logger's level.
+  import logging
+  before = logging.getLogger("absl").level
+  with caplog.at_level(logging.WARNING):
+    eps = dp.PrivacyAccountant(0.5, 0.262295, 1e-5).step(30).epsilon
+  assert math.isfinite(eps) and eps > 0
+  assert not [r for r in caplog.records if "failed to converge" in r.getMessage()]
+  assert logging.getLogger("absl").level == before
