@@ -64,3 +64,24 @@ def simulation(fed, algorithm_builder, client_cfg=None, rounds=3, participation=
   cfg = sim_lib.EngineConfig(rounds=rounds, participation=participation,
                                 client_parallelism=parallelism, **engine_kwargs)
   return sim_lib.Simulation(algorithm, fed, model, task, training, cfg)
+
+
+def run_on_two_cpu_devices(script: str) -> dict:
+  """Run ``script`` in a fresh Python with the CPU split into 2 XLA devices and
+  return the JSON it prints on its last ``RESULT `` line (the device count is
+  fixed when JAX starts, hence the subprocess)."""
+  import json
+  import os
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = dict(os.environ)
+  env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                      " --xla_force_host_platform_device_count=2").strip()
+  env["JAX_PLATFORMS"] = "cpu"
+  env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+  proc = subprocess.run([sys.executable, "-c", script], cwd=root, env=env,
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
+  return json.loads(line[len("RESULT "):])

@@ -6,15 +6,13 @@ D). The 2-device runs happen in a subprocess started with
 start-up)."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from fedfrac.config import ConfigError
+from tests import helpers
 from fedfrac.sim import client_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -113,16 +111,7 @@ print("RESULT " + json.dumps(out))
 
 
 def test_sharded_client_state_equals_replicated_on_two_devices():
-  env = dict(os.environ)
-  env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                      " --xla_force_host_platform_device_count=2").strip()
-  env["JAX_PLATFORMS"] = "cpu"
-  env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-  proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
-  result = json.loads(line[len("RESULT "):])
+  result = helpers.run_on_two_cpu_devices(SCRIPT)
   for name, r in result.items():
     assert r["metric_keys_equal"] and r["same_ids"] and r["host_shapes_equal"], (name, r)
     # Same per-client programs; only cross-device sums (the gathered cohort's

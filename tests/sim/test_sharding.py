@@ -3,10 +3,11 @@ single-device run. JAX fixes its device count at start-up, so the sharded runs
 happen in a subprocess started with ``--xla_force_host_platform_device_count=2``."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
+
+from tests import helpers
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -61,16 +62,7 @@ print("RESULT " + json.dumps(out))
 
 
 def test_sharded_cohort_equals_single_device():
-  env = dict(os.environ)
-  env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                      " --xla_force_host_platform_device_count=2").strip()
-  env["JAX_PLATFORMS"] = "cpu"
-  env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-  proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
-  result = json.loads(line[len("RESULT "):])
+  result = helpers.run_on_two_cpu_devices(SCRIPT)
   for parallelism, r in result.items():
     assert r["same_ids"] and r["same_steps"], (parallelism, r)
     assert r["param_scale"] > 0.01
