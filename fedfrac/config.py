@@ -49,6 +49,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.progress = True
   c.on_divergence = "stop"       # "stop": mark the run diverged; "error": raise
   c.only = ""                    # comma-separated method labels to run (empty = all)
+  c.workers = 1                  # processes for the (method, seed) runs; 0 = one per
+                                 # CPU core / local device (same results, faster compiles)
 
   c.data = ml_collections.ConfigDict()
   c.data.source = "sklearn_digits"

@@ -215,25 +215,105 @@ def _run_batch(batch: Batch, store: PointStore) -> Iterable[str]:
       yield pid
 
 
-def _worker_main(store_args, tasks, results):
-  """A worker process: pin to its CPU core, run batches until a ``None``."""
+def _pin_to_core():
   core = os.environ.get("FEDFRAC_CPU_CORE")
   if core is not None and hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, {int(core)})
-  store = PointStore.__new__(PointStore)
-  store.__dict__.update(store_args)
+
+
+def _queue_worker(target, tasks, results):
+  """A worker process: pin to its CPU core (if given one), then run
+  ``target(item, emit)`` on items until a ``None``; ``emit(payload)`` sends a
+  message to the parent."""
+  _pin_to_core()
+  function = resolve(target)
   while True:
-    item = tasks.get()
-    if item is None:
+    task = tasks.get()
+    if task is None:
       return
-    index, batch = item
+    index, item = task
     try:
-      for pid in _run_batch(batch, store):
-        results.put(("point", index, pid))
+      function(item, lambda payload, i=index: results.put(("message", i, payload)))
       results.put(("done", index, None))
-    except BaseException:   # reported to the parent, which stops the sweep
+    except BaseException:   # reported to the parent, which stops the queue
       results.put(("error", index, traceback.format_exc()))
       return
+
+
+def work_queue(items: list, target: str, workers: int,
+               on_message: Callable[[int, Any], None], order: Optional[list] = None,
+               name: str = "fedfrac-worker", pin: bool = True) -> int:
+  """Run ``resolve(target)(item, emit)`` for every item in ``workers`` spawned
+  processes, one per local device (:func:`local_workers`; more workers than
+  devices share them), items taken from one queue in ``order``. ``pin=False``
+  leaves CPU workers unpinned (the OS spreads them over the cores, which is
+  kinder to a machine other jobs share).
+
+  ``emit(payload)`` in a worker calls ``on_message(item index, payload)`` in
+  this process (payloads must be picklable). Returns the number of workers.
+  Raises RuntimeError when an item fails (its traceback in the message) or
+  every worker died; the other workers are then stopped. Their own side
+  effects (files written) are kept.
+  """
+  import multiprocessing as mp
+  order = list(range(len(items))) if order is None else list(order)
+  envs = local_workers()
+  n = max(1, min(int(workers), len(items)))
+  ctx = mp.get_context("spawn")
+  tasks, results = ctx.Queue(), ctx.Queue()
+  for i in order:
+    tasks.put((i, items[i]))
+  procs = []
+  for w in range(n):
+    tasks.put(None)
+    kind, env = envs[w % len(envs)]
+    if w >= len(envs) or not pin:   # more workers than devices: share them
+      env = {k: v for k, v in env.items() if k != "FEDFRAC_CPU_CORE"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)    # a spawned child starts with this environment
+    try:
+      p = ctx.Process(target=_queue_worker, args=(target, tasks, results), daemon=True,
+                      name=f"{name}-{kind}{w}")
+      p.start()
+    finally:
+      for k, v in saved.items():
+        if v is None:
+          os.environ.pop(k, None)
+        else:
+          os.environ[k] = v
+    procs.append(p)
+  remaining = set(order)
+  try:
+    while remaining:
+      try:
+        kind, index, payload = results.get(timeout=5.0)
+      except queue.Empty:
+        if not any(p.is_alive() for p in procs):
+          raise RuntimeError(f"every worker exited with {len(remaining)} tasks left "
+                             "(killed, or out of memory?)") from None
+        continue
+      if kind == "message":
+        on_message(index, payload)
+      elif kind == "done":
+        remaining.discard(index)
+      else:
+        raise RuntimeError(f"task {index} failed in a worker:\n{payload}")
+  finally:
+    for p in procs:
+      if remaining:       # a failure or an interrupt: stop the others
+        p.terminate()
+      p.join()            # reaped, so their CPU time counts in RUSAGE_CHILDREN
+  return n
+
+
+def _batch_task(item, emit):
+  """:func:`work_queue` target of :func:`execute`: run one batch, write its
+  points, emit each point id."""
+  store_args, batch = item
+  store = PointStore.__new__(PointStore)
+  store.__dict__.update(store_args)
+  for pid in _run_batch(batch, store):
+    emit(pid)
 
 
 def execute(batches: list, store: PointStore, workers: Optional[int] = None,
@@ -261,49 +341,10 @@ def execute(batches: list, store: PointStore, workers: Optional[int] = None,
       for pid in _run_batch(batches[i], store):
         on_point(pid)
     return {"workers": 1, "wall_s": time.perf_counter() - t0}
-  import multiprocessing as mp
-  ctx = mp.get_context("spawn")
-  tasks, results = ctx.Queue(), ctx.Queue()
-  for i in order:
-    tasks.put((i, batches[i]))
-  procs = []
-  for w in range(n):
-    tasks.put(None)
-    kind, env = envs[w % len(envs)]
-    if workers is not None and w >= len(envs):   # more workers than devices: share
-      env = {k: v for k, v in env.items() if k != "FEDFRAC_CPU_CORE"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)    # a spawned child starts with this environment
-    try:
-      p = ctx.Process(target=_worker_main, args=(dict(store.__dict__), tasks, results),
-                      daemon=True, name=f"fedfrac-sweep-{kind}{w}")
-      p.start()
-    finally:
-      for k, v in saved.items():
-        if v is None:
-          os.environ.pop(k, None)
-        else:
-          os.environ[k] = v
-    procs.append(p)
-  remaining = set(range(len(batches)))
+  items = [(dict(store.__dict__), b) for b in batches]
   try:
-    while remaining:
-      try:
-        kind, index, payload = results.get(timeout=5.0)
-      except queue.Empty:
-        if not any(p.is_alive() for p in procs):
-          raise RuntimeError(f"every sweep worker exited with {len(remaining)} batches "
-                             "left (killed, or out of memory?)") from None
-        continue
-      if kind == "point":
-        on_point(payload)
-      elif kind == "done":
-        remaining.discard(index)
-      else:
-        raise RuntimeError(f"sweep batch {index} failed in a worker:\n{payload}")
-  finally:
-    for p in procs:
-      if remaining:       # a failure or an interrupt: stop the others
-        p.terminate()
-      p.join()            # reaped, so their CPU time counts in RUSAGE_CHILDREN
+    n = work_queue(items, "fedfrac.runner.points:_batch_task", n,
+                   lambda index, pid: on_point(pid), order=order, name="fedfrac-sweep")
+  except RuntimeError as e:
+    raise RuntimeError(str(e).replace("task ", "sweep batch ", 1)) from None
   return {"workers": n, "wall_s": time.perf_counter() - t0}

@@ -39,6 +39,13 @@ def validate_run(config) -> None:
         "target_accuracy", config.target_accuracy, "must be in [0, 1]")
   check(config.on_divergence in ("stop", "error"), "on_divergence",
         config.on_divergence, "allowed values are 'stop', 'error'")
+  workers = config.get("workers", 1)
+  check(is_int(workers) and workers >= 0, "workers", workers,
+        "must be an integer >= 0 (0 = one process per CPU core or local device)")
+  if is_int(workers) and workers != 1:
+    check(not config.engine.get("cpu_devices", 0), "workers", workers,
+          "runs each (method, seed) in a process of its own on one device; "
+          "engine.cpu_devices needs workers=1")
   log = config.get("log", None)
   if log is not None:
     check(isinstance(log.get("tensorboard", False), bool), "log.tensorboard",

@@ -5,7 +5,8 @@ it: every resolved setting that changes results, split into the settings shared
 by all methods and one entry per method label (its algorithm, options with
 defaults filled in). Settings that only shape the output — ``name``,
 ``progress``, ``eval_every``, ``checkpoint_every``, targets, ``log``, ``only``,
-``seeds``, ``on_divergence``, ``engine.cpu_devices`` — are not part of it, nor
+``seeds``, ``on_divergence``, ``engine.cpu_devices``, ``workers`` — are not
+part of it, nor
 is ``rounds``: finished runs may be extended (resuming from their last
 checkpoint), and each run's rows say how far it went.
 
@@ -30,7 +31,7 @@ from fedfrac.runner.records import RunRecord
 FINGERPRINT_FILE = "experiment.json"
 OUTPUT_KEYS = ("name", "progress", "eval_every", "checkpoint_every", "target_accuracy",
                "target_rmse", "log", "only", "seeds", "on_divergence", "rounds",
-               "methods", "engine.cpu_devices")
+               "methods", "engine.cpu_devices", "workers")
 # Everything a run writes into its workdir (what ``overwrite`` removes).
 WORKDIR_ITEMS = (FINGERPRINT_FILE, "config.json", "metrics.csv", "metrics.jsonl",
                  "rounds.csv", "summary.json", "summary.md", "accuracy.png",
