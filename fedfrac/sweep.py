@@ -638,7 +638,9 @@ def main(argv=None):
   notes = [f"Config: {base.name}; seeds {tuple(seeds)}; {base.rounds} rounds. "
            f"Mean ± sample std over seeds of each metric's final-round value. "
            f"Points are kept in `{_shown_path(outcome.directory)}`.", ""]
-  title = args.title or header(base, getattr(args, "sets", None) or ())
+  shown = base.copy_and_resolve_references()   # the title states the seeds run
+  shown.seeds = tuple(seeds)
+  title = args.title or header(shown, getattr(args, "sets", None) or ())
   if args.out:
     text = write_tables(args.out, outcome.points, [k for k, _ in axes], metric_names,
                         title, command_line(argv), notes)

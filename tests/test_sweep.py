@@ -52,6 +52,7 @@ def test_axes_times_grid_table(sweep, tmp_path):
   # The header comes from the resolved config (the --set overrides), not its name.
   assert text.startswith("# Sweep: digits, Dirichlet α=0.5, 4 clients, ")
   assert "1 rounds" in text.splitlines()[0] and "set rounds=1" in text.splitlines()[0]
+  assert "2 seeds" in text.splitlines()[0]   # --seeds, not the config file's one seed
   assert text.count("| fedavg[server_lr=") == 4 and " ± " in text
   for suffix in (".json", ".csv", ".png"):
     assert (tmp_path / f"table{suffix}").exists()
