@@ -9,19 +9,24 @@ every method of a study gets the same learning-rate grid and the same budget
 1. ``data.validation_fraction`` carves each client's validation rows out of its
    train rows with the data seed (``fedfrac.data.federated.carve_validation``);
    the test set is not touched.
-2. For every rate of the grid, every method runs all seeds with
-   ``data.eval_split="val"`` (``ff.run_many``: the seeds of one method and rate
-   are one vmapped program) and scores the mean over seeds of its final
-   validation accuracy; the best rate wins (ties: the smaller rate).
-3. The chosen rate and the paper setting (the config's own rate) are each run
-   once more with ``data.eval_split="test"``: same seeds, same train rows, the
-   test accuracy is what the table reports.
+2. Every seed × every rate of the grid (and the paper rate) of one method is ONE
+   vmapped program: the client learning rate η0 is a traced override
+   (``fedfrac.runner.factories.CLIENT_LR``), so a method compiles once. The
+   validation and the test split hold the same train rows, so each run trains
+   once and its final model is evaluated on both.
+3. A method's rate is the one with the best mean over seeds of its final
+   VALIDATION score (ties: the smaller rate). The table reports the TEST score
+   of that rate and of the paper setting (the config's own rate).
+
+The score is the study's paper metric: global test-set accuracy (fractional),
+accuracy averaged over clients on their own splits (Kuramoto §5.1, FIRMA
+Table 11).
 
   fedfrac-reproduce tuned --study=fractional          # digits, writes results/
   fedfrac-reproduce tuned --study=kuramoto --rounds=2 --out=/tmp/k.md   # quick look
 
-The real-data variants (``--study=fractional_mnist`` etc.) take the same flags
-plus ``--data_dir``; they are meant for an accelerator (see REPRODUCTION.md).
+``--data_dir`` (with ``--format``) runs a study on local files
+(``data.source="files"``); that is meant for an accelerator (see REPRODUCTION.md).
 """
 from __future__ import annotations
 
@@ -30,11 +35,18 @@ import json
 import os
 import sys
 import time
+import warnings
+from typing import Callable, NamedTuple, Optional
 
+import jax
 import numpy as np
 
-import fedfrac as ff
+from fedfrac import config as config_lib
+from fedfrac import data as data_lib
 from fedfrac.reproduce import common
+from fedfrac.runner import factories
+from fedfrac.runner.log import RunLog
+from fedfrac.sim.batched import BatchedSimulation
 
 VALIDATION_FRACTION = 0.2
 
@@ -70,35 +82,52 @@ def _firma(c):
   return c
 
 
-# Study -> (config, config argument, method edit, lr grid, paper-setting text,
-#           stand-in note). Every method of a study gets the same grid.
+class Study(NamedTuple):
+  """One study: its config (file and argument), the edit of its methods, the
+  learning-rate grid every method runs, the score, and two lines of text."""
+  path: str
+  arg: Optional[str]
+  edit: Callable
+  lrs: tuple
+  metric: str
+  paper_text: str
+  data_text: str
+
+
+# Log grids (steps of ×√10, rounded) spanning two decades or more around each paper
+# rate, the same for every method of a study (Kuramoto: three decades, since
+# FedAvg's best rate on 0.001 … 0.1 was the top one).
 STUDIES = {
-    "fractional": ("fofedavg/digits.py", None, _fractional, (0.03, 0.1, 0.3),
-                   "client lr 0.1 with μ_t = 0.1/sqrt(t+1) for every method "
-                   "(configs/fofedavg/digits.py)",
-                   "digits (offline stand-in for MNIST), Dirichlet 0.3, 10 clients, "
-                   "30 rounds"),
-    "kuramoto": ("kuramoto/digits.py", "s=3", _kuramoto, (0.003, 0.01, 0.03),
-                 "SGD momentum 0.9, lr 0.01 cosine (the paper's Section 5.1)",
-                 "digits (offline stand-in for MNIST), 3 label shards per client, "
-                 "K = 10"),
-    "firma": ("firma/digits.py", "paper,dir0.5", _firma, (0.003, 0.01, 0.03),
-              "FIRMA Table 4: FedAvg/FedRep SGD momentum 0.9 lr 0.01, FibFL++ Adam "
-              "lr 0.01",
-              "MNIST-1797 (the paper's digits), Dir 0.5, N = 5, R = 10"),
+    "fractional": Study(
+        "fofedavg/digits.py", None, _fractional, (0.03, 0.1, 0.3, 1.0, 3.0), "accuracy",
+        "client lr 0.1 with μ_t = 0.1/sqrt(t+1) for every method "
+        "(configs/fofedavg/digits.py)",
+        "digits (offline stand-in for MNIST), Dirichlet 0.3, 10 clients, 30 rounds"),
+    "kuramoto": Study(
+        "kuramoto/digits.py", "s=3", _kuramoto, (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
+        "client_accuracy_mean",
+        "SGD momentum 0.9, lr 0.01 cosine (the paper's Section 5.1); Kuramoto-FedAvg "
+        "κ0 = 0.1, β = 0.01",
+        "digits (offline stand-in for MNIST), 3 label shards per client, K = 10, "
+        "100 rounds"),
+    "firma": Study(
+        "firma/digits.py", "paper,dir0.5", _firma, (0.003, 0.01, 0.03, 0.1, 0.3),
+        "client_accuracy_mean",
+        "FIRMA Table 4: FedAvg/FedRep SGD momentum 0.9 lr 0.01, FibFL++ Adam lr 0.01",
+        "MNIST-1797 (the paper's digits), Dir 0.5, N = 5, R = 10"),
 }
-# Real-data variants: the same studies on local files (data.source="files").
-REAL = {"fractional_mnist": ("fractional", "configs/fofedavg/mnist_cnn.py"),
-        "kuramoto_fmnist": ("kuramoto", None), "firma_fmnist": ("firma", None)}
+METRIC_TEXT = {"accuracy": "accuracy on the whole evaluated split",
+               "client_accuracy_mean": "accuracy averaged over clients, each on its own "
+                                       "split (the paper's metric)"}
 
 
 def study_config(study, rounds=None, data_dir=None, file_format=None):
   """The config of ``study`` (methods edited, ``rounds`` overridden when given;
   ``data_dir`` switches the data to ``data.source="files"``)."""
-  path, arg, edit, *_ = STUDIES[study]
-  module = common.config_module(path)
-  cfg = module.get_config(arg) if arg is not None else module.get_config()
-  cfg = edit(cfg)
+  st = STUDIES[study]
+  module = common.config_module(st.path)
+  cfg = module.get_config(st.arg) if st.arg is not None else module.get_config()
+  cfg = st.edit(cfg)
   if rounds:
     cfg.rounds = int(rounds)
   if data_dir:
@@ -137,53 +166,144 @@ def with_lr(cfg, label, lr, eval_split):
   return c
 
 
-def final_accuracies(results, label):
-  """Final-round accuracy of every seed of ``label`` (NaN for a diverged run)."""
+def final_accuracies(results, label, metric="accuracy"):
+  """Final-round ``metric`` of every seed of ``label`` in ``ff.run_many`` results
+  (NaN for a diverged run)."""
   out = []
   for rec in sorted(results.records, key=lambda r: r.seed):
     if rec.method != label:
       continue
-    _, acc = rec.curve("accuracy")
+    _, acc = rec.curve(metric)
     out.append(float(acc[-1]) if rec.status == "ok" and acc.size else np.nan)
   return out
 
 
-def run_study(study, seeds=(0, 1, 2), rounds=None, lrs=None, methods=None,
-              data_dir=None, file_format=None, log=print, on_method=None):
-  """Tune and evaluate every method of ``study``; returns a JSON-able dict:
-  ``{"methods": {label: {"paper_lr", "val": {lr: [acc per seed]}, "chosen_lr",
-  "paper_test": [...], "tuned_test": [...]}}, ...}``. ``on_method(out)`` is
-  called after each method (to save partial results). When the chosen rate is
-  the paper's, its test run is shared."""
-  cfg = study_config(study, rounds, data_dir, file_format)
-  lrs = tuple(lrs or STUDIES[study][3])
-  labels = [m for m in cfg.methods.keys() if not methods or m in methods]
-  out = {"study": study, "seeds": list(seeds), "lrs": list(lrs), "rounds": cfg.rounds,
+def _dataset(cfg, seed, cache):
+  """The federated data of ``cfg`` for run ``seed`` (memoised in ``cache`` by data
+  config and data seed, as ``ff.run_many`` does)."""
+  data_seed = seed if cfg.data.seed < 0 else cfg.data.seed
+  key = (cfg.data.to_json_best_effort(sort_keys=True), data_seed)
+  if key not in cache:
+    cache[key] = data_lib.build(cfg.data, data_seed)
+  return cache[key]
+
+
+def _run(tree, i):
+  """Run ``i`` of a batched tree (0-d leaves, e.g. the shared round, are kept)."""
+  return jax.tree.map(lambda x: x[i] if np.ndim(x) else x, tree)
+
+
+def tune_method(cfg, label, lrs, seeds, metric="accuracy", data_cache=None):
+  """Method ``label`` of ``cfg`` at every client learning rate of ``lrs`` for every
+  seed, as ONE compiled program, each final model scored on validation and test.
+
+  The R = len(seeds) · len(lrs) runs are vmapped (:class:`BatchedSimulation`) with
+  η0 as a traced per-run scalar (override ``"client.lr"``, whose schedule is the
+  method's own: :func:`fedfrac.runner.factories.with_client_lr`). All rounds run
+  in one chunk (``eval_every = rounds``); a run whose training metrics or final
+  evaluation are not finite counts as diverged (NaN), by the rule of
+  ``ff.run_many`` (:class:`fedfrac.runner.log.RunLog`). Same numbers, to float
+  rounding, as one ``ff.run_many`` per rate and split (``with_lr``).
+
+  Returns:
+    ``{"val": [[score per seed] per rate], "test": [...], "compile_s", "run_s"}``.
+  """
+  cache = {} if data_cache is None else data_cache
+  seeds, lrs = list(seeds), [float(lr) for lr in lrs]
+  cfgs = {split: with_lr(cfg, label, lrs[0], split) for split in ("val", "test")}
+  config_lib.validate(cfgs["test"])
+  feds = {split: [_dataset(c, seed, cache) for seed in seeds] for split, c in cfgs.items()}
+  factories.check_methods(cfgs["val"], feds["val"][0])
+  sizes = np.concatenate([f.client_size for f in feds["val"]])
+  sim = factories.build_simulation(cfgs["val"], label, feds["val"][0],
+                                   all_client_sizes=sizes, traced_options=True)
+  runs = [(i, seed, lr) for i, seed in enumerate(seeds) for lr in lrs]
+  hps = [{factories.CLIENT_LR: lr} for _, _, lr in runs]
+  batch = {split: BatchedSimulation(sim, [feds[split][i] for i, _, _ in runs], hps)
+           for split in ("val", "test")}
+  states = batch["val"].init([seed for _, seed, _ in runs])
+  payload_bytes, message_bytes = sim.communication_bytes(_run(states, 0))
+  t0 = time.perf_counter()
+  batch["val"].compile(cfg.rounds, states)
+  for b in batch.values():
+    b.compile_eval(states)
+  t1 = time.perf_counter()
+  states, round_metrics = batch["val"].run_chunk(states, cfg.rounds)
+  evaluation = {split: b.evaluate(states) for split, b in batch.items()}
+  round_metrics, evaluation = jax.device_get((round_metrics, evaluation))
+  run_s = time.perf_counter() - t1
+  method = cfg.methods[label]
+  out = {"compile_s": t1 - t0, "run_s": run_s}
+  for split in ("val", "test"):
+    scores = np.full((len(seeds), len(lrs)), np.nan)
+    for j, (i, seed, lr) in enumerate(runs):
+      log = RunLog(f"{label}[{factories.CLIENT_LR}={lr}]", method.name, seed,
+                   sim.algorithm.comm, payload_bytes, message_bytes, "stop",
+                   host_metrics=sim.algorithm_fn(hps[j]).host_metrics)
+      with warnings.catch_warnings():
+        if split == "test":   # the validation log has already warned
+          warnings.simplefilter("ignore")
+        row = log.add_chunk(0, _run(round_metrics, j), _run(evaluation[split], j),
+                            run_s / len(runs))
+      if log.status == "ok" and row is not None and metric in row:
+        scores[i, j % len(lrs)] = row[metric]
+    out[split] = [[float(v) for v in scores[:, k]] for k in range(len(lrs))]
+  return out
+
+
+def choose_lr(val):
+  """The rate of ``val`` = ``{repr(lr): [validation score per seed]}`` with the
+  fewest diverged seeds (NaN), then the best mean score over the seeds that
+  finished, then the smaller rate: a rate where some seed diverged does not win
+  on its survivors alone."""
+  def key(item):
+    lr, v = float(item[0]), np.asarray(item[1], np.float64)
+    ok = np.isfinite(v)
+    return (-int((~ok).sum()), float(v[ok].mean()) if ok.any() else -np.inf, -lr)
+  return float(max(val.items(), key=key)[0])
+
+
+def grid_edge(lrs, lr):
+  """``"top"`` / ``"bottom"`` when ``lr`` is the largest / smallest rate of the
+  grid ``lrs`` (its best rate may lie outside the grid), else ``None``."""
+  lrs = [float(x) for x in lrs]
+  if np.isclose(lr, max(lrs)):
+    return "top"
+  if np.isclose(lr, min(lrs)):
+    return "bottom"
+  return None
+
+
+def tune(cfg, lrs, seeds=(0, 1, 2), labels=None, metric="accuracy", log=print,
+         on_method=None):
+  """Tune and evaluate the methods ``labels`` (default all) of ``cfg`` on the grid
+  ``lrs``; returns a JSON-able dict ``{"methods": {label: {"paper_lr", "val":
+  {lr: [score per seed]}, "chosen_lr", "paper_test": [...], "tuned_test": [...],
+  "compile_s", "run_s"}}, ...}``. The paper rate runs in the same program even
+  when it is not on the grid (it is then not a candidate). ``on_method(out)`` is
+  called after each method (to save partial results)."""
+  lrs = tuple(float(x) for x in lrs)
+  labels = [m for m in cfg.methods.keys() if not labels or m in labels]
+  out = {"seeds": list(seeds), "lrs": list(lrs), "rounds": cfg.rounds, "metric": metric,
          "validation_fraction": VALIDATION_FRACTION, "methods": {}}
-  cache = {}
+  cache: dict = {}
   t0 = time.perf_counter()
   for label in labels:
-    entry = {"name": cfg.methods[label].name, "paper_lr": method_lr(cfg, label),
-             "val": {}}
+    paper = method_lr(cfg, label)
+    grid = list(lrs) + ([] if np.any(np.isclose(paper, lrs)) else [paper])
+    r = tune_method(cfg, label, grid, seeds, metric, cache)
+    entry = {"name": cfg.methods[label].name, "paper_lr": paper,
+             "val": {repr(lr): r["val"][k] for k, lr in enumerate(lrs)},
+             "compile_s": r["compile_s"], "run_s": r["run_s"]}
     for lr in lrs:
-      res = ff.run_many(with_lr(cfg, label, lr, "val"), seeds=seeds, data_cache=cache)
-      entry["val"][repr(lr)] = final_accuracies(res, label)
-      log(f"{study} {label} lr={lr}: val {np.nanmean(entry['val'][repr(lr)]):.4f}")
-    scores = {lr: np.nanmean(entry["val"][repr(lr)]) if np.any(np.isfinite(
-        entry["val"][repr(lr)])) else -np.inf for lr in lrs}
-    chosen = max(lrs, key=lambda lr: (scores[lr], -lr))
+      log(f"{label} lr={lr}: val {_val_cell(entry['val'][repr(lr)])}")
+    chosen = choose_lr(entry["val"])
     entry["chosen_lr"] = chosen
-    res = ff.run_many(with_lr(cfg, label, entry["paper_lr"], "test"), seeds=seeds,
-                      data_cache=cache)
-    entry["paper_test"] = final_accuracies(res, label)
-    if np.isclose(chosen, entry["paper_lr"]):
-      entry["tuned_test"] = list(entry["paper_test"])
-    else:
-      res = ff.run_many(with_lr(cfg, label, chosen, "test"), seeds=seeds,
-                        data_cache=cache)
-      entry["tuned_test"] = final_accuracies(res, label)
-    log(f"{study} {label}: chosen lr {chosen}, test {np.nanmean(entry['tuned_test']):.4f}"
-        f" (paper setting {np.nanmean(entry['paper_test']):.4f})")
+    entry["paper_test"] = r["test"][int(np.argmax(np.isclose(paper, grid)))]
+    entry["tuned_test"] = r["test"][lrs.index(chosen)]
+    log(f"{label}: chosen lr {chosen}, test {_ms(entry['tuned_test'])} "
+        f"(paper setting {_ms(entry['paper_test'])}); compile "
+        f"{r['compile_s']:.1f} s, {len(grid) * len(seeds)} runs {r['run_s']:.1f} s")
     out["methods"][label] = entry
     out["wall_s"] = time.perf_counter() - t0
     if on_method:
@@ -191,23 +311,52 @@ def run_study(study, seeds=(0, 1, 2), rounds=None, lrs=None, methods=None,
   return out
 
 
+def run_study(study, seeds=(0, 1, 2), rounds=None, lrs=None, methods=None,
+              data_dir=None, file_format=None, log=print, on_method=None):
+  """:func:`tune` on the config of ``study`` with its grid (``lrs``: another) and
+  its metric; the output dict also names the study."""
+  cfg = study_config(study, rounds, data_dir, file_format)
+  st = STUDIES[study]
+
+  def named(out):
+    out["study"] = study
+    if on_method:
+      on_method(out)
+  out = tune(cfg, lrs or st.lrs, seeds, methods, st.metric,
+             log=lambda m: log(f"{study} {m}"), on_method=named)
+  out["study"] = study
+  return out
+
+
 def _ms(values):
   mean, std = common.seed_mean_std(values)
-  return "diverged" if mean is None else f"{mean:.4f} ± {std:.4f}"
+  if mean is None:
+    return "diverged"
+  bad = sum(1 for v in values if v is None or not np.isfinite(v))
+  return f"{mean:.4f} ± {std:.4f}" + (f" ({bad}/{len(values)} diverged)" if bad else "")
+
+
+def _val_cell(v):
+  v = np.asarray(v, np.float64)
+  ok = np.isfinite(v)
+  if not ok.any():
+    return "diverged"
+  return f"{v[ok].mean():.3f}" + (f" ({int((~ok).sum())} div.)" if not ok.all() else "")
 
 
 def markdown(result, command):
   """The side-by-side table of ``run_study`` output, best tuned method first, and a
-  plain verdict."""
+  plain verdict (which names every rate chosen at the edge of the grid)."""
   study = result["study"]
-  _, _, _, _, paper_text, data_text = STUDIES[study]
+  st = STUDIES[study]
+  metric = result.get("metric", "accuracy")
   rows = []
   for label, e in result["methods"].items():
     paper_mean = common.seed_mean_std(e["paper_test"])[0]
     tuned_mean = common.seed_mean_std(e["tuned_test"])[0]
     rows.append((tuned_mean if tuned_mean is not None else -1, label, e, paper_mean))
   rows.sort(key=lambda r: -r[0])
-  lines = [f"# Learning-rate-tuned comparison: {study} ({data_text})", "",
+  lines = [f"# Learning-rate-tuned comparison: {study} ({st.data_text})", "",
            f"Produced by `{result.get('command', command)}`; "
            f"{result['wall_s']:.0f} s wall" +
            (f"; rendered by `{command}`." if result.get("command", command) != command
@@ -217,29 +366,49 @@ def markdown(result, command):
            "data seed (`data.validation_fraction`); every method runs the same "
            f"learning-rate grid {result['lrs']} for {result['rounds']} rounds on seeds "
            f"{result['seeds']}; its rate is the one with the best mean final "
-           "VALIDATION accuracy (ties: the smaller rate). The table reports TEST "
-           "accuracy (mean ± std over seeds) of the paper setting and of the chosen "
-           "rate, both trained on the same train rows. Paper setting: "
-           f"{paper_text}.", "",
-           "| method | paper-setting lr | test acc, paper setting | chosen lr | "
-           "test acc, own best lr | Δ tuned − paper (pp) | val acc per lr |",
+           "VALIDATION score (a rate where a seed diverged loses to one where none "
+           "did; ties: the smaller rate). The table reports the TEST score "
+           "(mean ± std over seeds) of the paper setting and of the chosen rate, "
+           "both trained on the same train rows (one run, evaluated on both splits). "
+           f"Score: `{metric}`, {METRIC_TEXT.get(metric, metric)}. Paper setting: "
+           f"{st.paper_text}.", "",
+           "| method | paper-setting lr | test score, paper setting | chosen lr | "
+           "test score, own best lr | Δ tuned − paper (pp) | val score per lr |",
            "|---|---|---|---|---|---|---|"]
   for _, label, e, paper_mean in rows:
     tuned_mean = common.seed_mean_std(e["tuned_test"])[0]
     d = ("–" if tuned_mean is None or paper_mean is None
          else f"{100 * (tuned_mean - paper_mean):+.1f}")
-    val = ", ".join(f"{lr}: {np.nanmean(v):.3f}" if np.any(np.isfinite(v)) else
-                    f"{lr}: diverged" for lr, v in e["val"].items())
+    val = ", ".join(f"{lr}: {_val_cell(v)}" for lr, v in e["val"].items())
+    edge = grid_edge(result["lrs"], e["chosen_lr"])
+    chosen = f"{e['chosen_lr']:g}" + (f" ({edge} edge)" if edge else "")
     lines.append(f"| {label} | {e['paper_lr']:g} | {_ms(e['paper_test'])} | "
-                 f"{e['chosen_lr']:g} | {_ms(e['tuned_test'])} | {d} | {val} |")
+                 f"{chosen} | {_ms(e['tuned_test'])} | {d} | {val} |")
   missing = [m for m in study_config(study).methods.keys()
              if m not in result["methods"]]
   lines += ["", "## Verdict", ""]
   if missing:
     lines += [f"**Partial**: not run yet: {', '.join(missing)} (the verdict covers "
               "only the methods above).", ""]
-  lines += [verdict_text(rows), ""]
+  lines += [verdict_text(rows), "", edge_text(result), ""]
   return "\n".join(lines)
+
+
+def edge_text(result):
+  """One sentence naming every method whose chosen rate is at the edge of the
+  grid (its best rate may lie beyond it), or saying that none is."""
+  lrs = result["lrs"]
+  edges = [(label, e["chosen_lr"], grid_edge(lrs, e["chosen_lr"]))
+           for label, e in result["methods"].items()]
+  edges = [(label, lr, where) for label, lr, where in edges if where]
+  if not edges:
+    return (f"No method's rate was chosen at the edge of the grid "
+            f"({min(lrs):g} … {max(lrs):g}): every chosen rate has grid rates on both "
+            "sides that score no better.")
+  named = ", ".join(f"{label} ({lr:g}, {where})" for label, lr, where in edges)
+  return (f"Chosen at the edge of the grid ({min(lrs):g} … {max(lrs):g}): {named}; "
+          "for these the best rate may lie outside the grid, so their tuned score is "
+          "a lower bound.")
 
 
 def verdict_text(rows):

@@ -5,6 +5,7 @@ Each factory reads one section of the config (validated by its owner, see
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -137,9 +138,37 @@ def engine_config(config, label=None, fed_data=None) -> EngineConfig:
       shard_client_state=e.get("shard_client_state", False), system=system_config(config))
 
 
+# Override key of the client learning rate η0 (``client.lr``) in a vmapped grid.
+CLIENT_LR = "client.lr"
+
+
+def with_client_lr(ctx: contract.BuildContext, lr) -> contract.BuildContext:
+  """``ctx`` whose local training uses client learning rate ``lr`` (η0, possibly a
+  traced scalar) under the method's own schedule (``client.schedule``: constant,
+  inv_sqrt η0/sqrt(t+1), cosine, exponential; every schedule is linear in η0).
+
+  The learning rate reaches an algorithm only through
+  ``ctx.training.lr_schedule`` (the client optimizers have unit rate), so a grid
+  over η0 is one program whose runs differ in this scalar alone.
+  """
+  cc = ctx.client_cfg
+  if cc is None:
+    raise ValueError(f"{CLIENT_LR} override needs the client settings "
+                     f"(BuildContext.client_cfg)")
+  sched = schedules.lr_schedule(cc.schedule, lr, ctx.rounds, cc.final_lr_fraction,
+                                cc.lr_decay)
+  return dataclasses.replace(ctx, training=dataclasses.replace(ctx.training,
+                                                               lr_schedule=sched))
+
+
 def make_with_overrides(name, ctx, options, overrides):
   """Algorithm ``name`` built with ``options`` updated by ``overrides`` (a dict of
-  possibly traced hyper-parameters: one point of a vmapped grid)."""
+  possibly traced hyper-parameters: one point of a vmapped grid). The key
+  ``"client.lr"`` (:data:`CLIENT_LR`) sets the client learning rate η0 instead of
+  an algorithm option (:func:`with_client_lr`)."""
+  overrides = dict(overrides)
+  if CLIENT_LR in overrides:
+    ctx = with_client_lr(ctx, overrides.pop(CLIENT_LR))
   return algorithms.make(name, ctx, **{**options, **overrides})
 
 

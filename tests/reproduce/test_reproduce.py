@@ -222,7 +222,7 @@ def _tuned_result():
 
 def test_tuned_table_shows_paper_and_tuned_side_by_side_and_names_the_winner():
   text = ff.reproduce.tuned.markdown(_tuned_result(), "cmd")
-  assert ("| fedavg | 0.1 | 0.8000 ± 0.0141 | 0.3 | 0.9000 ± 0.0141 | +10.0 | "
+  assert ("| fedavg | 0.1 | 0.8000 ± 0.0141 | 0.3 (top edge) | 0.9000 ± 0.0141 | +10.0 | "
           "0.1: 0.810, 0.3: 0.910 |") in text
   assert "VALIDATION" in text and "TEST" in text
   assert "own best learning rate the best is **fedavg**" in text

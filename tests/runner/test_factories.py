@@ -1,7 +1,9 @@
 """Up-front checks: every selected method is built before any method runs."""
 from __future__ import annotations
 
+import jax
 import ml_collections
+import numpy as np
 import pytest
 
 from fedfrac.config import ConfigError
@@ -36,3 +38,19 @@ def test_check_methods_accepts_compatible_methods():
   c.client.optimizer = "momentum"
   from fedfrac import data as data_lib
   factories.check_methods(c, data_lib.build(c.data, 0))
+
+
+@pytest.mark.parametrize("schedule", ["constant", "inv_sqrt", "cosine", "exponential"])
+def test_client_lr_override_sets_the_rate_under_the_methods_schedule(schedule):
+  c = helpers.tiny_config(**{"client.schedule": schedule, "client.lr_decay": 0.9})
+  fed = helpers.unequal_digits()
+  ctx = factories.build_context(c, "fedavg", fed)
+  c.client.lr = 0.37
+  want = factories.build_context(c, "fedavg", fed).training.lr_schedule
+  got = jax.jit(lambda lr, t: factories.with_client_lr(ctx, lr).training.lr_schedule(t))
+  for t in (0, 1, 3):
+    np.testing.assert_allclose(got(0.37, t), want(t), rtol=1e-6)
+  assert factories.with_client_lr(ctx, 0.37).training.max_steps == ctx.training.max_steps
+  # the key is taken out before the algorithm sees its options
+  algo = factories.make_with_overrides("fedavg", ctx, {}, {factories.CLIENT_LR: 0.37})
+  assert algo is not None
