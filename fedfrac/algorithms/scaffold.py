@@ -27,24 +27,72 @@ Weighting (option ``weighting``):
   ``"uniform"`` (Alg. 1 as printed): p_k = 1/|S| and q_k = 1/N, so
     c ← c + (|S|/N)·mean_k Δc_k and c = (1/N) Σ_k c_k.
 In round 0 all control variates are zero, so that round equals FedAvg (with the
-same weighting). With a non-SGD client optimizer option II's c_k⁺ is the usual
-heuristic (x − y_k)/(K η), an average "effective gradient".
+same weighting).
+
+Control variate with other client optimizers (option ``control_variate``). For
+plain SGD, (x − y_k)/(K_k η) = mean_h (g_h − c_k + c), so option II's c_k⁺ is
+exactly the mean of the raw mini-batch gradients g_h the client computed along
+its local steps. With momentum β the same displacement is about 1/(1 − β) times
+larger (ten times at β = 0.9), and with Adam it is not a gradient at all, so the
+printed formula inflates c and the correction c − c_k then drives the clients
+apart (runs diverge at every learning rate). ``"mean_gradient"`` computes the
+quantity option II stands for directly,
+
+  c_k⁺ = (1/K_k) Σ_h g_k(y_h)                           # option II's value for SGD
+
+summed over the client's active steps whatever the optimizer. ``"option2"`` is
+the printed formula; ``"auto"`` (default) uses ``option2`` with plain SGD
+(``client.optimizer="sgd"``, the paper's setting, bit-identical to it) and
+``mean_gradient`` with any other client optimizer.
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 from fedfrac.ops import aggregate as agg
 
 WEIGHTINGS = ("samples", "uniform")
+CONTROL_VARIATES = ("auto", "option2", "mean_gradient")
 
 HPARAMS = schema.HParamSchema({
     "server_lr": schema.HParam(1.0, schema.positive, "server learning rate η_g; must be > 0"),
     "weighting": schema.HParam("samples", schema.one_of(*WEIGHTINGS),
                                "allowed values are 'samples', 'uniform'"),
+    "control_variate": schema.HParam(
+        "auto", schema.one_of(*CONTROL_VARIATES),
+        "allowed values are 'auto' (option2 with plain SGD clients, else "
+        "mean_gradient), 'option2', 'mean_gradient'"),
 })
+
+
+def resolve_control_variate(choice: str, client_cfg) -> str:
+  """``"option2"`` or ``"mean_gradient"`` for option ``choice`` given the client
+  config (``auto``: option II with plain SGD clients, the mean raw gradient with
+  any other optimizer)."""
+  if choice != "auto":
+    return choice
+  optimizer = "sgd" if client_cfg is None else client_cfg.get("optimizer", "sgd")
+  return "option2" if optimizer == "sgd" else "mean_gradient"
+
+
+def with_gradient_sum(optimizer: optax.GradientTransformation, correction
+                      ) -> optax.GradientTransformation:
+  """``optimizer`` applied to ``correction(g)``, its state extended with Σ g over
+  the steps it updated (the raw gradients; a masked, inactive step leaves the
+  state and so the sum unchanged). State: ``(gradient sum, inner state)``."""
+
+  def init(params):
+    return trees.tree_zeros_like(params), optimizer.init(params)
+
+  def update(grads, state, params=None):
+    grad_sum, inner = state
+    updates, inner = optimizer.update(correction(grads), inner, params)
+    return updates, (trees.tree_add(grad_sum, grads), inner)
+
+  return optax.GradientTransformation(init, update)
 
 
 def cohort_weights(weights, mask, client_size, weighting):
@@ -70,6 +118,7 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
   loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
   server_lr, weighting = hp["server_lr"], hp["weighting"]
+  control_variate = resolve_control_variate(hp["control_variate"], ctx.client_cfg)
   client_size = jnp.asarray(ctx.data_info.client_size)
 
   def init(key, params0, num_clients, data_info):
@@ -86,21 +135,31 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     x, c = payload["params"], payload["c"]
     c_k = client_state["c"]
 
-    def corrected(grads, params, step):
-      del params, step
+    def correct(grads):
       # g − c_k + c   (Alg. 1, local update)
       return jax.tree.map(lambda g, ck, cs: g - ck + cs, grads, c_k, c)
 
-    opt_state = training.optimizer.init(x)
-    y, _, metrics = local_training.local_train(x, opt_state, view, key, lr, loss_fn,
-                                               training, step_hook=corrected)
-    steps = metrics["steps"]
-    scale = 1.0 / (jnp.maximum(steps, 1.0) * lr)
-    # c_k⁺ = c_k − c + (x − y_k)/(K_k η)   (Alg. 1, option II)
-    # (a client with no active step keeps its c_k)
-    c_new = jax.tree.map(
-        lambda ck, cs, a, b: jnp.where(steps > 0, ck - cs + (a - b) * scale, ck),
-        c_k, c, x, y)
+    if control_variate == "mean_gradient":
+      optimizer = with_gradient_sum(training.optimizer, correct)
+      y, (grad_sum, _), metrics = local_training.local_train(
+          x, optimizer.init(x), view, key, lr, loss_fn, training, optimizer=optimizer)
+      steps = metrics["steps"]
+      # c_k⁺ = mean of the raw gradients over the active steps (= option II for SGD)
+      c_new = jax.tree.map(
+          lambda ck, gs: jnp.where(steps > 0, gs / jnp.maximum(steps, 1.0), ck),
+          c_k, grad_sum)
+    else:
+      opt_state = training.optimizer.init(x)
+      y, _, metrics = local_training.local_train(
+          x, opt_state, view, key, lr, loss_fn, training,
+          step_hook=lambda grads, params, step: correct(grads))
+      steps = metrics["steps"]
+      scale = 1.0 / (jnp.maximum(steps, 1.0) * lr)
+      # c_k⁺ = c_k − c + (x − y_k)/(K_k η)   (Alg. 1, option II)
+      # (a client with no active step keeps its c_k)
+      c_new = jax.tree.map(
+          lambda ck, cs, a, b: jnp.where(steps > 0, ck - cs + (a - b) * scale, ck),
+          c_k, c, x, y)
     delta_y = trees.tree_sub(y, x)
     delta_c = trees.tree_sub(c_new, c_k)
     metrics["update_norm"] = trees.tree_norm(delta_y)

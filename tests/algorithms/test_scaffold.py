@@ -128,3 +128,55 @@ def test_scaffold_beats_fedavg_under_client_drift():
   # (mean 0.347, ratio 0.72): the final global train loss is clearly lower.
   assert np.all(scaffold < fedavg)
   assert scaffold.mean() < 0.85 * fedavg.mean()
+
+
+# ------------------------------------------------------- other client optimizers
+
+def test_mean_gradient_variate_equals_option2_with_plain_sgd():
+  # Option II's (x − y)/(Kη) is the mean raw gradient when the client runs SGD.
+  finals = {}
+  for variate in ("option2", "mean_gradient"):
+    sim = helpers.simulation(
+        helpers.unequal_digits(),
+        lambda ctx, v=variate: algorithms.make("scaffold", ctx, control_variate=v),
+        {"batch_size": 16, "local_epochs": 2, "lr": 0.1}, rounds=3, participation=0.5)
+    finals[variate], _ = sim.run_chunk(sim.init(0), 3)
+  ref.assert_trees_close(finals["option2"].server["params"],
+                         finals["mean_gradient"].server["params"], atol=1e-5)
+  ref.assert_trees_close(finals["option2"].clients["c"],
+                         finals["mean_gradient"].clients["c"], atol=1e-5)
+
+
+def test_momentum_clients_keep_the_mean_raw_gradient_as_control_variate():
+  # With heavy-ball momentum 0.9 the printed option II would be ~1/(1-β) times the
+  # gradient; "auto" stores the mean of the raw mini-batch gradients instead.
+  beta, lr = 0.9, 0.05
+  sim = helpers.simulation(
+      helpers.unequal_digits(), lambda ctx: algorithms.make("scaffold", ctx),
+      {"batch_size": 16, "local_epochs": 3, "lr": lr, "optimizer": "momentum",
+       "momentum": beta}, rounds=1, participation=1.0)
+  state = sim.init(0)
+  final, _ = sim.run_chunk(state, 1)
+  grad_fn = ref.supervised_grad(sim)
+  x = state.server["params"]
+  for k in range(sim.num_clients):
+    raw, buf = [], [jax.tree.map(jnp.zeros_like, x)]
+
+    def heavy_ball(g, p):
+      raw.append(g)
+      buf[0] = ref.tree_map(lambda gi, mi: gi + beta * mi, g, buf[0])
+      return buf[0]          # p ← p − η m  (optax.sgd with momentum)
+    _, steps = ref.local_sgd(sim, x, k, 0, state.key, grad_fn, hook=heavy_ball)
+    mean_g = ref.tree_map(lambda *gs: sum(gs) / steps, *raw)
+    ref.assert_trees_close(jax.tree.map(lambda a: a[k], final.clients["c"]), mean_g,
+                           atol=1e-5)
+  assert algorithms.scaffold.resolve_control_variate("auto", sim_config_client(
+      "momentum")) == "mean_gradient"
+  assert algorithms.scaffold.resolve_control_variate("auto", sim_config_client(
+      "sgd")) == "option2"
+
+
+def sim_config_client(optimizer):
+  c = base_config()
+  c.client.optimizer = optimizer
+  return c.client
