@@ -150,9 +150,12 @@ def main(argv=None):
   config.progress = False
   t0 = time.time()
   try:
-    results = run(config, args.workers, args.dir, args.resume, args.overwrite)
+    outcome = jobs.run_jobs("robust", [jobs.Job(config)], workers=args.workers,
+                            directory=args.dir, resume=args.resume,
+                            overwrite=args.overwrite)
   except points_lib.SweepMismatch as e:
     raise SystemExit(str(e)) from None
+  results = outcome.results[0]
   elapsed = time.time() - t0
   text, finals = table(results, config)
   failures = check(config, finals, args.robust_min, args.collapse_max)
@@ -175,7 +178,9 @@ def main(argv=None):
       "",
       f"Command: `{command.strip()}`",
       "",
-      common.produced_line(elapsed),
+      common.produced_line(elapsed) + (
+          f" {outcome.skipped} of the {outcome.total} runs came from an earlier, "
+          "interrupted run of the same code." if outcome.skipped else ""),
       ""])
   print(body)
   if args.out:

@@ -152,7 +152,8 @@ def study(sigma=1.0, deadline=10.0, rounds=30, seeds=(0, 1, 2), methods=None,
 
   Each policy's config is one ``ff.run_many`` job run as sweep points
   (:func:`fedfrac.reproduce.jobs.run_jobs`: ``workers``, ``directory``,
-  ``resume`` and ``overwrite`` as there)."""
+  ``resume`` and ``overwrite`` as there); ``setup["runs"]`` counts the runs,
+  ``setup["runs_from_earlier_run"]`` those found in the point directory."""
   methods = methods_available() if methods is None else tuple(methods)
   plan = plan_configs(sigma, deadline, rounds, seeds, methods)
   outcome = jobs.run_jobs("stragglers", [jobs.Job(c) for _, c in plan], workers=workers,
@@ -164,7 +165,8 @@ def study(sigma=1.0, deadline=10.0, rounds=30, seeds=(0, 1, 2), methods=None,
   setup = {"sigma": sigma, "deadline": deadline, "rounds": rounds, "seeds": list(seeds),
            "methods": list(methods), "target_accuracy": 0.8,
            "data": "sklearn digits, 10 clients, Dirichlet(0.5)",
-           "model": "MLP (64), SGD lr 0.1, batch 32, 2 local epochs, full participation"}
+           "model": "MLP (64), SGD lr 0.1, batch 32, 2 local epochs, full participation",
+           "runs": outcome.total, "runs_from_earlier_run": outcome.skipped}
   return rows, setup
 
 
@@ -233,7 +235,10 @@ def main(argv=None):
       "",
       f"Command: `{common.command_line('stragglers', argv).strip()}`",
       "",
-      common.produced_line(elapsed),
+      common.produced_line(elapsed) + (
+          f" {setup['runs_from_earlier_run']} of the {setup['runs']} runs came from an "
+          "earlier, interrupted run of the same code." if setup["runs_from_earlier_run"]
+          else ""),
       ""])
   print(body)
   if args.out:
