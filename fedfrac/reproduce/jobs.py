@@ -9,8 +9,8 @@ table writer does not know how its runs were scheduled:
 
 * every (job, method label, grid value, seed) is one *point*; its id is the
   digest of what defines the run: the job's resolved config as JSON (less its
-  name, seeds, ``only`` and progress switch, which do not change a run), the
-  label, the seed and the grid value. Two jobs that define the same run (two
+  name, seeds, ``only``, progress switch and other methods, which do not
+  change a run), the label, the seed and the grid value. Two jobs that define the same run (two
   studies sharing a configuration) share its point and run it once;
 * the missing points of one (job, method label) form one
   :class:`~fedfrac.runner.points.Batch`: one compiled program vmapped over its
@@ -114,12 +114,20 @@ def run_label(label, grid, value) -> str:
   return label if value is None else f"{label}[{next(iter(grid))}={value}]"
 
 
+def method_key(config, label) -> dict:
+  """What defines the runs of method ``label`` of ``config``: :func:`config_key`
+  with ``methods`` cut to that method (the other methods do not change them)."""
+  key = config_key(config)
+  key["methods"] = {label: key["methods"][label]}
+  return key
+
+
 def job_points(name, job) -> list:
   """``[(label, value, seed, point id)]`` of one job, in ``run_many``'s record
   order (method labels, then seeds, then grid values)."""
-  key = config_key(job.config)
   out = []
   for label in config_lib.method_labels(job.config):
+    key = method_key(job.config, label)
     values = grid_values(job.config, label, job.grid)
     for seed in job.run_seeds():
       for v in values:

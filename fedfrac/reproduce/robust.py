@@ -179,8 +179,8 @@ def main(argv=None):
       f"Command: `{command.strip()}`",
       "",
       common.produced_line(elapsed) + (
-          f" {outcome.skipped} of the {outcome.total} runs came from an earlier, "
-          "interrupted run of the same code." if outcome.skipped else ""),
+          f" {outcome.skipped} of the {outcome.total} runs came from an earlier "
+          "run of the same code (the point directory)." if outcome.skipped else ""),
       ""])
   print(body)
   if args.out:

@@ -237,7 +237,7 @@ def main(argv=None):
       "",
       common.produced_line(elapsed) + (
           f" {setup['runs_from_earlier_run']} of the {setup['runs']} runs came from an "
-          "earlier, interrupted run of the same code." if setup["runs_from_earlier_run"]
+          "earlier run of the same code (the point directory)." if setup["runs_from_earlier_run"]
           else ""),
       ""])
   print(body)

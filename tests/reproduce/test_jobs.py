@@ -101,6 +101,9 @@ def test_point_ids_follow_what_defines_a_run():
   renamed = config.copy_and_resolve_references()
   renamed.name = "another title"
   assert [p[3] for p in jobs.job_points("robust", jobs.Job(renamed))] == ids
+  both = config.copy_and_resolve_references()
+  both.only = "fedavg,median"          # another method leaves median's runs alone
+  assert [p[3] for p in jobs.job_points("robust", jobs.Job(both))][2:] == ids
   longer = tiny_robust_config(rounds=3)
   assert not set(p[3] for p in jobs.job_points("robust", jobs.Job(longer))) & set(ids)
   # A grid applies to the methods that have the option, in run_many's order.
