@@ -325,14 +325,12 @@ class Suite:
     if not planned:
       return None
     job_list = [jobs.Job(c, grid=grid) for _, c, grid in planned]
-    directory, resume = self.args.dir, False
+    directory = self.args.dir
     if directory is None and self.args.resume_dir:
       directory = os.path.join(self.args.resume_dir,
                                points_lib.digest(jobs.fingerprint("fo_ri_fedavg", job_list)))
-      resume = True
     outcome = jobs.run_jobs("fo_ri_fedavg", job_list, workers=self.args.workers,
-                            directory=directory, resume=resume,
-                            overwrite=self.args.overwrite)
+                            directory=directory, overwrite=self.args.overwrite)
     for (key, c, _), res in zip(planned, outcome.results):
       self.memo[key] = res
       print(f"  [{jobs.run_seconds(res):6.1f}s] {c.name}: {', '.join(group(res))}",
