@@ -6,9 +6,10 @@ published values (``published/<paper>.json``) and its table writer.
 
 Command line: ``fedfrac-reproduce <paper> [flags]`` or
 ``python -m fedfrac.reproduce <paper> [flags]`` with <paper> one of ``PAPERS``.
+``jobs`` runs a reproduction's ``ff.run_many`` calls as ``fedfrac.sweep`` points.
 """
-from fedfrac.reproduce import (common, firma, fo_ri_fedavg, fofedavg, kuramoto, robust,
-                               published_tables, stragglers, tuned)
+from fedfrac.reproduce import (common, firma, fo_ri_fedavg, fofedavg, jobs, kuramoto,
+                               robust, published_tables, stragglers, tuned)
 
 # Command name -> module; ``bev`` names the FO-RI-FedAvg BEV suite as well.
 PAPERS = {"firma": firma, "fofedavg": fofedavg, "fo_ri_fedavg": fo_ri_fedavg,

@@ -23,9 +23,20 @@ Every configuration runs all seeds (default 5) as ONE vmapped program
 (last-round) test metrics in Wh per window. The configs are in configs/bev/; each
 study's config can also be run on its own with ``python -m fedfrac.main``.
 ``--rounds`` overrides every study's round count (for smoke runs); seeds are
-never cut by the script. Finished runs are stored under ``--resume_dir``
-(default runs/bev_suite, git-ignored), so re-running an interrupted command
-resumes it; delete that directory to recompute everything.
+never cut by the script.
+
+The runs go through ``fedfrac.sweep``'s point runner
+(:mod:`fedfrac.reproduce.jobs`): the configurations of the chosen studies are
+collected first (:meth:`Suite.plan`; one configuration shared by two studies
+runs once), each (configuration, method, seed) is one point and each
+(configuration, method) one batch, and the batches run as a work queue over
+``--workers`` processes (default one per CPU core or device) before the
+studies write their tables. Finished runs are kept under ``--resume_dir``
+(default runs/bev_suite, git-ignored) in a folder named after the code and the
+configurations, so re-running an interrupted command resumes it and changed
+code starts afresh; ``--dir=D`` keeps them exactly in D instead (a D of other
+code or configurations is refused unless ``--overwrite``). The timing and
+latency studies measure this process and run in it.
 
 Beside the report ``X.md`` (and ``X.json``) the command writes ``X_rounds.png``
 (test RMSE per round, one panel per configuration of the main, participation,
@@ -41,10 +52,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import json
 import os
-import pickle
 import platform
 import sys
 import time
@@ -58,8 +67,9 @@ import fedfrac as ff
 from fedfrac import algorithms, models
 from fedfrac import data as data_lib
 from fedfrac import metrics as metrics_lib
-from fedfrac.reproduce import common
+from fedfrac.reproduce import common, jobs
 from fedfrac.runner import plots
+from fedfrac.runner import points as points_lib
 
 STUDIES = ("main", "types", "ablations", "participation", "churn", "architectures",
            "scaling", "timing", "latency")
@@ -268,6 +278,8 @@ class Suite:
     self.main_results = None
     self.seeds = tuple(int(s) for s in args.seeds.split(","))
     self.ved = bool(args.ved)
+    self.outcome = None
+    self.run_s = 0.0     # seconds of the runs the current study used
 
   # -- config plumbing
   def configure(self, c):
@@ -285,36 +297,55 @@ class Suite:
       c.name = c.name.replace("SYNTHETIC fleet", "VED")
     return c
 
-  def run(self, c, grid=None):
-    """``run_many`` memoised on the config (less its name) and grid, so studies
-    that share a configuration (e.g. C = 0.5 and no churn) run it once."""
+  @staticmethod
+  def memo_key(c, grid=None):
+    """A configuration's key: its config less its name, and its grid (studies
+    that share a configuration, e.g. C = 0.5 and no churn, share its runs)."""
     key_cfg = ml_collections.ConfigDict(c.to_dict())
     key_cfg.name = ""
-    key = (key_cfg.to_json_best_effort(sort_keys=True), json.dumps(grid, sort_keys=True))
-    if key in self.memo:
-      print(f"  [  same ] {c.name}: reusing an identical earlier run", file=sys.stderr)
-      return self.memo[key]
-    path = None
-    if self.args.resume_dir:
-      digest = hashlib.sha1("\n".join(key).encode()).hexdigest()[:16]
-      path = os.path.join(self.args.resume_dir, f"{digest}.pkl")
-      if os.path.exists(path):
-        with open(path, "rb") as f:
-          res = ff.Results(c, pickle.load(f))
-        print(f"  [resumed] {c.name}: from {path}", file=sys.stderr, flush=True)
-        self.memo[key] = res
-        return res
-    t0 = time.perf_counter()
-    res = ff.run_many(c, grid=grid, data_cache=self.cache, progress=False)
-    dt = time.perf_counter() - t0
-    labels = ", ".join(group(res))
-    print(f"  [{dt:6.1f}s] {c.name}: {labels}", file=sys.stderr, flush=True)
-    if path:
-      os.makedirs(self.args.resume_dir, exist_ok=True)
-      with open(path + ".tmp", "wb") as f:
-        pickle.dump(res.records, f)
-      os.replace(path + ".tmp", path)
-    self.memo[key] = res
+    return (key_cfg.to_json_best_effort(sort_keys=True), json.dumps(grid, sort_keys=True))
+
+  def plan(self, studies):
+    """Every ``run_many`` job of ``studies`` (``types`` needs ``main``'s runs),
+    once per distinct configuration: ``[(key, config, grid)]``."""
+    planned = {}
+    wanted = set(studies) | ({"main"} if "types" in studies else set())
+    for study in STUDIES:
+      if study in wanted and hasattr(self, f"configs_{study}"):
+        for _, c, grid in getattr(self, f"configs_{study}")():
+          planned.setdefault(self.memo_key(c, grid), (c, grid))
+    return [(k, c, g) for k, (c, g) in planned.items()]
+
+  def run_planned(self, studies):
+    """Run every job of ``studies`` as sweep points
+    (:func:`fedfrac.reproduce.jobs.run_jobs`: one batch per (configuration,
+    method), a work queue over ``--workers`` processes, finished runs kept in
+    the point directory) and memoise their results for the studies."""
+    planned = self.plan(studies)
+    if not planned:
+      return None
+    job_list = [jobs.Job(c, grid=grid) for _, c, grid in planned]
+    directory = self.args.dir
+    if directory is None and self.args.resume_dir:
+      directory = os.path.join(self.args.resume_dir,
+                               points_lib.digest(jobs.fingerprint("fo_ri_fedavg", job_list)))
+    outcome = jobs.run_jobs("fo_ri_fedavg", job_list, workers=self.args.workers,
+                            directory=directory, overwrite=self.args.overwrite)
+    for (key, c, _), res in zip(planned, outcome.results):
+      self.memo[key] = res
+      print(f"  [{jobs.run_seconds(res):6.1f}s] {c.name}: {', '.join(group(res))}",
+            file=sys.stderr, flush=True)
+    self.outcome = outcome
+    return outcome
+
+  def run(self, c, grid=None):
+    """The results of configuration ``c`` (and ``grid``): from the planned runs
+    (:meth:`run_planned`), else ``ff.run_many`` in this process."""
+    key = self.memo_key(c, grid)
+    if key not in self.memo:
+      self.memo[key] = ff.run_many(c, grid=grid, data_cache=self.cache, progress=False)
+    res = self.memo[key]
+    self.run_s += jobs.run_seconds(res)
     return res
 
   def keep(self, study, key, results):
@@ -339,10 +370,12 @@ class Suite:
     return self.cache[key]
 
   # -- studies
+  def configs_main(self):
+    return [("main", self.configure(load_config_module("main_table").get_config()), None)]
+
   def study_main(self):
-    mod = load_config_module("main_table")
     base = load_config_module("base")
-    c = self.configure(mod.get_config())
+    _, c, _ = self.configs_main()[0]
     res = self.run(c)
     self.main_results = res
     self.main_config = c
@@ -456,13 +489,14 @@ class Suite:
         f"Main-table runs, errors pooled over the vehicles of each class (Wh per "
         f"window; {counts}; mean |label|: {scale}).\n\n" + md_table(header, rows))
 
-  def study_ablations(self):
+  def configs_ablations(self):
+    """``[((study, value or None), config, grid)]``: a continuous option as one
+    grid over its values, the others one configuration per value."""
     mod = load_config_module("ablations")
     if OURS not in algorithms.names():
-      return "Ablations", f"{PAPER_NAMES[OURS]} is not available: no ablations."
-    parts = []
+      return []
+    out = []
     for study, (values, gridable) in mod.STUDIES.items():
-      groups = {}
       if gridable:
         c = self.configure(mod.get_config(f"{study}={values[0]}"))
         label = next(iter(c.methods.keys()))
@@ -470,16 +504,31 @@ class Suite:
         c.methods = ml_collections.ConfigDict()
         c.methods[OURS] = method
         c.name = f"BEV ablation {study}, SYNTHETIC fleet"
-        res = self.run(c, grid={study: list(values)})
-        self.keep("ablations", study, res)
-        by_value = {label.split("=", 1)[1].rstrip("]"): recs
-                    for label, recs in group(res).items()}
-        for v in values:
-          groups[str(v)] = by_value[str(v)]
+        out.append(((study, None), c, {study: list(values)}))
       else:
-        for v in values:
-          c = self.configure(mod.get_config(f"{study}={v}"))
-          res = self.run(c)
+        out += [((study, v), self.configure(mod.get_config(f"{study}={v}")), None)
+                for v in values]
+    return out
+
+  def study_ablations(self):
+    mod = load_config_module("ablations")
+    if OURS not in algorithms.names():
+      return "Ablations", f"{PAPER_NAMES[OURS]} is not available: no ablations."
+    parts = []
+    planned = self.configs_ablations()
+    for study, (values, gridable) in mod.STUDIES.items():
+      groups = {}
+      for (name, v), c, grid in planned:
+        if name != study:
+          continue
+        res = self.run(c, grid=grid)
+        if grid:
+          self.keep("ablations", study, res)
+          by_value = {label.split("=", 1)[1].rstrip("]"): recs
+                      for label, recs in group(res).items()}
+          for value in values:
+            groups[str(value)] = by_value[str(value)]
+        else:
           self.keep("ablations", f"{study}={v}", res)
           groups[str(v)] = next(iter(group(res).values()))
       header, rows = metric_rows(groups, self.target(), per_round=not gridable)
@@ -501,12 +550,15 @@ class Suite:
   def target(self):
     return load_config_module("base").get_config().target_rmse
 
+  def configs_participation(self):
+    mod = load_config_module("participation")
+    return [(v, self.configure(mod.get_config(str(v))), None) for v in mod.VALUES]
+
   def study_participation(self):
     mod = load_config_module("participation")
     rows_by = {}
     main_c = load_config_module("base").get_config().participation
-    for v in mod.VALUES:
-      c = self.configure(mod.get_config(str(v)))
+    for v, c, _ in self.configs_participation():
       res = self.run(c)
       self.keep("participation", str(v), res)
       rows_by[v] = group(res, mod.METHODS)
@@ -524,14 +576,17 @@ class Suite:
         md_table(["C", "method", "RMSE (Wh)", "MAE (Wh)", "MAPE (%)",
                   f"rounds to RMSE ≤ {self.target():g}", "status"], rows))
 
-  def study_churn(self):
+  def configs_churn(self):
     mod = load_config_module("churn")
     settings = [str(p) for p in mod.SYMMETRIC] + list(mod.ASYMMETRIC)
     if self.ved:
       settings = [s for s in settings if s != "asym_class"]
+    return [(s, self.configure(mod.get_config(s)), None) for s in settings]
+
+  def study_churn(self):
+    mod = load_config_module("churn")
     rows = []
-    for s in settings:
-      c = self.configure(mod.get_config(s))
+    for s, c, _ in self.configs_churn():
       res = self.run(c)
       self.keep("churn", s, res)
       groups = group(res, mod.METHODS)
@@ -564,11 +619,14 @@ class Suite:
         md_table(["churn (p_leave, p_join)", "method", "RMSE (Wh)", "MAE (Wh)",
                   "mean cohort", f"rounds to RMSE ≤ {self.target():g}", "status"], rows))
 
+  def configs_architectures(self):
+    mod = load_config_module("architectures")
+    return [(arch, self.configure(mod.get_config(arch)), None) for arch in mod.MODELS]
+
   def study_architectures(self):
     mod = load_config_module("architectures")
     rows = []
-    for arch in mod.MODELS:
-      c = self.configure(mod.get_config(arch))
+    for arch, c, _ in self.configs_architectures():
       res = self.run(c)
       self.keep("architectures", arch, res)
       for label, recs in group(res, mod.METHODS).items():
@@ -585,13 +643,18 @@ class Suite:
         "\n\n" + md_table(["backbone", "method", "RMSE (Wh)", "MAE (Wh)", "MAPE (%)",
                             "status"], rows))
 
+  def configs_scaling(self):
+    if self.ved:
+      return []
+    mod = load_config_module("scaling")
+    return [(k, self.configure(mod.get_config(str(k))), None) for k in mod.VALUES]
+
   def study_scaling(self):
     if self.ved:
       return "Client scaling", "Not run on VED (the fleet size is fixed by the files)."
     mod = load_config_module("scaling")
     rows = []
-    for k in mod.VALUES:
-      c = self.configure(mod.get_config(str(k)))
+    for k, c, _ in self.configs_scaling():
       res = self.run(c)
       self.keep("scaling", str(k), res)
       fed = self.fed_data(c)
@@ -730,8 +793,21 @@ def main(argv=None):
   p.add_argument("--timing_repeats", type=int, default=5)
   p.add_argument("--latency_calls", type=int, default=200)
   p.add_argument("--resume_dir", default=os.path.join("runs", "bev_suite"),
-                 help="finished runs are stored here and reused when the command is "
-                 "re-run (an interrupted suite resumes); '' disables")
+                 help="finished runs are kept under here, in a folder named after "
+                 "the code and the studies' configurations, and reused when the "
+                 "same command runs again (an interrupted suite resumes); '' keeps "
+                 "them in a temporary folder, deleted at the end")
+  p.add_argument("--dir", default=None,
+                 help="keep finished runs exactly here instead (one JSON each) and "
+                      "skip them on a rerun; refuses runs of different code or "
+                      "configurations")
+  p.add_argument("--overwrite", action="store_true",
+                 help="delete --dir's runs when they are of different code or "
+                      "configurations instead of refusing")
+  p.add_argument("--workers", type=int, default=None,
+                 help="worker processes running (configuration, method) batches in "
+                      "parallel (default: one per CPU core or device; 1: in this "
+                      "process)")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = p.parse_args(argv)
   studies = [s.strip() for s in args.studies.split(",") if s.strip()]
@@ -743,14 +819,19 @@ def main(argv=None):
   suite = Suite(args)
   load0 = os.getloadavg()
   start = time.perf_counter()
+  try:
+    outcome = suite.run_planned(studies)
+  except points_lib.SweepMismatch as e:
+    raise SystemExit(str(e)) from None
   sections = []
   for s in STUDIES:
     if s not in studies:
       continue
     t0 = time.perf_counter()
+    suite.run_s = 0.0
     print(f"study {s}", file=sys.stderr, flush=True)
     title, body = getattr(suite, f"study_{s}")()
-    sections.append((title, body, time.perf_counter() - t0))
+    sections.append((title, body, time.perf_counter() - t0, suite.run_s))
   total = time.perf_counter() - start
   command = common.command_line("fo_ri_fedavg", argv)
   data_name = "VED (real data)" if args.ved else "SYNTHETIC fleet"
@@ -770,7 +851,11 @@ def main(argv=None):
       f"{jax.__version__} on {jax.default_backend().upper()}; {platform.platform()}; "
       f"{os.cpu_count()} CPU cores shared with other jobs (load average "
       f"{load0[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end). Total "
-      f"runtime {total / 60:.1f} min.",
+      f"runtime {total / 60:.1f} min." + (
+          f" The runs ({outcome.total} (configuration, method, seed) points, "
+          f"{outcome.skipped} of them from an earlier run of the same code) took "
+          f"{outcome.wall_s / 60:.1f} min on {max(outcome.workers, 1)} worker "
+          f"process(es)." if outcome else ""),
       "",
       f"Setup (configs/bev/base.py): {base.data.num_clients} vehicles (class mix "
       f"passenger/truck/bus {tuple(base.data.bev.class_mix)}), "
@@ -791,8 +876,10 @@ def main(argv=None):
       f"defaults, untuned for this task.",
       "",
   ]
-  for title, body, dt in sections:
-    lines += [f"## {title}", "", f"_Runtime: {dt:.0f} s._", "", body, ""]
+  for title, body, dt, run_s in sections:
+    runtime = (f"{run_s:.0f} s of runs (compile + rounds, shared runs counted in "
+               f"each study that uses them), {dt:.0f} s here" if run_s else f"{dt:.0f} s")
+    lines += [f"## {title}", "", f"_Runtime: {runtime}._", "", body, ""]
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
   with open(out, "w") as f:
     f.write("\n".join(lines))

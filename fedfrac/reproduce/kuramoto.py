@@ -24,6 +24,14 @@ mean over rounds of the variance of the clients' train losses (the paper's
 synchronisation measure, ``train_loss_var``) and, for ``paper``, the number of
 rounds that fell back to FedAvg weights. Each Kuramoto row is compared with
 FedAvg seed by seed (same seed = same partition and initial model).
+
+The runs go through ``fedfrac.sweep``'s point runner
+(:mod:`fedfrac.reproduce.jobs`): each (setting, method, κ0, seed) is one point,
+the points of one (setting, method) one batch, batches a work queue over
+``--workers`` processes (default one per CPU core or device). ``--dir=D`` (or
+``--resume``) keeps every finished run as a JSON file, so an interrupted command
+rerun the same way runs only what is missing; a directory of other code or
+another grid is refused unless ``--overwrite``.
 """
 from __future__ import annotations
 
@@ -36,8 +44,9 @@ import jax
 import numpy as np
 
 import fedfrac as ff
-from fedfrac.reproduce import common
+from fedfrac.reproduce import common, jobs
 from fedfrac.runner import plots
+from fedfrac.runner import points as points_lib
 
 WEIGHTINGS = ("coupled", "paper", "reference_code")
 MARGIN = 0.005      # accuracy difference (0.5 points) below which we call it a tie
@@ -105,7 +114,9 @@ def verdict(diffs):
   return "tie"
 
 
-def run_setting(module, shards, seeds, kappas, rounds, beta, clients=10):
+def setting_config(module, shards, kappas, rounds, beta, clients=10, only=""):
+  """The config of one (K, s) setting: every method (``only``: those labels),
+  the Kuramoto weightings at κ0 = ``kappas[0]`` (the grid sets the others)."""
   config = module.get_config()
   config.progress = False
   config.rounds = rounds
@@ -113,11 +124,22 @@ def run_setting(module, shards, seeds, kappas, rounds, beta, clients=10):
   config.data.num_clients = clients
   config.data.shards_per_client = shards
   config.methods = module.kuramoto_methods(kappa0=kappas[0], beta=beta)
-  results = ff.run_many(config, seeds=seeds, grid={"kappa0": list(kappas)})
+  config.only = only
+  return config
+
+
+def setting_stats(results):
+  """``{label: {seed: run_record_stats}}`` of one setting's results."""
   stats = {}
   for rec in results.records:
     stats.setdefault(rec.method, {})[rec.seed] = run_record_stats(rec)
   return stats
+
+
+def run_setting(module, shards, seeds, kappas, rounds, beta, clients=10, only=""):
+  """One setting in this process with ``ff.run_many`` (no point directory)."""
+  config = setting_config(module, shards, kappas, rounds, beta, clients, only)
+  return setting_stats(ff.run_many(config, seeds=seeds, grid={"kappa0": list(kappas)}))
 
 
 def label_of(weighting, kappa):
@@ -216,21 +238,42 @@ def notes(all_stats, seeds, kappas):
 
 
 def run(shards=SHARDS, seeds=SEEDS, kappas=KAPPAS, rounds=ROUNDS, beta=BETA,
-        clients=CLIENTS):
+        clients=CLIENTS, workers=1, directory=None, resume=False, overwrite=False,
+        only=""):
   """Every (K, s) setting of the grid: ``(all_stats, timing)`` with
   ``all_stats[(K, s)][label][seed]`` the numbers of ``run_record_stats`` and
-  ``timing[(K, s)]`` = (wall s, CPU s) of that setting."""
-  module = load_digits_config()
-  all_stats, timing = {}, {}
-  for k in clients:
-    for s in shards:
-      w, c = time.perf_counter(), time.process_time()
-      all_stats[(k, s)] = run_setting(module, s, tuple(seeds), tuple(kappas), rounds,
-                                      beta, clients=k)
-      timing[(k, s)] = (time.perf_counter() - w, time.process_time() - c)
-      print(f"K={k}, s={s}: {timing[(k, s)][0]:.0f} s wall, "
-            f"{timing[(k, s)][1]:.0f} s CPU", flush=True)
+  ``timing[(K, s)]`` the seconds its runs took (:func:`fedfrac.reproduce.jobs.run_seconds`).
+
+  Each setting is one ``ff.run_many`` job with the κ0 grid, run as sweep
+  points (:func:`fedfrac.reproduce.jobs.run_jobs`): one batch per (setting,
+  method), ``workers`` processes (None: one per CPU core or device; 1: this
+  process), points kept in ``directory`` (or, with ``resume``, under
+  ``$TMPDIR/fedfrac_points/kuramoto``) and skipped when the same code runs the
+  same grid again; ``overwrite`` replaces a directory's points of other code
+  or another grid. ``only``: comma-separated method labels (default all)."""
+  all_stats, timing, _ = run_points(shards, seeds, kappas, rounds, beta, clients, workers,
+                                    directory, resume, overwrite, only)
   return all_stats, timing
+
+
+def run_points(shards=SHARDS, seeds=SEEDS, kappas=KAPPAS, rounds=ROUNDS, beta=BETA,
+               clients=CLIENTS, workers=1, directory=None, resume=False, overwrite=False,
+               only=""):
+  """:func:`run`, and the :class:`fedfrac.reproduce.jobs.JobsOutcome` (points
+  run now and found from an earlier run)."""
+  module = load_digits_config()
+  settings = [(k, s) for k in clients for s in shards]
+  grid = {"kappa0": list(kappas)}
+  job_list = [jobs.Job(setting_config(module, s, kappas, rounds, beta, k, only),
+                       seeds=tuple(seeds), grid=grid) for k, s in settings]
+  outcome = jobs.run_jobs("kuramoto", job_list, workers=workers, directory=directory,
+                          resume=resume, overwrite=overwrite)
+  all_stats, timing = {}, {}
+  for (k, s), results in zip(settings, outcome.results):
+    all_stats[(k, s)] = setting_stats(results)
+    timing[(k, s)] = jobs.run_seconds(results)
+    print(f"K={k}, s={s}: {timing[(k, s)]:.0f} s of runs", flush=True)
+  return all_stats, timing, outcome
 
 
 def method_names(stats, kappas):
@@ -297,15 +340,33 @@ def main(argv=None):
   p.add_argument("--clients", default="10,20")
   p.add_argument("--kappas", default="0.005,0.1,0.3")
   p.add_argument("--beta", type=float, default=0.01)
+  p.add_argument("--workers", type=int, default=None,
+                 help="worker processes running (setting, method) batches in parallel "
+                      "(default: one per CPU core or device; 1: in this process)")
+  p.add_argument("--resume", action="store_true",
+                 help="keep each finished run under $TMPDIR/fedfrac_points/kuramoto and "
+                      "reuse it when the same code runs the same grid again")
+  p.add_argument("--dir", default=None,
+                 help="keep finished runs here (one JSON each) and skip them on a "
+                      "rerun; refuses runs of different code or arguments")
+  p.add_argument("--overwrite", action="store_true",
+                 help="delete --dir's runs when they are of different code or "
+                      "arguments instead of refusing")
   args = p.parse_args(argv)
   seeds = tuple(int(s) for s in args.seeds.split(","))
   shards = tuple(int(s) for s in args.shards.split(","))
   clients = tuple(int(k) for k in args.clients.split(","))
   kappas = tuple(float(k) for k in args.kappas.split(","))
 
-  wall0, cpu0 = time.perf_counter(), time.process_time()
-  all_stats, timing = run(shards, seeds, kappas, args.rounds, args.beta, clients)
-  wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+  wall0, cpu0 = time.perf_counter(), jobs.cpu_seconds()
+  try:
+    all_stats, timing, outcome = run_points(shards, seeds, kappas, args.rounds, args.beta,
+                                            clients, workers=args.workers,
+                                            directory=args.dir, resume=args.resume,
+                                            overwrite=args.overwrite)
+  except points_lib.SweepMismatch as e:
+    raise SystemExit(str(e)) from None
+  wall, cpu = time.perf_counter() - wall0, jobs.cpu_seconds() - cpu0
 
   cmd = "fedfrac-reproduce kuramoto" + "".join(
       f" --{k}={v}" for k, v, d in (("rounds", args.rounds, 100),
@@ -319,7 +380,9 @@ def main(argv=None):
       "",
       f"Generated by `{cmd}` on {datetime.date.today().isoformat()} "
       f"(jax {jax.__version__}, {jax.default_backend()}, {platform.machine()}); "
-      f"{wall:.0f} s wall, {cpu:.0f} s CPU in total.",
+      f"{wall:.0f} s wall, {cpu:.0f} s CPU in total (worker processes included)" +
+      (f"; {outcome.skipped} of the {outcome.total} runs came from an earlier "
+       "run of the same code (the point directory)." if outcome.skipped else "."),
       "",
       "Setup (configs/kuramoto/digits.py): 1,437 train / 360 test digits, K ∈ "
       f"{{{', '.join(map(str, clients))}}} clients, s ∈ {{{', '.join(map(str, shards))}}} "
@@ -360,7 +423,7 @@ def main(argv=None):
     out += [f"**Changes from the previous version of this table:** {CHANGE_NOTE}", ""]
   for (k, s), stats in all_stats.items():
     out += [f"## K = {k} clients, s = {s} shards per client "
-            f"({timing[(k, s)][0]:.0f} s wall, {timing[(k, s)][1]:.0f} s CPU)", ""]
+            f"({timing[(k, s)]:.0f} s of runs: compile + rounds)", ""]
     out += table_for(stats, seeds, kappas, args.rounds) + [""]
   lines, (fb_runs, n_runs, fb_rounds, total_rounds) = summary_lines(all_stats, seeds,
                                                                     kappas)

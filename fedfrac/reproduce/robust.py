@@ -2,8 +2,9 @@
 
   fedfrac-reproduce robust --config=configs/robust/digits_signflip.py --out=results/robust_digits.md
 
-From a notebook: ``results = ff.run_many(config)`` then
-``text, finals = ff.reproduce.robust.table(results, config)``.
+From a notebook: ``results = ff.run_many(config)`` (or
+``ff.reproduce.robust.run(config, workers=None)``, the same results through the
+point runner) then ``text, finals = ff.reproduce.robust.table(results, config)``.
 
 Runs every method of the config for all its seeds as one compiled program per
 method (``ff.run_many``), prints a markdown table of the final test accuracy
@@ -11,6 +12,13 @@ method (``ff.run_many``), prints a markdown table of the final test accuracy
 the setup and this command. With ``--check`` the script exits non-zero unless
 plain averaging under attack stays below ``--collapse_max`` and every robust
 rule reaches ``--robust_min``.
+
+The runs go through ``fedfrac.sweep``'s point runner (:func:`run`,
+:mod:`fedfrac.reproduce.jobs`): each (method, seed) is one point, each method
+one batch, batches a work queue over ``--workers`` processes (default one per
+CPU core or device). ``--dir=D`` (or ``--resume``) keeps every finished run, so
+an interrupted command rerun the same way runs only what is missing; a
+directory of other code or another config is refused unless ``--overwrite``.
 """
 from __future__ import annotations
 
@@ -20,9 +28,9 @@ import time
 
 import numpy as np
 
-import fedfrac as ff
 from fedfrac import config as config_lib
-from fedfrac.reproduce import common
+from fedfrac.reproduce import common, jobs
+from fedfrac.runner import points as points_lib
 
 # The grid: one config per table (every method of it, all its seeds).
 CONFIGS = ("configs/robust/digits_signflip.py", "configs/robust/digits_signflip_dirichlet.py")
@@ -84,6 +92,15 @@ def table(results, config):
   return "\n".join(lines), finals
 
 
+def run(config, workers=1, directory=None, resume=False, overwrite=False):
+  """``ff.run_many(config)`` as sweep points (see
+  :func:`fedfrac.reproduce.jobs.run_jobs` for the arguments): the same
+  :class:`fedfrac.Results`."""
+  return jobs.run_jobs("robust", [jobs.Job(config)], workers=workers,
+                       directory=directory, resume=resume,
+                       overwrite=overwrite).results[0]
+
+
 def check(config, finals, robust_min, collapse_max):
   """Messages for every failed claim (empty: all hold)."""
   failures = []
@@ -110,6 +127,18 @@ def main(argv=None):
   p.add_argument("--check", action="store_true", help="exit 1 if a claim fails")
   p.add_argument("--robust_min", type=float, default=0.85)
   p.add_argument("--collapse_max", type=float, default=0.5)
+  p.add_argument("--workers", type=int, default=None,
+                 help="worker processes running methods in parallel (default: one "
+                      "per CPU core or device; 1: in this process)")
+  p.add_argument("--resume", action="store_true",
+                 help="keep each finished run under $TMPDIR/fedfrac_points/robust and "
+                      "reuse it when the same code runs the same config again")
+  p.add_argument("--dir", default=None,
+                 help="keep finished runs here (one JSON each) and skip them on a "
+                      "rerun; refuses runs of different code or config")
+  p.add_argument("--overwrite", action="store_true",
+                 help="delete --dir's runs when they are of different code or config "
+                      "instead of refusing")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = p.parse_args(argv)
 
@@ -120,7 +149,13 @@ def main(argv=None):
     config.seeds = tuple(int(s) for s in args.seeds.split(","))
   config.progress = False
   t0 = time.time()
-  results = ff.run_many(config)
+  try:
+    outcome = jobs.run_jobs("robust", [jobs.Job(config)], workers=args.workers,
+                            directory=args.dir, resume=args.resume,
+                            overwrite=args.overwrite)
+  except points_lib.SweepMismatch as e:
+    raise SystemExit(str(e)) from None
+  results = outcome.results[0]
   elapsed = time.time() - t0
   text, finals = table(results, config)
   failures = check(config, finals, args.robust_min, args.collapse_max)
@@ -143,7 +178,9 @@ def main(argv=None):
       "",
       f"Command: `{command.strip()}`",
       "",
-      common.produced_line(elapsed),
+      common.produced_line(elapsed) + (
+          f" {outcome.skipped} of the {outcome.total} runs came from an earlier "
+          "run of the same code (the point directory)." if outcome.skipped else ""),
       ""])
   print(body)
   if args.out:

@@ -12,6 +12,14 @@ setting of variable local work). Reported per method and policy, over seeds:
 final test accuracy, simulated time (sum of the rounds' wall-clock durations)
 until the test accuracy first reaches the target, and local steps run in all.
 Writes ``--out`` (markdown) and the same numbers as ``<out>.json``.
+
+The runs go through ``fedfrac.sweep``'s point runner
+(:mod:`fedfrac.reproduce.jobs`): each (policy, method, seed) is one point, each
+(policy, method) one batch, batches a work queue over ``--workers`` processes
+(default one per CPU core or device). ``--dir=D`` (or ``--resume``) keeps every
+finished run, so an interrupted command rerun the same way runs only what is
+missing; a directory of other code or arguments is refused unless
+``--overwrite``.
 """
 from __future__ import annotations
 
@@ -23,10 +31,10 @@ import time
 
 import numpy as np
 
-import fedfrac as ff
 from fedfrac import algorithms
 from fedfrac.config import base_config
-from fedfrac.reproduce import common
+from fedfrac.reproduce import common, jobs
+from fedfrac.runner import points as points_lib
 
 METHODS = ("fedavg", "fednova", "fedprox", "fedel", "fedel_window0")
 POLICIES = ("drop", "partial")
@@ -130,20 +138,35 @@ def table(rows, target):
   return "\n".join(lines)
 
 
-def study(sigma=1.0, deadline=10.0, rounds=30, seeds=(0, 1, 2), methods=None):
-  """Run the grid; returns ``(rows, setup)`` with rows ``[(policy, method, numbers)]``."""
+def plan_configs(sigma=1.0, deadline=10.0, rounds=30, seeds=(0, 1, 2), methods=None):
+  """``[(policy, config)]``: FedAvg without a deadline, then every policy."""
   methods = methods_available() if methods is None else tuple(methods)
-  rows = []
   plan = [("none", ("fedavg",))] + [(p, methods) for p in POLICIES]
-  for policy, names in plan:
-    config = study_config(policy, names, sigma, deadline, rounds, seeds)
-    results = ff.run_many(config)
+  return [(policy, study_config(policy, names, sigma, deadline, rounds, seeds))
+          for policy, names in plan]
+
+
+def study(sigma=1.0, deadline=10.0, rounds=30, seeds=(0, 1, 2), methods=None,
+          workers=1, directory=None, resume=False, overwrite=False):
+  """Run the grid; returns ``(rows, setup)`` with rows ``[(policy, method, numbers)]``.
+
+  Each policy's config is one ``ff.run_many`` job run as sweep points
+  (:func:`fedfrac.reproduce.jobs.run_jobs`: ``workers``, ``directory``,
+  ``resume`` and ``overwrite`` as there); ``setup["runs"]`` counts the runs,
+  ``setup["runs_from_earlier_run"]`` those found in the point directory."""
+  methods = methods_available() if methods is None else tuple(methods)
+  plan = plan_configs(sigma, deadline, rounds, seeds, methods)
+  outcome = jobs.run_jobs("stragglers", [jobs.Job(c) for _, c in plan], workers=workers,
+                          directory=directory, resume=resume, overwrite=overwrite)
+  rows = []
+  for (policy, config), results in zip(plan, outcome.results):
     for label, numbers in summarize(results, policy, config.target_accuracy).items():
       rows.append((policy, label, numbers))
   setup = {"sigma": sigma, "deadline": deadline, "rounds": rounds, "seeds": list(seeds),
            "methods": list(methods), "target_accuracy": 0.8,
            "data": "sklearn digits, 10 clients, Dirichlet(0.5)",
-           "model": "MLP (64), SGD lr 0.1, batch 32, 2 local epochs, full participation"}
+           "model": "MLP (64), SGD lr 0.1, batch 32, 2 local epochs, full participation",
+           "runs": outcome.total, "runs_from_earlier_run": outcome.skipped}
   return rows, setup
 
 
@@ -155,11 +178,28 @@ def main(argv=None):
   p.add_argument("--deadline", type=float, default=10.0)
   p.add_argument("--rounds", type=int, default=30)
   p.add_argument("--seeds", default="0,1,2")
+  p.add_argument("--workers", type=int, default=None,
+                 help="worker processes running (policy, method) batches in parallel "
+                      "(default: one per CPU core or device; 1: in this process)")
+  p.add_argument("--resume", action="store_true",
+                 help="keep each finished run under $TMPDIR/fedfrac_points/stragglers "
+                      "and reuse it when the same code runs the same grid again")
+  p.add_argument("--dir", default=None,
+                 help="keep finished runs here (one JSON each) and skip them on a "
+                      "rerun; refuses runs of different code or arguments")
+  p.add_argument("--overwrite", action="store_true",
+                 help="delete --dir's runs when they are of different code or "
+                      "arguments instead of refusing")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = p.parse_args(argv)
   seeds = tuple(int(s) for s in args.seeds.split(","))
   t0 = time.time()
-  rows, setup = study(args.sigma, args.deadline, args.rounds, seeds)
+  try:
+    rows, setup = study(args.sigma, args.deadline, args.rounds, seeds,
+                        workers=args.workers, directory=args.dir, resume=args.resume,
+                        overwrite=args.overwrite)
+  except points_lib.SweepMismatch as e:
+    raise SystemExit(str(e)) from None
   elapsed = time.time() - t0
   missing = [m for m in METHODS if m not in setup["methods"]]
   body = "\n".join([
@@ -195,7 +235,10 @@ def main(argv=None):
       "",
       f"Command: `{common.command_line('stragglers', argv).strip()}`",
       "",
-      common.produced_line(elapsed),
+      common.produced_line(elapsed) + (
+          f" {setup['runs_from_earlier_run']} of the {setup['runs']} runs came from an "
+          "earlier run of the same code (the point directory)." if setup["runs_from_earlier_run"]
+          else ""),
       ""])
   print(body)
   if args.out:

@@ -65,3 +65,23 @@ def test_architecture_study_builds_recurrent_backbones(arch):
   assert model.apply(params, x).shape == (3,)
   with pytest.raises(ValueError, match="architecture 'cnn'"):
     common.config_module("bev/architectures.py").get_config("cnn")
+
+
+def test_the_suite_plans_each_shared_configuration_once():
+  import argparse
+  from fedfrac.reproduce import fo_ri_fedavg
+  args = argparse.Namespace(seeds="0,1", rounds=2, ved="", ved_stride=10, dir=None,
+                            resume_dir="", overwrite=False, workers=1)
+  suite = fo_ri_fedavg.Suite(args)
+  sizes = {s: len(getattr(suite, f"configs_{s}")())
+           for s in ("participation", "churn", "architectures")}
+  planned = suite.plan(list(sizes))
+  # The churn "none" row and the ANN backbone are the participation sweep's C = 0.5.
+  assert len(planned) == sum(sizes.values()) - 2
+  assert len({key for key, _, _ in planned}) == len(planned)
+  assert all(c.rounds == 2 and tuple(c.seeds) == (0, 1) for _, c, _ in planned)
+  # The vehicle-type study reads the main table's runs.
+  assert [c.name for _, c, _ in suite.plan(["types"])] == [
+      c.name for _, c, _ in suite.configs_main()]
+  # Timing and latency measure this process: nothing to plan.
+  assert suite.plan(["timing", "latency"]) == []
