@@ -66,7 +66,7 @@ def test_reproduce_bev_slice_writes_a_synthetic_report(tmp_path):
   out = tmp_path / "bev.md"
   ff.reproduce.fo_ri_fedavg.main([
       "--studies=participation,latency", "--rounds=2", "--seeds=0,1",
-      "--latency_calls=20", "--resume_dir=", "--out", str(out)])
+      "--latency_calls=20", "--resume_dir=", "--workers=1", "--out", str(out)])
   text = out.read_text()
   assert "SYNTHETIC fleet" in text and "## Participation sweep" in text
   assert "## Inference latency" in text and "## Main table" not in text
