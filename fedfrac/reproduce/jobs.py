@@ -9,7 +9,7 @@ table writer does not know how its runs were scheduled:
 
 * every (job, method label, grid value, seed) is one *point*; its id is the
   digest of what defines the run: the job's resolved config as JSON (less its
-  name, seeds, ``only``, progress switch and other methods, which do not
+  name, seeds, ``only``, progress switch, ``workers`` and other methods, which do not
   change a run), the label, the seed and the grid value. Two jobs that define the same run (two
   studies sharing a configuration) share its point and run it once;
 * the missing points of one (job, method label) form one
@@ -53,7 +53,7 @@ from fedfrac.runner.records import RunRecord
 
 EXECUTOR = "fedfrac.reproduce.jobs:run_batch"
 # Keys of a config that do not change a run (the point names its seed itself).
-NOT_IN_KEY = ("name", "seeds", "only", "progress")
+NOT_IN_KEY = ("name", "seeds", "only", "progress", "workers")
 # Datasets built by the batches of this process (a worker keeps them between
 # batches: the jobs of one reproduction share a few datasets).
 _DATA_CACHE: dict = {}
