@@ -40,13 +40,15 @@ Flags:
 How it runs: every (config point, method, grid value,
 seed) is one *point* with an id hashed from its resolved config, seed and grid
 value. Points of one config point and method share one compiled program (they
-differ only in seed and in the traced grid value), so the missing ones are
-packed into ``ff.run_many`` batches; batches go to a work queue served by one
-worker process per device (``fedfrac.runner.points``), each finished point is
-written atomically to ``DIR/points/<id>.json``, and a rerun of a killed sweep
-runs only the missing points. The table has one row per (sweep point, method
-label) with mean ± std over seeds of each metric's final value; it depends only
-on the points, so a resumed sweep's table equals an uninterrupted one's.
+differ only in seed and in the traced grid value), so they are packed into
+``ff.run_many`` batches; batches go to a work queue served by one worker
+process per device (``fedfrac.runner.points``), each finished point is written
+atomically to ``DIR/points/<id>.json``, and a rerun of a killed sweep runs only
+the batches that miss a point (a batch cut short runs whole again, so every
+point is bit-identical to an uninterrupted sweep's with the same ``--workers``
+and ``--batch_size``). The table has one row per (sweep point, method label)
+with mean ± std over seeds of each metric's final value; it depends only on
+the points, so a resumed sweep's table equals an uninterrupted one's.
 ``python -m fedfrac.sweep`` is the same command; from Python,
 ``points = run(base, axes, seeds, metrics)`` and ``markdown(points, ...)``.
 """
@@ -190,19 +192,26 @@ def fingerprint(base, axes, grid, grid_methods, metric_names, batch):
 
 
 def pack(points, done, metric_names, batch=True, batch_size=0, workers=1):
-  """The missing points as :class:`fedfrac.runner.points.Batch` es.
+  """The batches (:class:`fedfrac.runner.points.Batch`) that hold a missing point.
 
-  Points of one (config point, method) share a compiled program; their missing
-  seeds are grouped by the set of grid values they still need, and each group
-  is one batch (``ff.run_many`` over its seeds × values). ``batch_size`` > 0
-  caps the runs per batch; batches are then split by seeds until there are at
-  least ``workers`` of them (when the seeds allow), so every device gets work.
+  Points of one (config point, method) share a compiled program; their seeds
+  are grouped by the set of grid values they have, and each group is one batch
+  (``ff.run_many`` over its seeds × values). ``batch_size`` > 0 caps the runs
+  per batch; batches are then split by seeds until there are at least
+  ``workers`` of them (when the seeds allow), so every device gets work.
   Without ``batch`` every point is its own batch.
+
+  The batches are those of the whole sweep, whatever is ``done``: a batch with
+  every point done is skipped, and one with some points done runs whole and
+  writes only its missing points (``point_ids``). A vmapped run's last float
+  bits can depend on how many runs share its program, so this keeps a resumed
+  sweep's points bit-identical to an uninterrupted sweep's (same ``workers``
+  and ``batch_size``), at the cost of rerunning the finished runs of a batch
+  that was cut short.
   """
   groups = {}
   for p in points:
-    if p["id"] not in done:
-      groups.setdefault((p["axes_index"], p["label"]), []).append(p)
+    groups.setdefault((p["axes_index"], p["label"]), []).append(p)
   pieces = []
   for group in groups.values():
     by_seed = {}
@@ -232,9 +241,11 @@ def pack(points, done, metric_names, batch=True, batch_size=0, workers=1):
             "seeds": seeds, "ids": {k: v for k, v in ids.items() if k[0] in seeds},
             "metrics": list(metric_names), "batch": batch, "batch_size": batch_size,
             "workers": workers}
-    batches.append(points_lib.Batch(
-        "fedfrac.sweep:run_batch", spec, tuple(spec["ids"].values()),
-        cost=len(seeds) * len(values) * first["config"].rounds))
+    missing = tuple(pid for pid in spec["ids"].values() if pid not in done)
+    if missing:
+      batches.append(points_lib.Batch(
+          "fedfrac.sweep:run_batch", spec, missing,
+          cost=len(seeds) * len(values) * first["config"].rounds))
   return batches
 
 

@@ -193,14 +193,18 @@ def test_pack_skips_done_points_groups_by_program_and_fills_workers(sweep):
   done.add(next(p["id"] for p in points if p["axes"]["client.lr"] == 0.2
                 and p["seed"] == 0 and p["grid"] == 0.5))
   batches = sweep.pack(points, done, ["accuracy"], workers=1)
-  # Seed 0 still needs only server_lr=1.0; seeds 1-3 need both: two programs' worth
-  # of runs, one batch per distinct set of missing values.
-  assert sorted((b.spec["seeds"], b.spec["values"]) for b in batches) == [
-      ([0], [1.0]), ([1, 2, 3], [0.5, 1.0])]
+  # The batches are the whole sweep's: lr=0.1 is done and skipped; lr=0.2 runs
+  # whole (seed 0 at server_lr=0.5 again, so every run keeps its vmap width) and
+  # writes its 7 missing points.
+  assert [(b.spec["seeds"], b.spec["values"]) for b in batches] == [
+      ([0, 1, 2, 3], [0.5, 1.0])]
   assert sorted(pid for b in batches for pid in b.point_ids) == sorted(
       p["id"] for p in points if p["id"] not in done)
+  # With 4 workers the whole sweep splits into 4 batches of 2 seeds; the two of
+  # lr=0.1 are done.
   split = sweep.pack(points, done, ["accuracy"], workers=4)
-  assert len(split) == 4 and sum(len(b.point_ids) for b in split) == 7
+  assert sorted(b.spec["seeds"] for b in split) == [[0, 1], [2, 3]]
+  assert sum(len(b.point_ids) for b in split) == 7
   capped = sweep.pack(points, set(), ["accuracy"], batch_size=2, workers=1)
   assert all(len(b.point_ids) <= 2 for b in capped) and len(capped) == 8
 
@@ -229,3 +233,31 @@ def test_sweep_plot_keeps_the_callers_backend(sweep, tmp_path):
   finally:
     matplotlib.use(previous)
   assert (tmp_path / "s.png").stat().st_size > 0
+
+
+def test_a_point_rerun_on_resume_is_bit_identical_to_the_uninterrupted_one(
+    tmp_path, sweep):
+  """Delete one finished point of a 2-seed x 2-value batch: the rerun runs the
+  batch whole (same vmap width) and writes a record equal to the deleted one in
+  every metric, not only to float tolerance."""
+  config = os.path.join(ROOT, "configs", "quickstart.py")
+  args = [f"--config={config}", "--set=rounds=2", "--set=model.hidden=(8,)",
+          "--set=only=fedavg", "--set=data.num_clients=4", "--seeds=0,1",
+          "--grid=server_lr=0.5,1.0", "--workers=1", "--no_progress",
+          "--metrics=accuracy,train_loss_var,mean:train_loss",
+          f"--out={tmp_path / 't.md'}"]
+  sweep.main(args)
+  points_dir = tmp_path / "t.points" / "points"
+  files = sorted(os.listdir(points_dir))
+  assert len(files) == 4
+  victim = points_dir / files[0]
+  before = json.loads(victim.read_text())["record"]
+  victim.unlink()
+  sweep.main(args)
+  after = json.loads(victim.read_text())["record"]
+  def untimed(record):   # wall and compile seconds are the only clocks in a record
+    out = {k: v for k, v in record.items() if k not in ("wall_s", "compile_s")}
+    out["final"] = {k: v for k, v in record["final"].items() if k != "wall_s"}
+    return out
+  assert untimed(after) == untimed(before)
+  assert after["final"]["train_loss_var"] == before["final"]["train_loss_var"]
