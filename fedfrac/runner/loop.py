@@ -26,7 +26,7 @@ import numpy as np
 from fedfrac import algorithms
 from fedfrac import config as config_lib
 from fedfrac import data as data_lib
-from fedfrac.runner import factories, outputs, workdir as workdir_lib
+from fedfrac.runner import factories, outputs, parallel, workdir as workdir_lib
 from fedfrac.runner.checkpoint import Checkpointer
 from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.records import Results, RunRecord
@@ -314,72 +314,6 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   return results
 
 
-def _worker_count(config, num_runs) -> int:
-  """Processes for the (method, seed) runs: ``config.workers`` (0: one per local
-  device, i.e. per CPU core on a CPU host), at most one per run."""
-  from fedfrac.runner import points as points_lib
-  workers = int(config.get("workers", 1))
-  if workers == 0:
-    workers = len(points_lib.local_workers())
-  return max(1, min(workers, num_runs))
-
-
-def _job_task(item, emit):
-  """:func:`fedfrac.runner.points.work_queue` target: one (method, seed) run in
-  a worker process; emits ``(label, seed, record, divergence message or "")``."""
-  config, label, seed, workdir, stop_after_round = item
-  fed_data = _build_data(config, _data_seed(config, seed))
-  try:
-    rec = run_one(config, label, seed, fed_data, workdir, stop_after_round, progress=False)
-    emit((label, seed, rec, ""))
-  except FloatingPointError as e:   # on_divergence="error": re-raised by the parent
-    emit((label, seed, e.record, str(e)))
-
-
-def _run_in_workers(config, labels, seeds, workdir, stop_after_round, progress, workers,
-                    records, finish):
-  """``run`` with the (method, seed) runs spread over ``workers`` processes
-  (:func:`fedfrac.runner.points.work_queue`, one per CPU core or device): each
-  compiles and runs its own programs, so compilation, which is single-threaded
-  and dominates short runs, proceeds in parallel. Each run is the same
-  computation as in one process; checkpoints and resumption are per run as
-  there. Ctrl-C stops every worker (checkpoints written so far are kept)."""
-  from fedfrac.runner import points as points_lib
-  from fedfrac.runner.log import PointProgress
-  jobs = [(label, seed) for label in labels for seed in seeds]
-  items = [(config, label, seed, workdir, stop_after_round) for label, seed in jobs]
-  show = config.progress if progress is None else progress
-  bar = PointProgress(show, len(jobs), desc=f"runs on {workers} workers")
-  done, diverged = {}, []
-
-  def on_message(index, payload):
-    label, seed, rec, error = payload
-    done[(label, seed)] = rec
-    if error:
-      diverged.append((rec, error))
-    bar.update(1)
-  try:
-    points_lib.work_queue(items, "fedfrac.runner.loop:_job_task", workers, on_message,
-                          name="fedfrac-run", pin=False)
-  except KeyboardInterrupt:
-    records.extend(done[j] for j in jobs if j in done)
-    results = finish()
-    where = (f"rerun the same command with --workdir={workdir} to resume"
-             if workdir else "no --workdir was given, so nothing was kept")
-    raise RunInterrupted(f"interrupted: {len(done)} of {len(jobs)} runs finished; "
-                         f"{where}", results) from None
-  finally:
-    bar.close()
-  records.extend(done[j] for j in jobs)
-  results = finish()
-  if diverged:
-    rec, message = diverged[0]
-    error = FloatingPointError(message)
-    error.record = rec
-    raise error
-  return results
-
-
 def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] = None,
         progress: Optional[bool] = None, overwrite: bool = False) -> Results:
   """Run every method × seed of ``config`` (validated first); see module docstring.
@@ -394,7 +328,8 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
     progress: override ``config.progress``.
     overwrite: clear the workdir's earlier results and checkpoints first.
   With ``config.workers`` > 1 (0: one per CPU core or local device) the (method,
-  seed) runs are spread over that many worker processes (``_run_in_workers``);
+  seed) runs are spread over that many worker processes
+  (:func:`fedfrac.runner.parallel.run_in_workers`);
   the results are the same as in one process.
   Raises:
     RunInterrupted: Ctrl-C; checkpoints and the rows so far are written first.
@@ -430,10 +365,10 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
                             workdir)
     return results
 
-  workers = _worker_count(config, len(labels) * len(seeds))
+  workers = parallel.worker_count(config, len(labels) * len(seeds))
   if workers > 1:
-    return _run_in_workers(config, labels, seeds, workdir, stop_after_round, progress,
-                           workers, records, finish)
+    return parallel.run_in_workers(config, labels, seeds, workdir, stop_after_round,
+                                   progress, workers, records, finish)
   with StopRequest() as stop:
     for label in labels:
       for seed in seeds:

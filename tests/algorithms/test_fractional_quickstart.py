@@ -25,7 +25,7 @@ def test_quickstart_entries_of_the_fractional_family_run():
   c.rounds = 1
   c.model.hidden = (16,)
   c.only = ",".join(new)
-  c.workers = 1   # in this process (tests/runner/test_workers.py covers workers)
+  c.workers = 1   # in this process (tests/runner/test_parallel.py covers workers)
   res = ff.run(c)
   assert sorted(res.methods()) == sorted(new)
   for rec in res.records:

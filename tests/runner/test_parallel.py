@@ -1,6 +1,6 @@
-"""``config.workers``: (method, seed) runs spread over worker processes give the
-same results as one process, keep the workdir contract, and re-raise a
-divergence with ``on_divergence="error"``."""
+"""``fedfrac.runner.parallel`` (``config.workers``): (method, seed) runs spread
+over worker processes give the same results as one process, keep the workdir
+contract, and re-raise a divergence with ``on_divergence="error"``."""
 from __future__ import annotations
 
 import json
