@@ -72,6 +72,11 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.validation_fraction = 0.0
   c.data.eval_split = "test"         # test | val
   c.data.seed = -1                   # partition seed; -1 = the run's seed
+  # Inputs (uint8 images scaled to [0, 1] first) standardised per channel as
+  # (x - input_mean) / input_std, torchvision's Normalize: one value or one per
+  # channel; () = only scaled. FIRMA's reference_code configs use the authors'.
+  c.data.input_mean = ()
+  c.data.input_std = ()
   c.data.compat = "paper"            # paper | reference_code (FIRMA authors' pipeline)
   c.data.synthetic = ml_collections.ConfigDict(dict(
       alpha=1.0, beta=1.0, dim=60, num_classes=10, iid=False, max_client_size=2000))

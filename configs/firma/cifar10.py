@@ -7,8 +7,8 @@ the dataset (prepare it once with `--config.data.tfds.download=True`):
   python -m fedfrac.main --config=configs/firma/cifar10.py:paper,ls1 --workdir=runs/firma_cifar10
 
 The argument picks the compatibility mode and scenario as in digits.py. Inputs
-are scaled to [0, 1]; the authors' code instead normalises with torchvision's
-per-channel mean/std, which `compat="reference_code"` does not reproduce.
+are scaled to [0, 1]; `compat="reference_code"` then normalises them as the
+authors' code does (torchvision's Normalize, `AUTHORS_NORMALISATION` in digits.py).
 """
 from fedfrac.config import sibling_config
 

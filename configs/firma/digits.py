@@ -114,13 +114,31 @@ def parse_arg(arg):
   return (parts[0] if parts else "paper"), (parts[1] if len(parts) > 1 else "dir0.5")
 
 
+# The authors' torchvision Normalize for the image data sets (their data.py):
+# grey images (MNIST, Fashion-MNIST) (0.5,) / (0.5,), i.e. [-1, 1]; CIFAR the
+# usual per-channel mean/std. Their MNIST-1797 stays pixel / 16 in [0, 1].
+AUTHORS_NORMALISATION = {
+    "grey": ((0.5,), (0.5,)),
+    "colour": ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)),
+}
+
+
+def authors_inputs(c, kind):
+  """In ``reference_code`` mode, the authors' input normalisation of ``kind``
+  (``"grey"`` or ``"colour"``) as ``data.input_mean`` / ``data.input_std``; the
+  ``paper`` mode states none and keeps inputs in [0, 1]."""
+  if c.data.compat == "reference_code":
+    c.data.input_mean, c.data.input_std = AUTHORS_NORMALISATION[kind]
+  return c
+
+
 def tfds_config(arg, tfds_name, title):
   """The FIRMA setting on a tfds dataset: N = 10, R = 30 (configs/firma/<name>.py)."""
   c = firma_config(*parse_arg(arg), num_clients=10, rounds=30)
   c.name = c.name.replace("FIRMA digits (MNIST-1797)", title)
   c.data.source = "tfds"
   c.data.tfds.name = tfds_name
-  return c
+  return authors_inputs(c, "colour" if tfds_name.startswith("cifar") else "grey")
 
 
 def get_config(arg="paper,dir0.5"):

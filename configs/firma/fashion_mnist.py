@@ -11,8 +11,8 @@ Offline, from the original IDX files (e.g. Debian's `dataset-fashion-mnist`,
 `--config.data.source=files --config.data.dir=/usr/share/datasets/fashion-mnist`.
 
 The argument picks the compatibility mode and scenario as in digits.py. Inputs
-are scaled to [0, 1]; the authors' code instead normalises with torchvision's
-per-channel mean/std, which `compat="reference_code"` does not reproduce.
+are scaled to [0, 1]; `compat="reference_code"` then normalises them as the
+authors' code does (torchvision's Normalize, `AUTHORS_NORMALISATION` in digits.py).
 """
 from fedfrac.config import sibling_config
 

@@ -10,8 +10,8 @@ Offline, from local files (the MNIST IDX files, or an `mnist.pkl.gz`), add
 `--config.data.source=files --config.data.dir=DIR` (see `fedfrac.data.files`).
 
 The argument picks the compatibility mode and scenario as in digits.py. Inputs
-are scaled to [0, 1]; the authors' code instead normalises with torchvision's
-per-channel mean/std, which `compat="reference_code"` does not reproduce.
+are scaled to [0, 1]; `compat="reference_code"` then normalises them as the
+authors' code does (torchvision's Normalize, `AUTHORS_NORMALISATION` in digits.py).
 """
 from fedfrac.config import sibling_config
 

@@ -39,6 +39,14 @@ def validate_data(config: ConfigDict) -> None:
         d.test_split, "allowed values are 'like_train', 'iid', 'natural'")
   check(is_num(d.test_fraction) and 0 < d.test_fraction < 1, "data.test_fraction",
         d.test_fraction, "must be in (0, 1)")
+  mean, std = d.get("input_mean", ()), d.get("input_std", ())
+  for key, value in (("data.input_mean", mean), ("data.input_std", std)):
+    check(isinstance(value, (tuple, list)) and all(is_num(v) for v in value), key,
+          value, "must be a tuple of numbers (one, or one per input channel; () = "
+          "inputs only scaled)")
+  check(len(std) == len(mean), "data.input_std", std,
+        f"needs as many values as data.input_mean={tuple(mean)}")
+  check(all(v > 0 for v in std), "data.input_std", std, "every value must be > 0")
   vf = d.get("validation_fraction", 0.0)
   check(is_num(vf) and 0 <= vf < 1, "data.validation_fraction", vf,
         "must be in [0, 1) (0 = no validation split)")

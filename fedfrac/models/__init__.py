@@ -25,8 +25,30 @@ MODELS = tuple(MODEL_DESCRIPTIONS)
 WINDOW_MODELS = ("window_mlp", "window_gru", "window_lstm")
 
 
-def build(model_cfg, input_shape, num_outputs, input_scale=1.0) -> Model:
-  """Config -> :class:`Model` with input shape taken from the dataset."""
+def input_normalisation(input_shape, input_mean=(), input_std=()) -> tuple:
+  """``(mean, std)`` tuples of floats for :class:`Model` (``data.input_mean`` /
+  ``data.input_std``): both empty, or both of one value or of one value per
+  channel (the last axis of ``input_shape``) with every std > 0."""
+  mean = tuple(float(v) for v in input_mean)
+  std = tuple(float(v) for v in input_std)
+  channels = int(input_shape[-1]) if len(input_shape) else 1
+  if len(mean) != len(std):
+    raise ValueError(f"data.input_std={std}: needs as many values as data.input_mean="
+                     f"{mean} ({len(mean)})")
+  if mean and len(mean) not in (1, channels):
+    raise ValueError(f"data.input_mean={mean}: needs 1 value or one per input "
+                     f"channel ({channels} for inputs of shape {tuple(input_shape)})")
+  if any(not v > 0 for v in std):
+    raise ValueError(f"data.input_std={std}: every value must be > 0")
+  return mean, std
+
+
+def build(model_cfg, input_shape, num_outputs, input_scale=1.0, input_mean=(),
+          input_std=()) -> Model:
+  """Config -> :class:`Model` with input shape taken from the dataset; inputs are
+  scaled by ``input_scale`` and then standardised per channel by ``input_mean`` /
+  ``input_std`` (see :func:`input_normalisation`)."""
+  mean, std = input_normalisation(input_shape, input_mean, input_std)
   name = model_cfg.name
   if name in WINDOW_MODELS:
     from fedfrac.models import regression
@@ -40,7 +62,7 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0) -> Model:
       rnn_hidden = model_cfg.get("rnn_hidden", 64)
       module = (regression.WindowGRU if name == "window_gru" else
                 regression.WindowLSTM)(hidden=int(rnn_hidden))
-    return Model(module, tuple(input_shape), 1, float(input_scale), name)
+    return Model(module, tuple(input_shape), 1, float(input_scale), name, mean, std)
   if name == "mlp":
     extractor = MLPExtractor(hidden=tuple(model_cfg.hidden))
   elif name == "firma_mlp":
@@ -58,7 +80,8 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0) -> Model:
   else:
     raise ValueError(f"model.name={name!r}: allowed values are {', '.join(MODELS)}")
   module = SplitModel(extractor=extractor, head=LinearHead(num_outputs))
-  return Model(module, tuple(input_shape), int(num_outputs), float(input_scale), name)
+  return Model(module, tuple(input_shape), int(num_outputs), float(input_scale), name,
+               mean, std)
 
 from fedfrac.models.regression import (WindowGRU, WindowLSTM, WindowMLP, huber_loss,  # noqa: E402
                                        mse_loss)

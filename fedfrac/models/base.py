@@ -33,12 +33,17 @@ class Model(NamedTuple):
     num_outputs: classes (or 1 for scalar regression).
     input_scale: inputs are multiplied by this before the module (uint8 -> [0,1]).
     name: config name.
+    input_mean, input_std: per-channel ``(x · input_scale − mean) / std`` after
+      the scaling, as torchvision's ``Normalize`` (one value, or one per channel
+      of the last input axis); ``()`` leaves the scaled inputs as they are.
   """
   module: nn.Module
   input_shape: tuple
   num_outputs: int
   input_scale: float
   name: str
+  input_mean: tuple = ()
+  input_std: tuple = ()
 
   def init(self, key):
     """Parameters ``{"extractor", "head"}`` for one model."""
@@ -52,6 +57,9 @@ class Model(NamedTuple):
     x = x.astype(jnp.float32)
     if self.input_scale != 1.0:
       x = x * self.input_scale
+    if self.input_mean:
+      x = ((x - jnp.asarray(self.input_mean, jnp.float32))
+           / jnp.asarray(self.input_std, jnp.float32))
     rngs = {"dropout": key} if (train and key is not None) else None
     return self.module.apply({"params": params}, x, train=train and key is not None,
                              rngs=rngs, return_features=return_features)

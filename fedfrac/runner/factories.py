@@ -200,8 +200,12 @@ def build_context(config, label, fed_data, all_client_sizes=None) -> contract.Bu
   settings."""
   task = make_task(config)
   num_outputs = fed_data.num_classes if task_evaluation(task).classification else 1
-  model = models.build(config.model, fed_data.input_shape, num_outputs,
-                       fed_data.input_scale)
+  try:
+    model = models.build(config.model, fed_data.input_shape, num_outputs,
+                         fed_data.input_scale, config.data.get("input_mean", ()),
+                         config.data.get("input_std", ()))
+  except ValueError as e:
+    raise config_lib.ConfigError(f"config.{e}") from None
   client_cfg = config_lib.client_config(config, label)
   sizes = fed_data.client_size if all_client_sizes is None else all_client_sizes
   training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll,

@@ -487,3 +487,22 @@ def test_cli_runs_on_files_and_reports_a_bad_file_in_one_line(tmp_path):
   assert bad.returncode == 2 and "Traceback" not in bad.stderr
   assert "t10k-labels-idx1-ubyte.gz: holds 299 labels" in lines[-1]
   assert lines[-1].startswith("error: ")
+
+
+@pytest.mark.parametrize("name,mean,std", [
+    ("fashion_mnist.py", (0.5,), (0.5,)),
+    ("mnist.py", (0.5,), (0.5,)),
+    ("cifar10.py", (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)),
+])
+def test_firma_image_configs_normalise_inputs_as_the_authors_in_reference_code(
+    name, mean, std):
+  """The authors' torchvision Normalize in ``reference_code``; ``paper`` states
+  none and keeps [0, 1]; their MNIST-1797 (digits) stays pixel / 16."""
+  module = config_lib.sibling_config(os.path.join(ROOT, "configs", "firma", "x.py"), name)
+  ref = module.get_config("reference_code,iid")
+  assert tuple(ref.data.input_mean) == mean and tuple(ref.data.input_std) == std
+  paper = module.get_config("paper,iid")
+  assert tuple(paper.data.input_mean) == () and tuple(paper.data.input_std) == ()
+  digits = config_lib.sibling_config(os.path.join(ROOT, "configs", "firma", "x.py"),
+                                     "digits.py").get_config("reference_code,iid")
+  assert tuple(digits.data.input_mean) == ()

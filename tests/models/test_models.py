@@ -155,3 +155,35 @@ def test_max_pool_gradient_shares_ties_like_reduce_max():
   want = jax.vjp(reference, x)[1](g)[0]
   np.testing.assert_array_equal(got, want)
   np.testing.assert_allclose(got[0, :2, :2, 0], np.full((2, 2), g[0, 0, 0, 0] / 4))
+
+
+def test_input_normalisation_is_torchvision_normalize_after_the_scale():
+  """(x · scale − mean) / std per channel: the model sees what a model without
+  normalisation sees on inputs normalised by hand."""
+  shape = (4, 4, 3)
+  mean, std = (0.1, 0.5, 0.9), (0.2, 0.5, 2.0)
+  normed = models.build(_cfg("mlp"), shape, 10, input_scale=1 / 255, input_mean=mean,
+                        input_std=std)
+  plain = models.build(_cfg("mlp"), shape, 10)
+  params = plain.init(jax.random.PRNGKey(0))
+  x = jax.random.randint(jax.random.PRNGKey(1), (5,) + shape, 0, 256).astype(jnp.uint8)
+  by_hand = (np.asarray(x, np.float32) / 255 - np.array(mean)) / np.array(std)
+  np.testing.assert_allclose(normed.apply(params, x), plain.apply(params, by_hand),
+                             rtol=1e-5, atol=1e-5)
+  # One value applies to every channel; () changes nothing.
+  one = models.build(_cfg("mlp"), shape, 10, input_mean=(0.5,), input_std=(0.5,))
+  np.testing.assert_allclose(one.apply(params, jnp.ones((2,) + shape)),
+                             plain.apply(params, jnp.ones((2,) + shape)), atol=1e-6)
+  assert not np.allclose(one.apply(params, jnp.zeros((2,) + shape)),
+                         plain.apply(params, jnp.zeros((2,) + shape)))
+
+
+@pytest.mark.parametrize("mean,std,match", [
+    ((0.5, 0.5), (0.5, 0.5), r"data.input_mean=\(0.5, 0.5\): needs 1 value or one per "
+     r"input channel \(3"),
+    ((0.5,), (), r"data.input_std=\(\): needs as many values"),
+    ((0.5,), (0.0,), r"data.input_std=\(0.0,\): every value must be > 0"),
+])
+def test_input_normalisation_rejects_bad_values(mean, std, match):
+  with pytest.raises(ValueError, match=match):
+    models.build(_cfg("mlp"), (4, 4, 3), 10, input_mean=mean, input_std=std)

@@ -231,3 +231,19 @@ def test_empty_cohort_reports_no_training_metrics():
   for r in empty:
     assert not [k for k in r if k.startswith("train_")], r
   assert record.status == "ok"     # absent metrics are not a divergence
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("data.input_std", (0.0,), r"config.data.input_std=\(0.0,\): every value must be > 0"),
+    ("data.input_mean", ("a",), r"config.data.input_mean=\('a',\): must be a tuple"),
+    ("data.input_mean", (0.1, 0.2), r"config.data.input_mean=\(0.1, 0.2\): needs 1 value "
+     r"or one per input channel \(1 for inputs"),
+])
+def test_input_normalisation_is_checked_before_compute(key, value, match):
+  c = helpers.tiny_config()
+  c.data.input_mean, c.data.input_std = (0.5,), (0.5,)
+  c.data[key.split(".")[1]] = value
+  if key == "data.input_mean" and len(value) == 2:
+    c.data.input_std = (1.0, 1.0)
+  with pytest.raises(config_lib.ConfigError, match=match):
+    ff.run(c)
