@@ -8,10 +8,11 @@ Command line: ``fedfrac-reproduce <paper> [flags]`` or
 ``python -m fedfrac.reproduce <paper> [flags]`` with <paper> one of ``PAPERS``.
 ``jobs`` runs a reproduction's ``ff.run_many`` calls as ``fedfrac.sweep`` points.
 """
-from fedfrac.reproduce import (common, firma, fo_ri_fedavg, fofedavg, jobs, kuramoto,
-                               robust, published_tables, stragglers, tuned)
+from fedfrac.reproduce import (common, firma, firma_files, fo_ri_fedavg, fofedavg, jobs,
+                               kuramoto, published_tables, robust, stragglers, tuned)
 
 # Command name -> module; ``bev`` names the FO-RI-FedAvg BEV suite as well.
-PAPERS = {"firma": firma, "fofedavg": fofedavg, "fo_ri_fedavg": fo_ri_fedavg,
-          "bev": fo_ri_fedavg, "kuramoto": kuramoto, "robust": robust, "tuned": tuned,
+PAPERS = {"firma": firma, "firma_files": firma_files, "fofedavg": fofedavg,
+          "fo_ri_fedavg": fo_ri_fedavg, "bev": fo_ri_fedavg, "kuramoto": kuramoto,
+          "robust": robust, "tuned": tuned,
           "published": published_tables, "stragglers": stragglers}

@@ -54,7 +54,7 @@ from fedfrac import data as data_lib
 from fedfrac import sim as sim_lib
 from fedfrac import runner
 from fedfrac import metrics as metrics_lib
-from fedfrac.reproduce import common
+from fedfrac.reproduce import common, jobs
 from fedfrac.runner import plots
 from fedfrac.runner import points as points_lib
 
@@ -783,15 +783,7 @@ def main(argv=None):
                       "reuse it when the same code is run again with the same "
                       "arguments (the table then reports the CPU time of the "
                       "original runs, and the wall time of this one)")
-  p.add_argument("--dir", default=None,
-                 help="keep finished points here (one JSON each) and skip them on a "
-                      "rerun; refuses points of different code or arguments")
-  p.add_argument("--overwrite", action="store_true",
-                 help="delete --dir's points when they are of different code or "
-                      "arguments instead of refusing")
-  p.add_argument("--workers", type=int, default=None,
-                 help="worker processes running methods in parallel (default: one "
-                      "per CPU core or device; 1: in this process)")
+  jobs.add_point_flags(p, "firma", batches="methods", things="points", resume=False)
   p.add_argument("--from-json", dest="from_json", default=None,
                  help="re-render --out from this results JSON without running")
   argv = sys.argv[1:] if argv is None else list(argv)

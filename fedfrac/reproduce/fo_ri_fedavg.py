@@ -797,17 +797,8 @@ def main(argv=None):
                  "the code and the studies' configurations, and reused when the "
                  "same command runs again (an interrupted suite resumes); '' keeps "
                  "them in a temporary folder, deleted at the end")
-  p.add_argument("--dir", default=None,
-                 help="keep finished runs exactly here instead (one JSON each) and "
-                      "skip them on a rerun; refuses runs of different code or "
-                      "configurations")
-  p.add_argument("--overwrite", action="store_true",
-                 help="delete --dir's runs when they are of different code or "
-                      "configurations instead of refusing")
-  p.add_argument("--workers", type=int, default=None,
-                 help="worker processes running (configuration, method) batches in "
-                      "parallel (default: one per CPU core or device; 1: in this "
-                      "process)")
+  jobs.add_point_flags(p, "bev", batches="(configuration, method) batches",
+                       resume=False)
   argv = sys.argv[1:] if argv is None else list(argv)
   args = p.parse_args(argv)
   studies = [s.strip() for s in args.studies.split(",") if s.strip()]

@@ -89,6 +89,27 @@ class JobsOutcome:
   directory: Optional[str]
 
 
+def add_point_flags(parser, name, batches="(setting, method) batches",
+                    things="runs", resume=True) -> None:
+  """The point runner's flags of reproduction ``name``: ``--workers`` (processes
+  running ``batches`` in parallel), ``--dir`` and ``--overwrite``, and with
+  ``resume`` ``--resume`` (keep ``things`` under ``$TMPDIR/fedfrac_points/<name>``)."""
+  parser.add_argument("--workers", type=int, default=None,
+                      help=f"worker processes running {batches} in parallel "
+                      "(default: one per CPU core or device; 1: in this process)")
+  if resume:
+    parser.add_argument("--resume", action="store_true",
+                        help=f"keep each finished {things[:-1]} under "
+                        f"$TMPDIR/fedfrac_points/{name} and reuse it when the same "
+                        "code runs the same grid again")
+  parser.add_argument("--dir", default=None,
+                      help=f"keep finished {things} here (one JSON each) and skip them "
+                      f"on a rerun; refuses {things} of different code or arguments")
+  parser.add_argument("--overwrite", action="store_true",
+                      help=f"delete --dir's {things} when they are of different code "
+                      "or arguments instead of refusing")
+
+
 def config_key(config) -> dict:
   """``config`` as a JSON dict without the keys that do not change a run."""
   out = json.loads(config.to_json_best_effort(sort_keys=True))

@@ -340,18 +340,7 @@ def main(argv=None):
   p.add_argument("--clients", default="10,20")
   p.add_argument("--kappas", default="0.005,0.1,0.3")
   p.add_argument("--beta", type=float, default=0.01)
-  p.add_argument("--workers", type=int, default=None,
-                 help="worker processes running (setting, method) batches in parallel "
-                      "(default: one per CPU core or device; 1: in this process)")
-  p.add_argument("--resume", action="store_true",
-                 help="keep each finished run under $TMPDIR/fedfrac_points/kuramoto and "
-                      "reuse it when the same code runs the same grid again")
-  p.add_argument("--dir", default=None,
-                 help="keep finished runs here (one JSON each) and skip them on a "
-                      "rerun; refuses runs of different code or arguments")
-  p.add_argument("--overwrite", action="store_true",
-                 help="delete --dir's runs when they are of different code or "
-                      "arguments instead of refusing")
+  jobs.add_point_flags(p, "kuramoto")
   args = p.parse_args(argv)
   seeds = tuple(int(s) for s in args.seeds.split(","))
   shards = tuple(int(s) for s in args.shards.split(","))

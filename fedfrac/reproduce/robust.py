@@ -127,18 +127,7 @@ def main(argv=None):
   p.add_argument("--check", action="store_true", help="exit 1 if a claim fails")
   p.add_argument("--robust_min", type=float, default=0.85)
   p.add_argument("--collapse_max", type=float, default=0.5)
-  p.add_argument("--workers", type=int, default=None,
-                 help="worker processes running methods in parallel (default: one "
-                      "per CPU core or device; 1: in this process)")
-  p.add_argument("--resume", action="store_true",
-                 help="keep each finished run under $TMPDIR/fedfrac_points/robust and "
-                      "reuse it when the same code runs the same config again")
-  p.add_argument("--dir", default=None,
-                 help="keep finished runs here (one JSON each) and skip them on a "
-                      "rerun; refuses runs of different code or config")
-  p.add_argument("--overwrite", action="store_true",
-                 help="delete --dir's runs when they are of different code or config "
-                      "instead of refusing")
+  jobs.add_point_flags(p, "robust", batches="methods")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = p.parse_args(argv)
 

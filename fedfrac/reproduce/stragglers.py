@@ -178,18 +178,7 @@ def main(argv=None):
   p.add_argument("--deadline", type=float, default=10.0)
   p.add_argument("--rounds", type=int, default=30)
   p.add_argument("--seeds", default="0,1,2")
-  p.add_argument("--workers", type=int, default=None,
-                 help="worker processes running (policy, method) batches in parallel "
-                      "(default: one per CPU core or device; 1: in this process)")
-  p.add_argument("--resume", action="store_true",
-                 help="keep each finished run under $TMPDIR/fedfrac_points/stragglers "
-                      "and reuse it when the same code runs the same grid again")
-  p.add_argument("--dir", default=None,
-                 help="keep finished runs here (one JSON each) and skip them on a "
-                      "rerun; refuses runs of different code or arguments")
-  p.add_argument("--overwrite", action="store_true",
-                 help="delete --dir's runs when they are of different code or "
-                      "arguments instead of refusing")
+  jobs.add_point_flags(p, "stragglers", batches="(policy, method) batches")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = p.parse_args(argv)
   seeds = tuple(int(s) for s in args.seeds.split(","))

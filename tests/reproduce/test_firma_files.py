@@ -1,0 +1,73 @@
+"""``fedfrac-reproduce firma_files``: FIRMA Tables 7–10 on local files — the
+table beside every published cell, one section per (mode, inputs), and a run on
+IDX files a test wrote that keeps finished scenarios on a rerun."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from fedfrac.reproduce import firma_files
+from tests.data.test_files import write_mnist_idx
+
+
+def _cell(accs, ginis):
+  return {"num_clients": 10, "runs": [{"accuracy": a, "gini": g}
+                                      for a, g in zip(accs, ginis)]}
+
+
+def test_table_has_every_published_cell_per_mode_and_inputs(tmp_path):
+  published = firma_files.published_table(firma_files.PUBLISHED, "Table 7")
+  paper_iid = published["FibFL"]["IID"]
+  unit = {"args": {"seeds": 2, "rounds": 30, "device": "GPU X", "inputs": "unit"},
+          "scenarios": {"iid": {"results": {"reference_code": {
+              "iid/fibfl": _cell([paper_iid - 0.10, paper_iid - 0.08], [0.01, 0.02])}}}}}
+  authors = {"args": {"seeds": 1, "rounds": 30, "device": "cpu", "inputs": "authors"},
+             "scenarios": {"iid": {"results": {
+                 "reference_code": {"iid/fibfl": _cell([paper_iid + 0.01], [0.01])},
+                 "paper": {"iid/fedavg": _cell([0.5], [0.2])}}}}}
+  paths = []
+  for name, d in (("a.json", unit), ("b.json", authors)):
+    (tmp_path / name).write_text(json.dumps(d))
+    paths.append(str(tmp_path / name))
+  out = tmp_path / "t.md"
+  firma_files.write_table(paths, str(out))
+  text = out.read_text()
+  sections = [ln for ln in text.splitlines() if ln.startswith("## compat")]
+  assert sections == [
+      "## compat = reference_code, inputs (x − 0.5) / 0.5 as the authors' code "
+      "(torchvision Normalize)",
+      "## compat = reference_code, inputs in [0, 1]",
+      "## compat = paper, inputs in [0, 1]"]
+  # The mean of two seeds 0.09 under the paper: differs; one seed 0.01 over: agrees.
+  head = f"| FibFL | IID | {paper_iid:.4f} | "
+  assert head + f"{paper_iid - 0.09:.4f} ± 0.0141 | 2 | -0.0900 | differs |" in text
+  assert head + f"{paper_iid + 0.01:.4f} ± 0.0000 | 1 | +0.0100 | agrees |" in text
+  # Every published cell has a row in every section (6 methods × 7 scenarios × 2 tables).
+  rows = [ln for ln in text.splitlines() if ln.startswith("| FedAvg |") or
+          ln.startswith("| FibFL++ |")]
+  assert len(rows) == 3 * 2 * 2 * 7
+  assert "| reference_code | inputs in [0, 1] | 2 seed(s), R = 30, GPU X | 0 / 1 | 1 / 1 |" in text
+  mnist = tmp_path / "m.md"
+  firma_files.write_table(paths, str(mnist), dataset="mnist")
+  assert mnist.read_text().startswith("# FIRMA Tables 9–10 on the real MNIST-60k")
+
+
+def test_a_run_on_idx_files_is_kept_per_scenario_and_resumed(tmp_path, capsys):
+  data = tmp_path / "fmnist"
+  data.mkdir()
+  write_mnist_idx(data, n_train=1400, n_test=300, gz=True)
+  out = tmp_path / "f.json"
+  argv = [f"--dir={data}", "--modes=reference_code", "--scenarios=iid",
+          "--methods=fedavg", "--seeds=1", "--rounds=1", f"--json={out}"]
+  firma_files.main(argv)
+  d = json.loads(out.read_text())
+  assert d["args"]["inputs"] == "authors" and d["args"]["device"]
+  run = d["scenarios"]["iid"]["results"]["reference_code"]["iid/fedavg"]["runs"][0]
+  assert np.isfinite(run["accuracy"]) and 0 <= run["accuracy"] <= 1
+  capsys.readouterr()
+  firma_files.main(argv)   # same flags: the finished scenario is kept, nothing runs
+  assert "iid: already in" in capsys.readouterr().out
+  assert json.loads(out.read_text()) == d
+  firma_files.main(["--table", str(out), "--out", str(tmp_path / "t.md")])
+  assert "| FedAvg | IID |" in (tmp_path / "t.md").read_text()
