@@ -126,7 +126,7 @@ AUTHORS_NORMALISATION = {
 def authors_inputs(c, kind):
   """In ``reference_code`` mode, the authors' input normalisation of ``kind``
   (``"grey"`` or ``"colour"``) as ``data.input_mean`` / ``data.input_std``; the
-  ``paper`` mode states none and keeps inputs in [0, 1]."""
+  ``paper`` mode keeps the [0, 1] inputs §6.1 states."""
   if c.data.compat == "reference_code":
     c.data.input_mean, c.data.input_std = AUTHORS_NORMALISATION[kind]
   return c

@@ -496,8 +496,8 @@ def test_cli_runs_on_files_and_reports_a_bad_file_in_one_line(tmp_path):
 ])
 def test_firma_image_configs_normalise_inputs_as_the_authors_in_reference_code(
     name, mean, std):
-  """The authors' torchvision Normalize in ``reference_code``; ``paper`` states
-  none and keeps [0, 1]; their MNIST-1797 (digits) stays pixel / 16."""
+  """The authors' torchvision Normalize in ``reference_code``; ``paper`` keeps the
+  [0, 1] of its §6.1; their MNIST-1797 (digits) stays pixel / 16."""
   module = config_lib.sibling_config(os.path.join(ROOT, "configs", "firma", "x.py"), name)
   ref = module.get_config("reference_code,iid")
   assert tuple(ref.data.input_mean) == mean and tuple(ref.data.input_std) == std
