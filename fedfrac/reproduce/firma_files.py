@@ -65,23 +65,30 @@ INPUTS = {"unit": "inputs in [0, 1]",
 
 
 def _groups(json_paths):
-  """``{(mode, inputs): {(scenario, method): (cell, seeds, rounds, device)}}`` and
-  the run descriptions of each group, over the ``--json`` files of runs."""
+  """``{(mode, inputs): {(scenario, method): [(cell, device), ...]}}`` and the run
+  descriptions of each group, over the ``--json`` files of runs (a cell run in
+  several files keeps every run, one table row each)."""
   groups, sources = {}, {}
   for path in json_paths:
     with open(path) as f:
       d = json.load(f)
     a = d["args"]
     device = a.get("device", "unknown device")
+    ran = {}
     for s, entry in d["scenarios"].items():
       for mode, res in entry["results"].items():
         inputs = a.get("inputs", "unit") if mode == "reference_code" else "unit"
         cells = groups.setdefault((mode, inputs), {})
         for key, cell in res.items():
-          scenario, method = key.split("/")
-          cells[(scenario, method)] = (cell, a["seeds"], a["rounds"], device)
-        sources.setdefault((mode, inputs), set()).add(
-            f"{a['seeds']} seed(s), R = {a['rounds']}, {device}")
+          cells.setdefault(tuple(key.split("/")), []).append((cell, device))
+          ran.setdefault((mode, inputs), {}).setdefault(key.split("/")[1], []).append(s)
+    note = f"; {a['note']}" if a.get("note") else ""
+    for group, methods in ran.items():
+      what = ", ".join(f"{ROWS.get(m, m)} {'/'.join(COLUMNS.get(x, x) for x in scen)}"
+                       for m, scen in methods.items())
+      sources.setdefault(group, []).append(
+          f"{what}: {a['seeds']} seed{'s' if a['seeds'] != 1 else ''}, "
+          f"R = {a['rounds']}, {device}{note}")
   return groups, sources
 
 
@@ -99,10 +106,13 @@ def write_table(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
            f"`fedfrac-reproduce firma_files --dataset={dataset} --dir=DIR --modes=MODE "
            "--inputs=INPUTS --scenarios=... --methods=... --seeds=S --json=...` "
            "(one scenario at a time), then `--table`. Verdict: agrees when "
-           "|Δ| <= max(0.02, 2 × our std); n = seeds. A cell without ours was not run "
-           "(the accelerator time ran out; on the 2-core CPU one FibFL run of 30 rounds "
-           "takes about half an hour).", "", "## Summary", "",
-           f"| compat | inputs | runs | {tables[0]} agrees / run | {tables[1]} agrees / run |",
+           "|Δ| <= max(0.02, 2 × our std); n = seeds; a cell run more than once "
+           "(another device or input scaling) has a row per run. A cell without ours "
+           "was not run: on the 2-core CPU one run of 30 rounds takes about 45 min for "
+           "FibFL / FibFL+ / FibFL++ (E_e = 20) and 4–11 min for FedRep, FedAvg and "
+           "RDFL (measured, two runs side by side).", "", "## Summary", "",
+           f"| compat | inputs | devices | {tables[0]} agrees / rows run | "
+           f"{tables[1]} agrees / rows run |",
            "|---|---|---|---|---|"]
   body = []
   for group in order:
@@ -110,34 +120,35 @@ def write_table(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
     cells = groups[group]
     summary = []
     body += [f"## compat = {mode}, {INPUTS[inputs]}", "",
-             "Runs: " + "; ".join(sorted(sources[group])) + ".", ""]
+             "Runs:", ""] + [f"- {line}" for line in sources[group]] + [""]
     for table, key, label in ((tables[0], "accuracy", "mean per-client test accuracy"),
                               (tables[1], "gini", "Gini of per-client accuracy")):
       paper = published_table(published, table)
       body += [f"### {table}: {label}", "",
-               "| method | scenario | paper | ours (mean ± std) | n | Δ | verdict |",
-               "|---|---|---|---|---|---|---|"]
+               "| method | scenario | paper | ours (mean ± std) | n | device | Δ | verdict |",
+               "|---|---|---|---|---|---|---|---|"]
       counts = {}
       for method, row in ROWS.items():
         for s, col in COLUMNS.items():
           p_val = paper.get(row, {}).get(col)
           if (s, method) not in cells:
-            body.append(f"| {row} | {col} | {_fmt(p_val)} | not run | | | |")
+            body.append(f"| {row} | {col} | {_fmt(p_val)} | not run | | | | |")
             continue
-          cell = cells[(s, method)][0]
-          vals = [r[key] for r in cell["runs"]]
-          m = statistics.fmean(vals)
-          sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
-          v = verdict(p_val, m, sd)
-          counts[v] = counts.get(v, 0) + 1
-          d = "" if p_val is None else f"{m - p_val:+.4f}"
-          body.append(f"| {row} | {col} | {_fmt(p_val)} | {m:.4f} ± {sd:.4f} | "
-                      f"{len(vals)} | {d} | {v} |")
+          for cell, device in cells[(s, method)]:
+            vals = [r[key] for r in cell["runs"]]
+            m = statistics.fmean(vals)
+            sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
+            v = verdict(p_val, m, sd)
+            counts[v] = counts.get(v, 0) + 1
+            d = "" if p_val is None else f"{m - p_val:+.4f}"
+            body.append(f"| {row} | {col} | {_fmt(p_val)} | {m:.4f} ± {sd:.4f} | "
+                        f"{len(vals)} | {device} | {d} | {v} |")
       run = sum(counts.values())
       summary.append(f"{counts.get('agrees', 0)} / {run}")
       body += ["", "Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
                ""]
-    lines.append(f"| {mode} | {INPUTS[inputs]} | {'; '.join(sorted(sources[group]))} | "
+    devices = sorted({dev for entries in cells.values() for _, dev in entries})
+    lines.append(f"| {mode} | {INPUTS[inputs]} | {', '.join(devices)} | "
                  f"{summary[0]} | {summary[1]} |")
   lines += [""] + body
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -162,8 +173,11 @@ def run_scenarios(args, log=print):
     c.engine.client_parallelism = args.parallelism
     return c
 
-  flags = {k: v for k, v in vars(args).items() if k not in ("json", "table", "out")}
-  out = {"args": {**flags, "device": jax.devices()[0].device_kind}, "scenarios": {}}
+  flags = {k: v for k, v in vars(args).items()
+           if k not in ("json", "table", "out", "published")}
+  dev = jax.devices()[0]
+  device = f"CPU, {os.cpu_count()} cores" if dev.platform == "cpu" else dev.device_kind
+  out = {"args": {**flags, "device": device}, "scenarios": {}}
   if os.path.exists(args.json):
     with open(args.json) as f:
       old = json.load(f)
@@ -215,6 +229,8 @@ def main(argv=None):
   p.add_argument("--inputs", default="authors", choices=tuple(INPUTS),
                  help="authors: the reference_code mode normalises inputs as the "
                  "authors' code, (x - 0.5) / 0.5; unit: every mode keeps [0, 1]")
+  p.add_argument("--note", default="", help="a line about this run, kept in --json "
+                 "and printed with its runs in the table")
   p.add_argument("--json", default="")
   args = p.parse_args(argv)
   if args.table:

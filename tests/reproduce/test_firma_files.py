@@ -22,7 +22,8 @@ def test_table_has_every_published_cell_per_mode_and_inputs(tmp_path):
   unit = {"args": {"seeds": 2, "rounds": 30, "device": "GPU X", "inputs": "unit"},
           "scenarios": {"iid": {"results": {"reference_code": {
               "iid/fibfl": _cell([paper_iid - 0.10, paper_iid - 0.08], [0.01, 0.02])}}}}}
-  authors = {"args": {"seeds": 1, "rounds": 30, "device": "cpu", "inputs": "authors"},
+  authors = {"args": {"seeds": 1, "rounds": 30, "device": "cpu", "inputs": "authors",
+                      "note": "a check"},
              "scenarios": {"iid": {"results": {
                  "reference_code": {"iid/fibfl": _cell([paper_iid + 0.01], [0.01])},
                  "paper": {"iid/fedavg": _cell([0.5], [0.2])}}}}}
@@ -41,13 +42,20 @@ def test_table_has_every_published_cell_per_mode_and_inputs(tmp_path):
       "## compat = paper, inputs in [0, 1]"]
   # The mean of two seeds 0.09 under the paper: differs; one seed 0.01 over: agrees.
   head = f"| FibFL | IID | {paper_iid:.4f} | "
-  assert head + f"{paper_iid - 0.09:.4f} ± 0.0141 | 2 | -0.0900 | differs |" in text
-  assert head + f"{paper_iid + 0.01:.4f} ± 0.0000 | 1 | +0.0100 | agrees |" in text
+  assert head + f"{paper_iid - 0.09:.4f} ± 0.0141 | 2 | GPU X | -0.0900 | differs |" in text
+  assert head + f"{paper_iid + 0.01:.4f} ± 0.0000 | 1 | cpu | +0.0100 | agrees |" in text
   # Every published cell has a row in every section (6 methods × 7 scenarios × 2 tables).
   rows = [ln for ln in text.splitlines() if ln.startswith("| FedAvg |") or
           ln.startswith("| FibFL++ |")]
   assert len(rows) == 3 * 2 * 2 * 7
-  assert "| reference_code | inputs in [0, 1] | 2 seed(s), R = 30, GPU X | 0 / 1 | 1 / 1 |" in text
+  assert "| reference_code | inputs in [0, 1] | GPU X | 0 / 1 | 1 / 1 |" in text
+  assert "- FibFL IID: 2 seeds, R = 30, GPU X" in text
+  assert "- FibFL IID: 1 seed, R = 30, cpu; a check" in text
+  # The same cell from a second file (another device) gets its own row.
+  (tmp_path / "c.json").write_text(json.dumps({**unit, "args": {**unit["args"],
+                                                                "device": "cpu"}}))
+  firma_files.write_table(paths + [str(tmp_path / "c.json")], str(out))
+  assert out.read_text().count(head) == 4   # [0, 1]: GPU X and cpu; authors; paper: not run
   mnist = tmp_path / "m.md"
   firma_files.write_table(paths, str(mnist), dataset="mnist")
   assert mnist.read_text().startswith("# FIRMA Tables 9–10 on the real MNIST-60k")
