@@ -110,7 +110,9 @@ def write_table(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
            "(another device or input scaling) has a row per run. A cell without ours "
            "was not run: on the 2-core CPU one run of 30 rounds takes about 45 min for "
            "FibFL / FibFL+ / FibFL++ (E_e = 20) and 4–11 min for FedRep, FedAvg and "
-           "RDFL (measured, two runs side by side).", "", "## Summary", "",
+           "RDFL (measured, two runs side by side).", "",
+           f"Rendered by `fedfrac-reproduce firma_files --dataset={dataset} "
+           f"--table={','.join(json_paths)} --out={out}`.", "", "## Summary", "",
            f"| compat | inputs | devices | {tables[0]} agrees / rows run | "
            f"{tables[1]} agrees / rows run |",
            "|---|---|---|---|---|"]
