@@ -57,6 +57,8 @@ def catalog_text() -> str:
   lines += _named("Data sources", "config.data.source", sources.SOURCE_DESCRIPTIONS)
   lines.append("")
   lines += _named("Partitions", "config.data.partition", partition.SCHEME_DESCRIPTIONS)
-  lines.append("")
+  lines += ["", "Input normalisation (config.data.input_mean / config.data.input_std):",
+            "  one value or one per channel: (x - mean) / std after images are scaled "
+            "to [0, 1]", "  (torchvision's Normalize); () = off (default)", ""]
   lines += _named("Models", "config.model.name", models.MODEL_DESCRIPTIONS)
   return "\n".join(lines)

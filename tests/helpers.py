@@ -33,6 +33,17 @@ def tiny_config(**overrides):
   return c
 
 
+def diverging_config(**overrides):
+  """:func:`tiny_config` with ``on_divergence="error"`` and a second FedAvg method
+  ``wild`` at client lr 1e6 that diverges in its first round."""
+  import ml_collections
+  c = tiny_config(**overrides)
+  c.on_divergence = "error"
+  c.methods.wild = ml_collections.ConfigDict(dict(name="fedavg"))
+  c.methods.wild.client = ml_collections.ConfigDict(dict(lr=1e6))
+  return c
+
+
 def unequal_digits(sizes=(13, 40, 75, 22), seed=0, test_size=100):
   """A FederatedData of digits with hand-picked, unequal client sizes."""
   ds = data_lib.sklearn_digits()

@@ -222,6 +222,7 @@ def test_list_names_every_algorithm_with_its_schema_options():
   for key in ("iid", "dirichlet", "natural", "sklearn_digits", "ved_csv", "mlp",
               "window_lstm"):
     assert f"\n  {key} " in out.stdout
+  assert "config.data.input_mean / config.data.input_std" in out.stdout
 
 
 def test_option_lines_show_default_and_allowed_values():

@@ -185,11 +185,7 @@ def test_divergence_round_does_not_depend_on_eval_every():
 
 def test_on_divergence_error_writes_what_finished(tmp_path):
   # Row 7: the method that completed keeps its metrics and summary.
-  import ml_collections
-  c = helpers.tiny_config(rounds=2, eval_every=1)
-  c.on_divergence = "error"
-  c.methods.wild = ml_collections.ConfigDict(dict(name="fedavg"))
-  c.methods.wild.client = ml_collections.ConfigDict(dict(lr=1e6))
+  c = helpers.diverging_config(rounds=2, eval_every=1)
   with pytest.raises(FloatingPointError, match="'wild'"):
     ff.run(c, workdir=str(tmp_path))
   summary = json.loads((tmp_path / "summary.json").read_text())

@@ -42,10 +42,7 @@ def test_workers_give_the_same_results_as_one_process(tmp_path):
 
 
 def test_divergence_in_a_worker_is_raised_after_the_others_finish(tmp_path):
-  c = helpers.tiny_config(rounds=2, eval_every=1, workers=2)
-  c.on_divergence = "error"
-  c.methods.wild = ml_collections.ConfigDict(dict(name="fedavg"))
-  c.methods.wild.client = ml_collections.ConfigDict(dict(lr=1e6))
+  c = helpers.diverging_config(rounds=2, eval_every=1, workers=2)
   with pytest.raises(FloatingPointError, match="'wild' seed 0 diverged"):
     ff.run(c, workdir=str(tmp_path))
   summary = json.loads((tmp_path / "summary.json").read_text())
