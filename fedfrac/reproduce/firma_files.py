@@ -12,19 +12,19 @@ a rerun with the same flags skips them).
 input normalisation ((x − 0.5) / 0.5, ``configs/firma/digits.py``
 ``AUTHORS_NORMALISATION``); ``--inputs=unit`` keeps [0, 1] in every mode. The
 table has one section per (mode, inputs): every published cell beside ours
-(mean ± std over seeds), Δ and a verdict.
+(mean ± std over seeds), Δ and a verdict (:mod:`fedfrac.reproduce.verdicts`;
+FedAvg and FedRep of ``reference_code`` are reconstructions, counted apart).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import statistics
 import time
 import types
 
 from fedfrac import config as config_lib
-from fedfrac.reproduce import firma
+from fedfrac.reproduce import common, firma, firma_tables, verdicts
 
 PUBLISHED = os.path.join(os.path.dirname(firma.__file__), "published", "firma.json")
 # --dataset -> (title, Tables (accuracy, Gini), the data set's files and size)
@@ -53,11 +53,10 @@ def _fmt(value):
   return "n/f" if value is None else f"{value:.4f}"
 
 
-def verdict(paper, mean, std):
-  """agrees when |Δ| <= max(0.02, 2·std) (accuracy fractions; Gini alike)."""
-  if paper is None or mean is None:
-    return "n/a"
-  return "agrees" if abs(mean - paper) <= max(0.02, 2 * std) else "differs"
+def verdict(paper, values, key="accuracy"):
+  """The :mod:`fedfrac.reproduce.verdicts` comparison of one cell (accuracy or
+  Gini margin by ``key``)."""
+  return verdicts.compare(paper, values, firma_tables.MARGINS[key])
 
 
 INPUTS = {"unit": "inputs in [0, 1]",
@@ -70,7 +69,7 @@ def _groups(json_paths):
   several files keeps every run, one table row each)."""
   groups, sources = {}, {}
   for path in json_paths:
-    with open(path) as f:
+    with open(common.find_file(path)) as f:
       d = json.load(f)
     a = d["args"]
     device = a.get("device", "unknown device")
@@ -92,70 +91,99 @@ def _groups(json_paths):
   return groups, sources
 
 
-def write_table(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
+def section_rows(cells, paper, key, mode):
+  """[(method, row text, comparison or None)] of one table of one section: every
+  published cell, a row per run of it (None: not run)."""
+  out = []
+  for method, row in ROWS.items():
+    label = firma_tables.row_label(method, mode)
+    for s, col in COLUMNS.items():
+      p_val = paper.get(row, {}).get(col)
+      if (s, method) not in cells:
+        out.append((method, f"| {label} | {col} | {_fmt(p_val)} | – | | | | | "
+                            f"{verdicts.NOT_RUN} |", None))
+        continue
+      for cell, device in cells[(s, method)]:
+        c = verdict(p_val, [r[key] for r in cell["runs"]], key)
+        d = "" if c.delta is None else f"{c.delta:+.4f}"
+        margin = "–" if c.margin is None else f"±{c.margin:.4f}"
+        out.append((method, f"| {label} | {col} | {_fmt(p_val)} | "
+                            f"{verdicts.ours_text(c, 4)} | {device} | {d} | "
+                            f"{verdicts.interval_text(c, 4, 1.0)} | {margin} | "
+                            f"{c.verdict} |", c))
+  return out
+
+
+def tables(json_paths, published=PUBLISHED, dataset="fashion_mnist"):
+  """{(mode, inputs): {table: {group: tally}}}: the verdict counts of every
+  section of :func:`write_table`, per row group (the authors' methods apart from
+  the reconstructed baselines in ``reference_code``)."""
+  title, names, size, files = DATASETS[dataset]
+  groups, _ = _groups(json_paths)
+  out = {}
+  for group, cells in groups.items():
+    mode = group[0]
+    out[group] = {}
+    for table, key in zip(names, ("accuracy", "gini")):
+      rows = section_rows(cells, published_table(published, table), key, mode)
+      out[group][table] = {
+          name: verdicts.tally(c.verdict for m, _, c in rows if c and m in members)
+          for name, members in firma_tables.row_groups(mode)}
+  return out
+
+
+def markdown(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
   """Tables 7 (accuracy) and 8 (Gini) on the runs in ``json_paths``, one section per
   (compat mode, input scaling): every cell of the paper beside ours (mean ± std
-  over seeds), Δ and a verdict."""
-  title, tables, size, files = DATASETS[dataset]
+  over seeds), Δ, the 90 % interval, the margin and the verdict
+  (:mod:`fedfrac.reproduce.verdicts`)."""
+  title, names, size, files = DATASETS[dataset]
   groups, sources = _groups(json_paths)
+  counts = tables(json_paths, published, dataset)
   order = sorted(groups, key=lambda g: (g[0] != "reference_code", g[1] != "authors"))
-  numbers = f"{tables[0].split()[1]}–{tables[1].split()[1]}"
+  numbers = f"{names[0].split()[1]}–{names[1].split()[1]}"
   lines = [f"# FIRMA Tables {numbers} on the real {title} ({size}), N = 10", "",
            "Table 4 hyper-parameters of `configs/firma/digits.py` with N = 10 and "
            f"R = 30, data through the `files` source ({files}), made by "
            f"`fedfrac-reproduce firma_files --dataset={dataset} --dir=DIR --modes=MODE "
            "--inputs=INPUTS --scenarios=... --methods=... --seeds=S --json=...` "
-           "(one scenario at a time), then `--table`. Verdict: agrees when "
-           "|Δ| <= max(0.02, 2 × our std); n = seeds; a cell run more than once "
-           "(another device or input scaling) has a row per run. A cell without ours "
-           "was not run: on the 2-core CPU one run of 30 rounds takes about 45 min for "
-           "FibFL / FibFL+ / FibFL++ (E_e = 20) and 4–11 min for FedRep, FedAvg and "
-           "RDFL (measured, two runs side by side).", "",
+           "(one scenario at a time), then `--table`. n = seeds; a cell run more "
+           "than once (another device or input scaling) has a row per run. A cell "
+           "without ours was not run: on the 2-core CPU one run of 30 rounds takes "
+           "about 45 min for FibFL / FibFL+ / FibFL++ (E_e = 20) and 4–11 min for "
+           "FedRep, FedAvg and RDFL (measured, two runs side by side).", "",
            f"Rendered by `fedfrac-reproduce firma_files --dataset={dataset} "
-           f"--table={','.join(json_paths)} --out={out}`.", "", "## Summary", "",
-           f"| compat | inputs | devices | {tables[0]} agrees / rows run | "
-           f"{tables[1]} agrees / rows run |",
-           "|---|---|---|---|---|"]
+           f"--table={','.join(json_paths)} --out={out}`.", "",
+           verdicts.RULE, "", firma_tables.RECONSTRUCTED_NOTE, "", "## Summary", "",
+           f"| compat | inputs | devices | rows | {names[0]} (accuracy) | "
+           f"{names[1]} (Gini) |", "|---|---|---|---|---|---|"]
   body = []
   for group in order:
     mode, inputs = group
     cells = groups[group]
-    summary = []
+    devices = sorted({dev for entries in cells.values() for _, dev in entries})
+    for name, _ in firma_tables.row_groups(mode):
+      lines.append(f"| {mode} | {INPUTS[inputs]} | {', '.join(devices)} | {name} | "
+                   f"{verdicts.tally_text(counts[group][names[0]][name])} | "
+                   f"{verdicts.tally_text(counts[group][names[1]][name])} |")
     body += [f"## compat = {mode}, {INPUTS[inputs]}", "",
              "Runs:", ""] + [f"- {line}" for line in sources[group]] + [""]
-    for table, key, label in ((tables[0], "accuracy", "mean per-client test accuracy"),
-                              (tables[1], "gini", "Gini of per-client accuracy")):
-      paper = published_table(published, table)
+    for table, key, label in ((names[0], "accuracy", "mean per-client test accuracy"),
+                              (names[1], "gini", "Gini of per-client accuracy")):
+      rows = section_rows(cells, published_table(published, table), key, mode)
       body += [f"### {table}: {label}", "",
-               "| method | scenario | paper | ours (mean ± std) | n | device | Δ | verdict |",
-               "|---|---|---|---|---|---|---|---|"]
-      counts = {}
-      for method, row in ROWS.items():
-        for s, col in COLUMNS.items():
-          p_val = paper.get(row, {}).get(col)
-          if (s, method) not in cells:
-            body.append(f"| {row} | {col} | {_fmt(p_val)} | not run | | | | |")
-            continue
-          for cell, device in cells[(s, method)]:
-            vals = [r[key] for r in cell["runs"]]
-            m = statistics.fmean(vals)
-            sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
-            v = verdict(p_val, m, sd)
-            counts[v] = counts.get(v, 0) + 1
-            d = "" if p_val is None else f"{m - p_val:+.4f}"
-            body.append(f"| {row} | {col} | {_fmt(p_val)} | {m:.4f} ± {sd:.4f} | "
-                        f"{len(vals)} | {device} | {d} | {v} |")
-      run = sum(counts.values())
-      summary.append(f"{counts.get('agrees', 0)} / {run}")
-      body += ["", "Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
-               ""]
-    devices = sorted({dev for entries in cells.values() for _, dev in entries})
-    lines.append(f"| {mode} | {INPUTS[inputs]} | {', '.join(devices)} | "
-                 f"{summary[0]} | {summary[1]} |")
-  lines += [""] + body
-  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-  with open(out, "w") as f:
-    f.write("\n".join(lines))
+               "| method | scenario | paper | ours: mean ± std (n seeds) | device | Δ | "
+               "90 % interval of Δ | margin | verdict |",
+               "|---|---|---|---|---|---|---|---|---|"] + [r for _, r, _ in rows]
+      body += ["", "Verdicts — " + "; ".join(
+          f"{name}: {verdicts.tally_text(t)}" for name, t in counts[group][table].items())
+          + ".", ""]
+  return "\n".join(lines + [""] + body)
+
+
+def write_table(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
+  """Write :func:`markdown` to ``out``."""
+  common.write_text(out, markdown(json_paths, out, published, dataset))
 
 
 def run_scenarios(args, log=print):

@@ -40,15 +40,23 @@ def test_table_has_every_published_cell_per_mode_and_inputs(tmp_path):
       "(torchvision Normalize)",
       "## compat = reference_code, inputs in [0, 1]",
       "## compat = paper, inputs in [0, 1]"]
-  # The mean of two seeds 0.09 under the paper: differs; one seed 0.01 over: agrees.
+  # Two seeds 0.09 under the paper and one seed 0.01 over: too few seeds for a
+  # verdict either way (the old rule called them "differs" and "agrees").
   head = f"| FibFL | IID | {paper_iid:.4f} | "
-  assert head + f"{paper_iid - 0.09:.4f} ± 0.0141 | 2 | GPU X | -0.0900 | differs |" in text
-  assert head + f"{paper_iid + 0.01:.4f} ± 0.0000 | 1 | cpu | +0.0100 | agrees |" in text
-  # Every published cell has a row in every section (6 methods × 7 scenarios × 2 tables).
-  rows = [ln for ln in text.splitlines() if ln.startswith("| FedAvg |") or
+  assert (head + f"{paper_iid - 0.09:.4f} ± 0.0141 (n = 2) | GPU X | -0.0900 | – | "
+          "±0.0200 | too few seeds |") in text
+  assert (head + f"{paper_iid + 0.01:.4f} ± 0.0000 (n = 1) | cpu | +0.0100 | – | "
+          "±0.0200 | too few seeds |") in text
+  # Every published cell has a row in every section (6 methods × 7 scenarios × 2
+  # tables); FedAvg and FedRep of reference_code are marked as reconstructed.
+  rows = [ln for ln in text.splitlines() if ln.startswith("| FedAvg") or
           ln.startswith("| FibFL++ |")]
   assert len(rows) == 3 * 2 * 2 * 7
-  assert "| reference_code | inputs in [0, 1] | GPU X | 0 / 1 | 1 / 1 |" in text
+  assert sum(ln.startswith("| FedAvg (reconstructed) |") for ln in rows) == 2 * 2 * 7
+  assert ("| reference_code | inputs in [0, 1] | GPU X | methods of the authors' code "
+          "(RDFL, FibFL, FibFL+, FibFL++) | agrees 0 · differs 0 · inconclusive 0 · "
+          "too few seeds 1 | agrees 0 · differs 0 · inconclusive 0 · too few seeds 1 |"
+          ) in text
   assert "- FibFL IID: 2 seeds, R = 30, GPU X" in text
   assert "- FibFL IID: 1 seed, R = 30, cpu; a check" in text
   # The same cell from a second file (another device) gets its own row.
