@@ -121,27 +121,6 @@ def published_mean(value):
   return float(value)
 
 
-AGREES, DIFFERS, STAND_IN, NOT_RUN = "agrees", "differs", "stand-in", "not run"
-
-
-def verdict(paper_value, our_mean, our_std, tolerance, stand_in=False):
-  """``(delta, verdict)`` of one published cell against ours.
-
-  ``delta`` = ours − published (None when either is missing). The verdict is
-  "stand-in" when our data is a stand-in for the paper's (no claim either way),
-  "not run" when we have no number, "agrees" when |delta| ≤ max(tolerance,
-  2 × our std over seeds) and "differs" otherwise. ``tolerance`` is 2 percentage
-  points in the metric's own units (0.02 for fractions, 2.0 for percents)."""
-  paper_value = published_mean(paper_value)
-  if our_mean is None or paper_value is None or not np.isfinite(our_mean):
-    return None, NOT_RUN if not stand_in else STAND_IN
-  delta = our_mean - paper_value
-  if stand_in:
-    return delta, STAND_IN
-  bound = max(tolerance, 2.0 * (our_std or 0.0))
-  return delta, AGREES if abs(delta) <= bound else DIFFERS
-
-
 def seed_mean_std(values):
   """(mean, sample std) over seeds of the finite ``values``; (None, None) if none."""
   v = np.asarray([x for x in values if x is not None], np.float64)
@@ -151,18 +130,52 @@ def seed_mean_std(values):
   return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
 
 
-def comparison_table(cells, digits, delta_scale=1.0, delta_unit="pp"):
-  """Markdown rows ``| label | published | ours | Δ | verdict | note |`` for
-  ``cells`` = [(label, published cell, our mean, our std, delta, verdict, note)];
-  Δ is printed times ``delta_scale`` (100 for fractions shown in pp)."""
-  lines = [f"| cell | published | ours (mean ± std over seeds) | Δ ({delta_unit}) | "
-           f"verdict | note |", "|---|---|---|---|---|---|"]
-  for label, pub, mean, std, delta, what, note in cells:
-    ours = ("–" if mean is None else f"{mean:.{digits}f} ± {std:.{digits}f}")
-    d = "–" if delta is None else f"{delta * delta_scale:+.1f}"
-    lines.append(f"| {label} | {fmt_value(pub, digits)} | {ours} | {d} | {what} | "
-                 f"{note or ''} |")
-  return "\n".join(lines)
+def load_results_json(relpath):
+  """A committed results JSON (``results/...``, looked up as :func:`find_file`
+  does); None when the file is absent."""
+  try:
+    path = find_file(relpath)
+  except FileNotFoundError:
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def markdown_tables(relpath):
+  """The tables of a committed markdown report (for results kept only as markdown):
+  ``[(heading, [{column: cell text}])]``, ``heading`` the last ``#`` line above
+  the table. Raises FileNotFoundError when the file is absent."""
+  with open(find_file(relpath), encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  out, heading, i = [], "", 0
+  while i < len(lines):
+    line = lines[i]
+    if line.startswith("#"):
+      heading = line.lstrip("#").strip()
+    if (line.startswith("|") and i + 1 < len(lines)
+        and lines[i + 1].replace("|", "").replace("-", "").strip() == ""
+        and lines[i + 1].startswith("|---")):
+      header = [c.strip() for c in line.strip().strip("|").split("|")]
+      rows, i = [], i + 2
+      while i < len(lines) and lines[i].startswith("|"):
+        cells = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+        rows.append(dict(zip(header, cells)))
+        i += 1
+      out.append((heading, rows))
+      continue
+    i += 1
+  return out
+
+
+def parse_mean_std(text):
+  """``"0.880 ± 0.017"`` -> (0.880, 0.017); ``"0.878"`` -> (0.878, None); None for
+  a cell without a leading number ("n/a", "–")."""
+  head = text.split("(")[0].strip()
+  mean, _, std = head.partition("±")
+  try:
+    return float(mean), (float(std) if std.strip() else None)
+  except ValueError:
+    return None
 
 
 def command_line(paper, argv):
