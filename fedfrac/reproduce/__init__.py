@@ -6,13 +6,16 @@ published values (``published/<paper>.json``) and its table writer.
 
 Command line: ``fedfrac-reproduce <paper> [flags]`` or
 ``python -m fedfrac.reproduce <paper> [flags]`` with <paper> one of ``PAPERS``.
-``jobs`` runs a reproduction's ``ff.run_many`` calls as ``fedfrac.sweep`` points.
+``jobs`` runs a reproduction's ``ff.run_many`` calls as ``fedfrac.sweep`` points;
+``verdicts`` is the rule every comparison with a paper is judged by; ``docs``
+renders the figures README.md and REPRODUCTION.md quote from the results files.
 """
-from fedfrac.reproduce import (common, firma, firma_files, fo_ri_fedavg, fofedavg, jobs,
-                               kuramoto, published_tables, robust, stragglers, tuned)
+from fedfrac.reproduce import (common, docs, firma, firma_files, firma_tables, fo_ri_fedavg,
+                               fofedavg, jobs, kuramoto, published_tables, robust,
+                               stragglers, tuned, verdicts)
 
 # Command name -> module; ``bev`` names the FO-RI-FedAvg BEV suite as well.
 PAPERS = {"firma": firma, "firma_files": firma_files, "fofedavg": fofedavg,
           "fo_ri_fedavg": fo_ri_fedavg, "bev": fo_ri_fedavg, "kuramoto": kuramoto,
           "robust": robust, "tuned": tuned,
-          "published": published_tables, "stragglers": stragglers}
+          "published": published_tables, "stragglers": stragglers, "docs": docs}

@@ -17,8 +17,8 @@ def main(argv=None):
   if paper not in PAPERS:
     print(f"error: paper={paper!r}: unknown; allowed: {names}", file=sys.stderr)
     return 2
-  PAPERS[paper].main(flags)
-  return 0
+  status = PAPERS[paper].main(flags)
+  return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":

@@ -346,7 +346,9 @@ def _val_cell(v):
 
 def markdown(result, command):
   """The side-by-side table of ``run_study`` output, best tuned method first, and a
-  plain verdict (which names every rate chosen at the edge of the grid)."""
+  plain verdict (which names every rate chosen at the edge of the grid). An
+  optional ``result["note"]`` (a paragraph about how the JSON was made, e.g. a
+  row rerun and merged into it) is printed under the provenance line."""
   study = result["study"]
   st = STUDIES[study]
   metric = result.get("metric", "accuracy")
@@ -361,6 +363,7 @@ def markdown(result, command):
            f"{result['wall_s']:.0f} s wall" +
            (f"; rendered by `{command}`." if result.get("command", command) != command
             else "."), "",
+           *([result["note"], ""] if result.get("note") else []),
            f"Protocol: each client's train rows are split {1 - result['validation_fraction']:.0%}"
            f" / {result['validation_fraction']:.0%} into train / validation with the "
            "data seed (`data.validation_fraction`); every method runs the same "

@@ -86,4 +86,4 @@ def test_a_run_on_idx_files_is_kept_per_scenario_and_resumed(tmp_path, capsys):
   assert "iid: already in" in capsys.readouterr().out
   assert json.loads(out.read_text()) == d
   firma_files.main(["--table", str(out), "--out", str(tmp_path / "t.md")])
-  assert "| FedAvg | IID |" in (tmp_path / "t.md").read_text()
+  assert "| FedAvg (reconstructed) | IID |" in (tmp_path / "t.md").read_text()

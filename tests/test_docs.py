@@ -1,0 +1,84 @@
+"""README.md and REPRODUCTION.md against the committed results
+(``fedfrac-reproduce docs --check``): every generated span equals its rendering
+from the results files, every registered block is in its doc, no result figure
+sits outside a generated span, and every results table that has a JSON equals its
+rendering. These tests read the committed docs and results on purpose: they fail
+when a number in a doc and the results it quotes part."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fedfrac.reproduce import docs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _doc(name):
+  with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+    return f.read()
+
+
+@pytest.mark.parametrize("name", docs.DOCS)
+def test_committed_doc_agrees_with_the_committed_results(name):
+  problems = docs.check_doc(name, _doc(name))
+  assert not problems, "\n".join(problems)
+
+
+def test_committed_results_tables_agree_with_their_json():
+  problems = docs.check_tables()
+  assert not problems, "\n".join(problems)
+
+
+def _span(text, name):
+  return next(s for s in docs.spans(text) if s[0] == name)
+
+
+def test_a_changed_figure_a_lost_block_and_a_stray_figure_are_reported():
+  text = _doc("REPRODUCTION.md")
+  name, start, end, content = _span(text, "fo_ri_t10")
+  assert "SCAFFOLD best on the fleet" in content
+  # A figure edited by hand inside its span no longer matches the results.
+  edited = text[:start] + text[start:end].replace("SCAFFOLD best", "FedAvg best") + text[end:]
+  problems = docs.check_doc("REPRODUCTION.md", edited)
+  assert len(problems) == 1 and "block 'fo_ri_t10' differs" in problems[0]
+  # Re-rendering restores it.
+  assert docs.render_doc("REPRODUCTION.md", edited) == text
+  # A figure typed into the "ours vs published" column outside a span, and a span
+  # removed with its markers.
+  typed = text[:start] + "FO-RI-FedAvg 117.4 vs 41.92 Wh" + text[end:]
+  problems = docs.check_doc("REPRODUCTION.md", typed)
+  assert any("block 'fo_ri_t10' is missing" in p for p in problems)
+  assert any("a figure in column 'ours vs published'" in p and "117.4" in p
+             for p in problems)
+
+
+def test_mean_std_and_agreement_counts_outside_spans_are_reported():
+  text = ("# t\n\nIn prose: 21 of 30 cells agree; RMSE 117.5 ± 6.9 Wh.\n\n"
+          "```\n0.5 ± 0.1 in code is fine\n```\n")
+  problems = docs.stray_figures("README.md", text)
+  assert len(problems) == 2
+  assert {p.split(": ")[1] for p in problems} == {"a mean ± std outside a generated span",
+                                                 "an agreement count outside a generated span"}
+  measured = "# t\n\n## Measured results\n\nFedAvg 0.9248 ± 0.0100.\n"
+  assert docs.stray_figures("README.md", measured) == []
+
+
+def test_cli_check_exits_one_on_a_stale_doc(tmp_path, capsys):
+  for name in docs.DOCS:
+    (tmp_path / name).write_text(_doc(name), encoding="utf-8")
+  assert docs.main(["--check", f"--root={tmp_path}"]) == 0
+  stale = _doc("REPRODUCTION.md").replace("SCAFFOLD best on the fleet", "FedAvg best", 1)
+  (tmp_path / "REPRODUCTION.md").write_text(stale, encoding="utf-8")
+  assert docs.main(["--check", f"--root={tmp_path}"]) == 1
+  assert "block 'fo_ri_t10' differs" in capsys.readouterr().err
+  # Without --check the doc is rewritten from the results.
+  assert docs.main([f"--root={tmp_path}"]) == 0
+  assert (tmp_path / "REPRODUCTION.md").read_text(encoding="utf-8") == _doc("REPRODUCTION.md")
+
+
+def test_an_inline_block_may_not_break_its_table_cell(monkeypatch):
+  block = docs.Block("x", "README.md", True, lambda: "a | b", ())
+  with pytest.raises(ValueError, match="inline block 'x'"):
+    docs.rendered(block)
