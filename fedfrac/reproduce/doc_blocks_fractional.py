@@ -352,3 +352,16 @@ def fo_ri_timing():
           f"R_probe 5 and {m.group(1)} % at R_probe 1 on an H100 (`{BENCH_H100}`), "
           f"{100 * _probe_share():.0f} % at R_probe 5 on the 2-core CPU "
           f"(`{BEV_MD}`); the paper's Table XXVI overhead over FedAvg is {paper:.2f} %")
+
+
+@block("fo_ri_backbones", R, BEV_JSON, inline=True)
+def fo_ri_backbones():
+  """Tables XXXII–XXXIII: final RMSE per backbone, FedAvg and FO-RI-FedAvg."""
+  arch = bev()["studies"]["architectures"]
+  parts = []
+  for name in ("ann", "gru", "lstm"):
+    o = {m: published_tables.from_values(list(_finals(arch[name][m]).values()), "")
+         for m in ("fedavg", "fo_ri_fedavg")}
+    parts.append(f"{name.upper()} {_o(o['fedavg'])} / {_o(o['fo_ri_fedavg'])}")
+  return (f"final RMSE, FedAvg / FO-RI-FedAvg: {'; '.join(parts)} Wh "
+          f"(`{BEV_MD}`, \"Architectures\")")
