@@ -120,6 +120,22 @@ def test_firma_table_shows_every_published_cell_with_delta_and_verdict():
   assert "| FibFL++ · Dir α=0.8 |" in ref
 
 
+def test_reference_code_counts_the_reconstructed_baselines_apart():
+  tables = ff.reproduce.firma_tables
+  pub = tables.PAPER_ACCURACY
+  # Three seeds exactly at the published accuracy: every cell agrees.
+  results = {("iid", m): {"num_clients": 5, "runs": [
+      {"accuracy": pub[(m, "iid")] + d, "gini": 0.0, "bytes_per_round": [8]}
+      for d in (-0.001, 0.0, 0.001)]} for m in ("fedavg", "fedrep", "fibfl")}
+  counts, _ = tables.summary({"reference_code": results}, ["iid"],
+                             ["fedavg", "fedrep", "fibfl"])
+  authors, rebuilt = counts["reference_code"].values()
+  assert authors["accuracy"]["agrees"] == 1 and rebuilt["accuracy"]["agrees"] == 2
+  paper, _ = tables.summary({"paper": results}, ["iid"], ["fedavg", "fedrep", "fibfl"])
+  assert list(paper["paper"]) == ["all six methods"]
+  assert paper["paper"]["all six methods"]["accuracy"]["agrees"] == 3
+
+
 def test_all_84_firma_digits_cells_are_published():
   acc, gini = ff.reproduce.firma.PAPER_ACCURACY, ff.reproduce.firma.PAPER_GINI
   assert len(acc) == 42 and len(gini) == 42
