@@ -301,6 +301,10 @@ def _ms_or(values):
   return "diverged" if mean is None else ms(mean, std)
 
 
+def _gap(x, fedavg):
+  return "diverged" if x is None or fedavg is None else f"{100 * (x - fedavg):+.1f} pp"
+
+
 @block("tuned_results", R, *(f"results/tuned_{s}_digits.json" for s in
                             ("fractional", "kuramoto", "firma")))
 def tuned_results():
@@ -314,12 +318,20 @@ def tuned_results():
       chosen.setdefault(f"{e['chosen_lr']:g}", []).append(label)
     scores = "; ".join(f"{label} {_ms_or(e['paper_test'])} → {_ms_or(e['tuned_test'])}"
                        for _, label, e, _ in rows)
+    means = {label: (common.seed_mean_std(e["paper_test"])[0],
+                     common.seed_mean_std(e["tuned_test"])[0])
+             for _, label, e, _ in rows}
+    base = means["fedavg"]
+    gaps = "; ".join(
+        f"{label} {_gap(p, base[0])} → {_gap(t, base[1])}"
+        for label, (p, t) in means.items() if label != "fedavg")
     lines.append(
         f"- **{study}** ({st.data_text}; score `{r['metric']}`; grid "
         f"{min(r['lrs']):g} … {max(r['lrs']):g}; paper setting: {st.paper_text}; "
         f"{len(r['seeds'])} seeds, {r['wall_s']:.0f} s wall on the shared 2-core CPU): "
         f"chosen rates " + ", ".join(f"{lr} ({listing(m)})" for lr, m in chosen.items()) +
         f". Test score, paper setting → own best rate: {scores}. "
+        f"Gap to FedAvg, paper setting → own best rate: {gaps}. "
         f"{tuned.verdict_text(rows)} {tuned.edge_text(r)}")
   k = _tuned("kuramoto")["methods"]["fedavg"]
   main = next(rows for heading, rows in common.markdown_tables("results/kuramoto_digits.md")
