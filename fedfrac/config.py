@@ -12,11 +12,11 @@ the value and what is allowed.
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 
 import ml_collections
 
+from fedfrac._validation import finite_in_float32, not_finite_note
 from fedfrac.algorithms import server as server_lib
 
 
@@ -184,8 +184,9 @@ def base_config() -> ml_collections.ConfigDict:
 
 
 def fail(key, value, allowed):
-  """Raise :class:`ConfigError` ``config.<key>=<value>: <allowed>``."""
-  raise ConfigError(f"config.{key}={value!r}: {allowed}")
+  """Raise :class:`ConfigError` ``config.<key>=<value>: <allowed>`` (a number that
+  is not finite in float32 is said to be so first)."""
+  raise ConfigError(f"config.{key}={value!r}: {not_finite_note(value)}{allowed}")
 
 
 def is_int(v):
@@ -193,8 +194,9 @@ def is_int(v):
 
 
 def is_num(v):
-  """A finite int or float (not a bool)."""
-  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+  """An int or float (not a bool) that is finite in float32, the precision every
+  hyper-parameter is used in (``1e308`` would become inf)."""
+  return isinstance(v, (int, float)) and finite_in_float32(v)
 
 
 def check(cond, key, value, allowed):
