@@ -34,7 +34,7 @@ from ml_collections import config_flags
 from fedfrac import config as config_lib
 from fedfrac import runner
 from fedfrac.config import ConfigError
-from fedfrac.data.files import DataFileError
+from fedfrac.data.validate import DataError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
                                           lock_config=True)
@@ -244,7 +244,7 @@ def main(argv):
     results = runner.run(_CONFIG.value, workdir=workdir,
                          stop_after_round=_STOP_AFTER.value,
                          overwrite=_OVERWRITE.value)
-  except (ConfigError, DataFileError, FileNotFoundError) as e:  # bad value or data
+  except (ConfigError, DataError, FileNotFoundError) as e:  # bad value or data
     if _DEBUG.value:
       raise
     _exit_with_error(str(e))
