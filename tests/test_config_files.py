@@ -2,7 +2,7 @@
 fedfrac.config_keys): every file in configs/ loads through the check; a
 misspelt, unknown or deleted key, a get_config that is missing, returns a dict
 or None, or sets a value of the wrong type, is one line naming the file, from
-fedfrac-run and fedfrac-reproduce alike."""
+fedfrac-run, fedfrac-sweep and fedfrac-reproduce alike."""
 from __future__ import annotations
 
 import glob
@@ -13,7 +13,7 @@ import sys
 import ml_collections
 import pytest
 
-from fedfrac import config_files, config_keys
+from fedfrac import config_files, config_keys, sweep
 from fedfrac.config import ConfigError, base_config
 from fedfrac.reproduce import __main__ as reproduce_main
 from fedfrac.reproduce import common
@@ -179,6 +179,18 @@ def test_fedfrac_run_refuses_a_misspelt_key_in_a_config_file(tmp_path):
   assert len(lines) == 1 and lines[0].startswith(f"error: --config={path}: "), lines
   assert "did you mean 'lr'" in lines[0] and "config.data.alhpa" in lines[0]
   assert not (tmp_path / "run" / "metrics.csv").exists()
+
+
+def test_fedfrac_sweep_refuses_a_faulty_config_file(tmp_path, capsys):
+  body, fragments = FAULTS["returns_none"]
+  path = _write(tmp_path, "none", body)
+  with pytest.raises(SystemExit) as stopped:
+    sweep.main([f"--config={path}", "--workers=1", f"--out={tmp_path / 't.md'}"])
+  assert stopped.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith(f"error: --config={path}: ")
+  assert fragments[0] in err[0]
+  assert not (tmp_path / "t.points").exists()
 
 
 def test_fedfrac_reproduce_refuses_a_faulty_config_file(tmp_path, capsys):
