@@ -1,27 +1,62 @@
 """Small helpers shared by argument checks across fedfrac."""
 from __future__ import annotations
 
+import math
 import numbers
 
 import jax
 import numpy as np
 
+# The largest finite float32: every float hyper-parameter ends up in float32
+# arrays, so a value beyond it (1e308, 1e39) becomes inf there.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def finite_in_float32(v) -> bool:
+  """Whether the real number ``v`` is finite and stays finite as a float32
+  (``|v| <= 3.4028235e38``). Not a number (a string, a bool, None) gives False."""
+  if isinstance(v, bool) or not isinstance(v, (numbers.Real, np.number)):
+    return False
+  try:
+    return math.isfinite(v) and abs(float(v)) <= FLOAT32_MAX
+  except (OverflowError, TypeError, ValueError):  # an int too large for a float
+    return False
+
+
+def not_finite_note(v) -> str:
+  """``"is not finite in float32 (|x| <= 3.4028235e+38); "`` for a real number that
+  is NaN, infinite or beyond float32, else ``""``: a prefix for range messages, so
+  ``lr=1e308`` is not reported as if it were merely too small or too large."""
+  if isinstance(v, bool) or not isinstance(v, (numbers.Real, np.number)):
+    return ""
+  if finite_in_float32(v):
+    return ""
+  try:
+    finite = math.isfinite(v)
+  except (OverflowError, TypeError, ValueError):
+    finite = True
+  if not finite:
+    return "is not finite; "
+  return f"is not finite in float32 (|x| <= {FLOAT32_MAX:.8g}); "
+
 
 def concrete_scalar(x):
   """``float(x)`` for a concrete real scalar; None for a traced value.
 
-  Non-scalar or non-numeric concrete input gives NaN, which every range check
-  rejects, so callers report it with their own ValueError.
+  Non-scalar or non-numeric concrete input, and a number that is not finite
+  in float32 (``1e308`` overflows the float32 arrays it ends up in), give NaN,
+  which every range check rejects, so callers report it with their own ValueError.
   """
   if is_traced(x):
     return None
   if isinstance(x, (numbers.Real, np.number)) and not isinstance(x, np.complexfloating):
-    return float(x)
+    return float(x) if finite_in_float32(x) else float("nan")
   arr = np.asarray(x)
   if arr.ndim != 0 or not (np.issubdtype(arr.dtype, np.integer)
                            or np.issubdtype(arr.dtype, np.floating)):
     return float("nan")
-  return float(arr)
+  value = arr.item()
+  return float(value) if finite_in_float32(value) else float("nan")
 
 
 def is_traced(x) -> bool:

@@ -12,11 +12,11 @@ the value and what is allowed.
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 
 import ml_collections
 
+from fedfrac._validation import finite_in_float32, not_finite_note
 from fedfrac.algorithms import server as server_lib
 
 
@@ -184,8 +184,9 @@ def base_config() -> ml_collections.ConfigDict:
 
 
 def fail(key, value, allowed):
-  """Raise :class:`ConfigError` ``config.<key>=<value>: <allowed>``."""
-  raise ConfigError(f"config.{key}={value!r}: {allowed}")
+  """Raise :class:`ConfigError` ``config.<key>=<value>: <allowed>`` (a number that
+  is not finite in float32 is said to be so first)."""
+  raise ConfigError(f"config.{key}={value!r}: {not_finite_note(value)}{allowed}")
 
 
 def is_int(v):
@@ -193,8 +194,9 @@ def is_int(v):
 
 
 def is_num(v):
-  """A finite int or float (not a bool)."""
-  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+  """An int or float (not a bool) that is finite in float32, the precision every
+  hyper-parameter is used in (``1e308`` would become inf)."""
+  return isinstance(v, (int, float)) and finite_in_float32(v)
 
 
 def check(cond, key, value, allowed):
@@ -316,82 +318,3 @@ def validate(config) -> None:
   run_checks.validate_task(config)
   engine_checks.validate_engine(config)
   run_checks.validate_methods(config)
-
-
-def parse_value(text, like=None):
-  """A command-line value: a Python literal (``0.9``, ``True``, ``(64,)``,
-  ``'sgd'``) or else the text itself; an int becomes a float when ``like`` (the
-  option's default) is a float."""
-  import ast
-  try:
-    value = ast.literal_eval(text)
-  except (ValueError, SyntaxError):
-    value = text
-  if isinstance(like, bool) and isinstance(value, str) and value.lower() in (
-      "true", "false"):
-    value = value.lower() == "true"
-  if isinstance(like, float) and is_int(value):
-    value = float(value)
-  return value
-
-
-def _close(word, choices):
-  import difflib
-  close = difflib.get_close_matches(str(word), list(choices), n=1)
-  return f"did you mean {close[0]!r}? " if close else ""
-
-
-def set_method_option(config, path, text) -> None:
-  """Apply the override ``--config.methods.<label>.<option>=<text>`` (or
-  ``methods.<label>.<client|server|attack>.<key>=<text>``) that the config file
-  does not mention: the option must be one the method's algorithm accepts (its
-  schema) or a key of that section; raises :class:`ConfigError` otherwise.
-  ``methods.<new label>.name=<algorithm>`` adds a method."""
-  from fedfrac import algorithms
-  parts = path.split(".")
-  if len(parts) < 3 or parts[0] != "methods" or not all(parts):
-    raise ConfigError(f"config.{path}: unknown key; method options are set as "
-                      f"methods.<label>.<option>")
-  label = parts[1]
-  with config.unlocked():
-    if label not in config.methods:
-      if parts[2:] == ["name"]:
-        name = parse_value(text)
-        if name not in algorithms.names():
-          fail(f"methods.{label}.name", name, f"{_close(name, algorithms.names())}allowed "
-               f"values are {', '.join(algorithms.names())}")
-        config.methods[label] = ml_collections.ConfigDict(dict(name=name))
-        return
-      fail(f"methods.{label}", "(absent)",
-           f"unknown method label {label!r}; {_close(label, config.methods.keys())}labels "
-           f"are {', '.join(config.methods.keys())} (add one with "
-           f"--config.methods.{label}.name=<algorithm>)")
-    method = config.methods[label]
-    if parts[2] in METHOD_SECTIONS:
-      section = parts[2]
-      defaults = config_section(config, section)
-      if len(parts) != 4 or parts[3] not in defaults:
-        key = ".".join(parts[3:])
-        raise ConfigError(
-            f"config.{path}: unknown {section} option {key!r}; "
-            f"{_close(key, defaults.keys())}allowed: {', '.join(defaults.keys())}")
-      if section not in method:
-        method[section] = ml_collections.ConfigDict()
-      sub = method[section]
-      if not hasattr(sub, "unlocked"):
-        sub = method[section] = ml_collections.ConfigDict(dict(sub))
-      with sub.unlocked():
-        sub[parts[3]] = parse_value(text, defaults[parts[3]])
-      return
-    if len(parts) != 3:
-      raise ConfigError(f"config.{path}: unknown key {parts[3]!r}; method options are "
-                        f"single values")
-    option = parts[2]
-    name = method.get("name", None)
-    if name not in algorithms.names():
-      fail(f"methods.{label}.name", name, f"allowed values are "
-           f"{', '.join(algorithms.names())}")
-    schema = algorithms.entry(name).schema
-    if option not in schema:
-      raise ConfigError(f"config.{path}: {schema.unknown_message(name, option)}")
-    method[option] = parse_value(text, schema.options[option].default)

@@ -16,9 +16,10 @@ checkpoint and the rows so far, prints how to resume and exits with status 130;
 a run that diverges with ``on_divergence='error'`` exits with status 1.
 
 Bad input — an invalid config value, an unknown key, an override that does not
-parse, a config file that is missing or raises, a dataset that is not available —
-prints one line ``error: ...`` to stderr and exits with status 2; ``--debug``
-shows the Python traceback instead.
+parse, a config file that is missing, raises, returns no ConfigDict or sets a key
+the base config does not have (:mod:`fedfrac.config_files`), a dataset that is
+not available or holds bad data — prints one line ``error: ...`` to stderr and
+exits with status 2; ``--debug`` shows the Python traceback instead.
 """
 from __future__ import annotations
 
@@ -31,10 +32,9 @@ import traceback
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from fedfrac import config as config_lib
-from fedfrac import runner
+from fedfrac import config_files, config_keys, runner
 from fedfrac.config import ConfigError
-from fedfrac.data.files import DataFileError
+from fedfrac.data.validate import DataError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
                                           lock_config=True)
@@ -94,11 +94,31 @@ def _config_file(argv) -> str:
   return path if os.path.isfile(path) else path.split(":", 1)[0]
 
 
+_CHECKED: dict = {}   # --config text -> its checked config (before overrides)
+
+
+def _check_config_file(argv) -> None:
+  """Load and check the ``--config`` file (:func:`fedfrac.config_files.load_config_file`):
+  a misspelt or deleted key, a ``get_config`` that is missing, returns no
+  ConfigDict or raises, a value of the wrong type: one line, exit status 2."""
+  spec = _config_path(argv)
+  if not spec or spec in _CHECKED:
+    return
+  try:
+    _CHECKED[spec] = config_files.load_config_file(spec)
+  except ConfigError as e:
+    if _debug_requested(argv):
+      raise
+    _exit_with_error(str(e))
+
+
 def _loaded_config(argv):
   """The config the ``--config`` file returns, before overrides (None if it fails)."""
   value = flags.FLAGS["config"].value
   if hasattr(value, "keys"):
     return value
+  if _config_path(argv) in _CHECKED:
+    return _CHECKED[_config_path(argv)]
   file = _config_file(argv)
   arg = _config_path(argv)[len(file) + 1:]
   try:
@@ -134,12 +154,13 @@ def _unknown_key_message(argv, missing: str) -> str:
     try:
       for p in parent:
         node = node[p]
-      known = ", ".join(sorted(node.keys()))
+      known = list(node.keys())
     except Exception:  # the loaded config is unavailable or not a mapping here
-      known = ""
+      known = []
     where = "config" + "".join(f".{p}" for p in parent)
-    hint = f"; {where} has keys: {known}" if known else ""
-    return f"config.{path}: unknown key {missing!r}{hint}"
+    if known:
+      return config_keys.unknown_key_message(path, missing, None, known, where)
+    return f"config.{path}: unknown key {missing!r}"
   return f"unknown config key {missing!r}"
 
 
@@ -158,7 +179,7 @@ def _has_path(config, path) -> bool:
 def _split_method_overrides(argv):
   """``(argv without them, [(path, text)])``: the ``--config.methods.<...>=v``
   overrides whose key the config file does not have (config_flags can only set
-  existing keys; these are applied by :func:`fedfrac.config.set_method_option`)."""
+  existing keys; these are applied by :func:`fedfrac.config_keys.set_method_option`)."""
   loaded = None
   kept, extra = [argv[0]], []
   for i, arg in enumerate(argv[1:], start=1):
@@ -183,6 +204,7 @@ def parse_flags(argv):
   before ``main``; any failure becomes ``error: ...`` on stderr and exit status 2
   (with ``--debug``, the exception propagates with its traceback).
   """
+  _check_config_file(argv)
   try:
     argv, method_overrides = _split_method_overrides(argv)
     sys.argv[:] = argv    # config_flags reads its overrides from sys.argv
@@ -215,7 +237,7 @@ def parse_flags(argv):
     _exit_with_error(message)
   try:
     for path, text in method_overrides:
-      config_lib.set_method_option(_CONFIG.value, path, text)
+      config_keys.set_method_option(_CONFIG.value, path, text)
   except ConfigError as e:
     if _debug_requested(argv):
       raise
@@ -244,7 +266,7 @@ def main(argv):
     results = runner.run(_CONFIG.value, workdir=workdir,
                          stop_after_round=_STOP_AFTER.value,
                          overwrite=_OVERWRITE.value)
-  except (ConfigError, DataFileError, FileNotFoundError) as e:  # bad value or data
+  except (ConfigError, DataError, FileNotFoundError) as e:  # bad value or data
     if _DEBUG.value:
       raise
     _exit_with_error(str(e))

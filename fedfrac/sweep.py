@@ -37,6 +37,11 @@ Flags:
                         ``run_bytes``).
   --no_progress         no progress bar.
 
+Bad input (a flag, a key, a value at any sweep point, an unwritable --out, a
+--metrics name no method writes, a bad data file) is one line ``error: ...``
+with exit status 2 before any point runs, as for ``fedfrac-run``
+(:mod:`fedfrac.sweep_checks`).
+
 How it runs: every (config point, method, grid value,
 seed) is one *point* with an id hashed from its resolved config, seed and grid
 value. Points of one config point and method share one compiled program (they
@@ -71,7 +76,11 @@ import numpy as np
 import fedfrac as ff
 from fedfrac import algorithms
 from fedfrac import config as config_lib
+from fedfrac import config_files
 from fedfrac import metrics as metrics_lib
+from fedfrac import sweep_checks
+from fedfrac.config import ConfigError
+from fedfrac.data.validate import DataError
 from fedfrac.runner import points as points_lib
 from fedfrac.runner.checkpoint import atomic_write
 from fedfrac.runner.log import PointProgress
@@ -86,41 +95,36 @@ def parse_value(text):
 
 
 def parse_assignment(text, flag, many=False):
-  """``KEY=VALUE`` (or ``KEY=V1,V2`` with ``many``) -> (key, value or [values])."""
+  """``KEY=VALUE`` (or ``KEY=V1,V2`` with ``many``) -> (key, value or [values]);
+  raises :class:`fedfrac.sweep_checks.UsageError` when malformed."""
+  UsageError = sweep_checks.UsageError
   if "=" not in text:
-    raise SystemExit(f"{flag}={text!r}: expected KEY=VALUE")
+    raise UsageError(f"{flag}={text}: expected KEY=VALUE")
   key, raw = text.split("=", 1)
   key = key.strip()
   if not key:
-    raise SystemExit(f"{flag}={text!r}: empty key")
+    raise UsageError(f"{flag}={text}: empty key")
   if not many:
     return key, parse_value(raw)
   parts = raw.split(";") if ";" in raw else raw.split(",")
   values = [parse_value(p.strip()) for p in parts if p.strip()]
   if not values:
-    raise SystemExit(f"{flag}={text!r}: no values")
+    raise UsageError(f"{flag}={text}: no values")
   return key, values
 
 
 def load_config(path):
-  """``get_config()`` of the config file ``path`` (loaded by path, as
-  ``fedfrac.config.sibling_config`` loads one)."""
-  if not path.endswith(".py") or not os.path.isfile(path):
-    raise SystemExit(f"--config={path!r}: not a Python file")
-  path = os.path.abspath(path)
-  return config_lib.sibling_config(path, os.path.basename(path)).get_config()
+  """The checked ``get_config()`` of the config file ``path`` (``file.py`` or
+  ``file.py:arg``): :func:`fedfrac.config_files.load_config_file`, which raises
+  :class:`fedfrac.config.ConfigError` in one line for a bad file or key."""
+  return config_files.load_config_file(path)
 
 
-def set_key(config, dotted, value):
-  """Set ``config.<dotted>`` (creating method options that are not there yet)."""
-  parts = dotted.split(".")
-  target = config
-  with config.unlocked():
-    for p in parts[:-1]:
-      if p not in target:
-        raise SystemExit(f"config key {dotted!r}: {p!r} does not exist")
-      target = target[p]
-    target[parts[-1]] = value
+def set_key(config, dotted, value, flag="--set"):
+  """Set ``config.<dotted>`` (creating method options that are not there yet);
+  unknown keys and values of the wrong type raise ConfigError
+  (:func:`fedfrac.sweep_checks.set_key`)."""
+  sweep_checks.set_key(config, dotted, value, flag)
 
 
 # ------------------------------------------------------------------ points
@@ -158,7 +162,7 @@ def expand(base, axes, seeds, grid=None, grid_methods=()):
   ``grid`` (value or None), ``seed`` and ``config`` (the point's config with
   ``only`` = its method)."""
   if grid is not None and len(grid) != 1:
-    raise SystemExit(f"--grid: give exactly one option, got {sorted(grid)}")
+    raise sweep_checks.UsageError(f"--grid: give exactly one option, got {sorted(grid)}")
   option = next(iter(grid)) if grid else None
   points = []
   for axes_index, (point, config) in enumerate(sweep_points(base, axes)):
@@ -178,7 +182,8 @@ def expand(base, axes, seeds, grid=None, grid_methods=()):
               "grid": value, "seed": int(seed), "config": single, "option": option})
   ids = [p["id"] for p in points]
   if len(set(ids)) != len(ids):
-    raise SystemExit("the sweep names the same point twice (repeated seeds or values?)")
+    raise sweep_checks.UsageError("the sweep names the same point twice (a value "
+                                  "repeated in --sweep or --grid, or a seed in --seeds)")
   return points
 
 
@@ -501,9 +506,15 @@ def sweep_points(base, axes):
     config = base.copy_and_resolve_references()
     point = {}
     for (key, _), value in zip(axes, combo):
-      set_key(config, key, value)
+      set_key(config, key, value, "--sweep")
       point[key] = value
-    config_lib.validate(config)
+    try:
+      config_lib.validate(config)
+    except ConfigError as e:
+      if not point:
+        raise
+      where = ", ".join(f"{k}={v!r}" for k, v in point.items())
+      raise ConfigError(f"sweep point {where}: {e}") from None
     yield point, config
 
 
@@ -598,9 +609,68 @@ def _shown_path(path: str) -> str:
   return path if rel.startswith(os.pardir) else rel
 
 
+USAGE_ERROR = 2   # exit status for bad input, as fedfrac-run
+
+
+def _exit_with_error(message):
+  print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
+  sys.exit(USAGE_ERROR)
+
+
+class _Parser(argparse.ArgumentParser):
+  """argparse with its errors as one ``error:`` line (exit status 2)."""
+
+  def error(self, message):
+    _exit_with_error(f"{message} (fedfrac-sweep --help lists the flags)")
+
+
+def checked_inputs(args):
+  """``(base, axes, grid, grid_methods, seeds, metric_names, directory)`` from
+  the parsed flags, every one checked before any point runs
+  (:mod:`fedfrac.sweep_checks`); raises UsageError, ConfigError or DataError."""
+  UsageError = sweep_checks.UsageError
+  if args.workers is not None and args.workers < 1:
+    raise UsageError(f"--workers={args.workers}: need at least 1")
+  if args.batch_size < 0:
+    raise UsageError(f"--batch_size={args.batch_size}: need 0 (auto) or more")
+  if args.out:
+    sweep_checks.check_output("--out", args.out)
+  if args.dir:
+    sweep_checks.check_output("--dir", args.dir, directory=True)
+  sets = [parse_assignment(t, "--set") for t in args.sets]
+  axes = [parse_assignment(t, "--sweep", many=True) for t in args.sweep]
+  sweep_checks.check_axes(sets, axes)
+  base = load_config(args.config)
+  base.progress = False
+  for key, value in sets:
+    set_key(base, key, value, "--set")
+  grid = None
+  if args.grid:
+    key, values = parse_assignment(args.grid, "--grid", many=True)
+    grid = {key: values}
+  grid_methods = [m for m in args.grid_methods.split(",") if m]
+  seeds = (sweep_checks.parse_seeds(args.seeds) if args.seeds else
+           ([base.seeds] if isinstance(base.seeds, int) else list(base.seeds)))
+  metric_names = [m.strip() for m in args.metrics.split(",") if m.strip()] or (
+      ["accuracy"] if base.task.loss == "cross_entropy" else ["rmse"])
+  configs = [config for _, config in sweep_points(base, axes)]   # each validated
+  if args.no_batch and grid:
+    raise UsageError("--grid needs batched runs; drop --no_batch")
+  for config in configs:
+    sweep_checks.check_grid(config, grid, grid_methods)
+  expand(base, axes, seeds, grid, grid_methods)
+  sweep_checks.check_data(configs)
+  always = set(sweep_checks.ROW_COLUMNS) | (
+      {"accuracy", "loss"} if base.task.loss == "cross_entropy" else {"rmse"})
+  workers = args.workers or len(points_lib.local_workers())
+  sweep_checks.check_metrics(configs, metric_names, always, in_process=workers == 1)
+  directory = args.dir or (os.path.splitext(args.out)[0] + ".points" if args.out else None)
+  return base, axes, grid, grid_methods, seeds, metric_names, directory
+
+
 def main(argv=None):
-  parser = argparse.ArgumentParser(prog="fedfrac-sweep", description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = _Parser(prog="fedfrac-sweep", description=__doc__,
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--config", required=True)
   parser.add_argument("--set", action="append", default=[], dest="sets")
   parser.add_argument("--sweep", action="append", default=[])
@@ -618,31 +688,20 @@ def main(argv=None):
   parser.add_argument("--no_progress", action="store_true")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parser.parse_args(argv)
-  if args.workers is not None and args.workers < 1:
-    raise SystemExit(f"--workers={args.workers}: need at least 1")
-  if args.batch_size < 0:
-    raise SystemExit(f"--batch_size={args.batch_size}: need 0 (auto) or more")
+  try:
+    base, axes, grid, grid_methods, seeds, metric_names, directory = checked_inputs(args)
+  except (ConfigError, DataError, sweep_checks.UsageError) as e:
+    _exit_with_error(e)
 
-  base = load_config(args.config)
-  base.progress = False
-  for text in args.sets:
-    set_key(base, *parse_assignment(text, "--set"))
-  axes = [parse_assignment(t, "--sweep", many=True) for t in args.sweep]
-  grid = None
-  if args.grid:
-    key, values = parse_assignment(args.grid, "--grid", many=True)
-    grid = {key: values}
-  grid_methods = [m for m in args.grid_methods.split(",") if m]
-  seeds = ([int(s) for s in args.seeds.split(",") if s] if args.seeds else
-           ([base.seeds] if isinstance(base.seeds, int) else list(base.seeds)))
-  metric_names = [m for m in args.metrics.split(",") if m] or (
-      ["accuracy"] if base.task.loss == "cross_entropy" else ["rmse"])
-  directory = args.dir or (os.path.splitext(args.out)[0] + ".points" if args.out else None)
-
-  outcome = run_sweep(base, axes, seeds, metric_names, grid, grid_methods,
-                      not args.no_batch, directory=directory, overwrite=args.overwrite,
-                      workers=args.workers, batch_size=args.batch_size,
-                      progress=not args.no_progress)
+  try:
+    outcome = run_sweep(base, axes, seeds, metric_names, grid, grid_methods,
+                        not args.no_batch, directory=directory, overwrite=args.overwrite,
+                        workers=args.workers, batch_size=args.batch_size,
+                        progress=not args.no_progress)
+  except SystemExit as e:   # a point directory of another sweep: refused before compute
+    if isinstance(e.code, str):
+      _exit_with_error(e.code)
+    raise
   print(f"sweep: ran {outcome.ran} of {outcome.total} points ({outcome.skipped} "
         f"already done) with {outcome.workers} workers in {outcome.wall_s:.0f} s",
         flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,8 @@ import time
 import pytest
 
 from fedfrac import sweep as sweep_module
+from fedfrac import sweep_checks
+from fedfrac.config import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,7 +33,7 @@ def test_parse_values_and_assignments(sweep):
       "alpha", [0.5, 1.0])
   assert sweep.parse_assignment("model.hidden=(8,);(16, 8)", "--sweep", many=True) == (
       "model.hidden", [(8,), (16, 8)])
-  with pytest.raises(SystemExit, match="KEY=VALUE"):
+  with pytest.raises(sweep_checks.UsageError, match="KEY=VALUE"):
     sweep.parse_assignment("rounds", "--set")
 
 
@@ -76,8 +79,11 @@ def test_header_and_progress_over_points(sweep, capsys):
 
 
 def test_load_config_rejects_a_file_that_is_not_python(sweep, tmp_path):
-  with pytest.raises(SystemExit, match="not a Python file"):
+  with pytest.raises(ConfigError, match="missing.txt: no such file"):
     sweep.load_config(str(tmp_path / "missing.txt"))
+  (tmp_path / "notes.txt").write_text("")
+  with pytest.raises(ConfigError, match="not a Python file"):
+    sweep.load_config(str(tmp_path / "notes.txt"))
 
 
 def test_python_dash_m_sweep_writes_its_table(tmp_path):
@@ -159,9 +165,13 @@ def test_killed_sweep_reruns_only_missing_points_and_its_table_equals_a_whole_on
             == whole_out.with_suffix(suffix).read_text())
 
   # The same directory with a changed config refuses to mix its points.
-  with pytest.raises(SystemExit, match="different sweep .*differs in: config"):
+  capsys.readouterr()
+  with pytest.raises(SystemExit) as stopped:
     sweep.main([f"--config={config}", *SMALL, "--set=client.local_epochs=3",
                 "--workers=1", f"--out={killed_out}"])
+  assert stopped.value.code == 2
+  assert re.search(r"^error: .*different sweep .*differs in: config",
+                   capsys.readouterr().err, re.M)
   assert len(os.listdir(points_dir)) == 12
 
 

@@ -11,10 +11,9 @@ concretely before tracing.
 from __future__ import annotations
 
 import difflib
-import math
 from typing import Any, Callable, ItemsView, Mapping, NamedTuple, Optional
 
-from fedfrac._validation import is_traced
+from fedfrac._validation import finite_in_float32, is_traced, not_finite_note
 
 
 class HParam(NamedTuple):
@@ -72,7 +71,8 @@ class HParamSchema:
     for key, hp in self.options.items():
       value = given.get(key, hp.default)
       if hp.check is not None and not is_traced(value) and not hp.check(value):
-        raise ValueError(f"{prefix}{key}={value!r}: {hp.allowed or 'invalid value'}")
+        raise ValueError(f"{prefix}{key}={value!r}: {not_finite_note(value)}"
+                         f"{hp.allowed or 'invalid value'}")
       out[key] = value
     for check in self.checks:
       message = check(out)
@@ -102,7 +102,8 @@ def one_of(*values) -> OneOf:
 
 
 def is_number(v: Any) -> bool:
-  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+  """An int or float (not a bool) that is finite in float32."""
+  return isinstance(v, (int, float)) and finite_in_float32(v)
 
 
 def positive(v: Any) -> bool:

@@ -50,6 +50,7 @@ from typing import NoReturn, Optional
 import numpy as np
 
 from fedfrac.data.sources import Dataset
+from fedfrac.data.validate import DataError, check_arrays, check_finite, check_labels
 
 FORMATS = ("auto", "idx", "cifar10", "cifar100", "npz", "mnist_pkl")
 CIFAR100_LABELS = ("fine", "coarse")
@@ -74,7 +75,7 @@ MNIST_PKL_NAMES = ("mnist.pkl.gz", "mnist.pkl")
 LoadedArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]
 
 
-class DataFileError(ValueError):
+class DataFileError(DataError):
   """A local data file is missing, truncated or mislabelled (the message names the
   file and what was expected)."""
 
@@ -86,11 +87,49 @@ def _fail(path: str, problem: str, expected: Optional[str] = None) -> NoReturn:
   raise DataFileError(msg)
 
 
+def _what_is_at(path: str) -> str:
+  """What ``path`` is when it is not a readable regular file, for messages:
+  ``"is a directory (holding 2 entries: a, b)"``, ``"does not exist"``, ..."""
+  if os.path.islink(path) and not os.path.exists(path):
+    return f"is a broken symbolic link (to {os.readlink(path)!r})"
+  if not os.path.exists(path):
+    return "does not exist"
+  if os.path.isdir(path):
+    try:
+      names = sorted(os.listdir(path))
+    except OSError:
+      return "is a directory"
+    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    return (f"is a directory (holding {len(names)} entr{'y' if len(names) == 1 else 'ies'}"
+            f"{': ' + shown if names else ''})")
+  if not os.path.isfile(path):
+    return "is not a regular file (a device, socket or pipe)"
+  return "is a file"
+
+
+def _describe_bytes(raw: bytes) -> str:
+  """What the first bytes of a file look like: empty, gzip, zip, .npy, text or binary."""
+  if not raw:
+    return "is empty (0 bytes)"
+  if raw[:2] == b"\x1f\x8b":
+    return "holds gzip data"
+  if raw[:6] == b"\x93NUMPY":
+    return "holds a single .npy array (np.save), not an .npz archive (np.savez)"
+  if raw[:2] == b"PK":
+    return "is a zip archive"
+  head = raw[:32]
+  if all(32 <= b < 127 or b in (9, 10, 13) for b in head):
+    return f"holds text ({head.decode('ascii')!r}...)"
+  return f"holds binary data starting with bytes {head[:8].hex(' ')}"
+
+
 # --------------------------------------------------------------------------- reading
 
 
 def _read_bytes(path):
   """Bytes of the file ``path`` (gunzipped when it starts with the gzip magic)."""
+  if not os.path.isfile(path):
+    _fail(path, _what_is_at(path), "a file")
   try:
     with open(path, "rb") as f:
       raw = f.read()
@@ -147,10 +186,19 @@ def _check_labels(labels, num_classes, label):
   if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
     _fail(label, f"labels have shape {labels.shape} and dtype {labels.dtype}",
           "a 1-D array of integer class labels")
-  if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
-    _fail(label, f"labels span {int(labels.min())}..{int(labels.max())}",
-          f"class labels in 0..{num_classes - 1} ({num_classes} classes)")
+  _checked(check_labels, labels, f"data file {label}", num_classes)
   return labels.astype(np.int32)
+
+
+def _checked(check, *args, **kwargs):
+  """``check(*args, **kwargs)`` (a :mod:`fedfrac.data.validate` array check), its
+  :class:`DataError` raised as a :class:`DataFileError`."""
+  try:
+    return check(*args, **kwargs)
+  except DataFileError:
+    raise
+  except DataError as e:
+    raise DataFileError(str(e)) from None
 
 
 def _check_count(images, labels, images_label, labels_label):
@@ -194,11 +242,13 @@ def read_idx(path: str, magic: int) -> np.ndarray:
 
 
 def _find(directory, names):
-  """The first of ``names`` present in ``directory``, each tried raw then ``.gz``."""
-  for name in names:
-    for candidate in (name, name + ".gz"):
-      path = os.path.join(directory, candidate)
-      if os.path.isfile(path):
+  """The first of ``names`` present in ``directory`` as a file, each tried raw then
+  ``.gz``; else the first present as something else (a directory of that name
+  is then reported as one when read), else None."""
+  candidates = [os.path.join(directory, c) for name in names for c in (name, name + ".gz")]
+  for test in (os.path.isfile, os.path.lexists):
+    for path in candidates:
+      if test(path):
         return path
   return None
 
@@ -348,7 +398,7 @@ class _Files:
       return _read_bytes_from(self.data.pop(name), self.label(name))
     path = self.label(name)
     if not os.path.isfile(path):
-      _fail(path, "does not exist", what)
+      _fail(path, _what_is_at(path), what)
     return _read_bytes(path)
 
 
@@ -398,11 +448,48 @@ def load_cifar100(path: str, labels: str = "fine") -> LoadedArrays:
 def _npz_path(path):
   if os.path.isfile(path):
     return path
+  if not os.path.isdir(path):
+    _fail(path, _what_is_at(path), "a .npz file or a directory holding one")
   found = sorted(n for n in os.listdir(path) if n.endswith(".npz"))
   if len(found) != 1:
     _fail(os.path.join(path, "*.npz"), f"matches {len(found)} files "
           f"({', '.join(found) or 'none'})", "exactly one .npz (or point data.dir at it)")
-  return os.path.join(path, found[0])
+  path = os.path.join(path, found[0])
+  if not os.path.isfile(path):
+    _fail(path, _what_is_at(path), "a .npz file (np.savez)")
+  return path
+
+
+def _npz_arrays(path):
+  """The four arrays of the ``.npz`` at ``path``; a file that is not a complete
+  zip of ``.npy`` arrays is described by what it holds."""
+  import zipfile
+  expected = "a NumPy .npz archive (np.savez) of x_train, y_train, x_test, y_test"
+  with open(path, "rb") as f:
+    head = f.read(64)
+  if head[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):
+    _fail(path, _describe_bytes(head), expected)
+  try:
+    with np.load(path, allow_pickle=False) as z:
+      missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in z]
+      if missing:
+        _fail(path, f"has no {', '.join(missing)} (holds {', '.join(z.files) or 'nothing'})",
+              "arrays x_train, y_train, x_test, y_test")
+      arrays = {}
+      for k in ("x_train", "y_train", "x_test", "y_test"):
+        try:
+          arrays[k] = z[k]
+        except ValueError as e:
+          if "pickle" in str(e):
+            _fail(f"{path}:{k}", "holds Python objects (a pickled object array), "
+                  "which are not read", "a numeric array")
+          raise
+      return arrays
+  except DataFileError:
+    raise
+  except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error) as e:
+    _fail(path, f"is a truncated or corrupt zip archive ({type(e).__name__}: {e})",
+          expected)
 
 
 def load_npz(path: str, num_classes: int = 0) -> LoadedArrays:
@@ -412,18 +499,7 @@ def load_npz(path: str, num_classes: int = 0) -> LoadedArrays:
   ``num_classes`` 0 means ``max(label) + 1`` over both splits.
   """
   path = _npz_path(path)
-  try:
-    with np.load(path, allow_pickle=False) as z:
-      missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in z]
-      if missing:
-        _fail(path, f"has no {', '.join(missing)} (holds {', '.join(z.files)})",
-              "arrays x_train, y_train, x_test, y_test")
-      arrays = {k: z[k] for k in ("x_train", "y_train", "x_test", "y_test")}
-  except DataFileError:
-    raise
-  except (OSError, ValueError, EOFError, zlib.error) as e:
-    _fail(path, f"cannot be read as .npz ({type(e).__name__}: {e})",
-          "a complete NumPy .npz archive")
+  arrays = _npz_arrays(path)
   x_tr, x_te = arrays["x_train"], arrays["x_test"]
   for key, x in (("x_train", x_tr), ("x_test", x_te)):
     if x.ndim not in (3, 4) or not (x.dtype == np.uint8 or np.issubdtype(x.dtype, np.floating)):
@@ -445,12 +521,10 @@ def load_npz(path: str, num_classes: int = 0) -> LoadedArrays:
       _fail(f"{path}:{key}", f"has shape {y.shape} and dtype {y.dtype}",
             "a 1-D array of integer class labels")
     ys[key] = y
-  if not num_classes:
-    num_classes = int(max(ys["y_train"].max(initial=0), ys["y_test"].max(initial=0))) + 1
-  y_tr = _check_labels(ys["y_train"], num_classes, f"{path}:y_train")
-  y_te = _check_labels(ys["y_test"], num_classes, f"{path}:y_test")
-  _check_count(x_tr, y_tr, f"{path}:x_train", f"{path}:y_train")
-  _check_count(x_te, y_te, f"{path}:x_test", f"{path}:y_test")
+  num_classes = _checked(check_arrays, x_tr, ys["y_train"], x_te, ys["y_test"],
+                         num_classes=num_classes, where=f"data file {path}",
+                         declare="data.files.num_classes")
+  y_tr, y_te = ys["y_train"].astype(np.int32), ys["y_test"].astype(np.int32)
   if x_tr.dtype != np.uint8:
     x_tr, x_te = x_tr.astype(np.float32), x_te.astype(np.float32)
   return x_tr, y_tr, x_te, y_te, num_classes
@@ -480,6 +554,7 @@ def load_mnist_pkl(path: str) -> LoadedArrays:
     label = f"{path} ({name})"
     if x.ndim != 2 or x.shape[1] != 784 or not np.issubdtype(x.dtype, np.floating):
       _fail(label, f"images have shape {x.shape} and dtype {x.dtype}", layout)
+    _checked(check_finite, x, f"data file {label} images")
     scaled = x.astype(np.float32) * np.float32(256)   # exact: 256 is a power of 2
     pixels = np.rint(scaled)
     if pixels.size and (pixels.min() < 0 or pixels.max() > 255
@@ -514,6 +589,8 @@ def detect_format(path: str) -> str:
     _fail(path, "is not a file type the files source knows",
           f"a directory, a .npz, {' or '.join(MNIST_PKL_NAMES)}, {CIFAR10_TAR} or "
           f"{CIFAR100_TAR} (or name data.files.format)")
+  if path.endswith((".npz", ".pkl", ".pkl.gz", ".tar.gz")):
+    _fail(path, _what_is_at(path), f"a {os.path.basename(path)!r} file, not a directory")
   found = []
   if idx_sets(path):
     found.append("idx")
@@ -586,6 +663,9 @@ def load_files(path: str, format: str = "auto", emnist_split: str = "",
   x_tr, y_tr, x_te, y_te, classes = arrays
   x_tr, y_tr = _limit(x_tr, y_tr, max_train)
   x_te, y_te = _limit(x_te, y_te, max_test)
+  # Every format's arrays pass the same checks as user-supplied arrays would.
+  _checked(check_arrays, x_tr, y_tr, x_te, y_te, num_classes=classes,
+           where=f"data file {path}", declare="data.files.num_classes")
   scale = 1.0 / 255.0 if x_tr.dtype == np.uint8 else 1.0
   name = f"files:{fmt}:{os.path.basename(path.rstrip(os.sep))}"
   return Dataset(name, np.ascontiguousarray(x_tr), y_tr, np.ascontiguousarray(x_te),

@@ -38,6 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from fedfrac._validation import finite_in_float32
+
 POLICIES = ("none", "drop", "partial")
 SPEED_MODELS = ("equal", "lognormal", "groups")
 
@@ -174,20 +176,23 @@ def validate_system(system: Mapping[str, Any], prefix: str = "system") -> None:
   if speed not in SPEED_MODELS:
     fail("speed", speed, f"allowed values are {', '.join(SPEED_MODELS)}")
   sigma = system.get("sigma", 0.0)
-  if not (_number(sigma) and math.isfinite(sigma) and sigma >= 0):
-    fail("sigma", sigma, "must be a finite number >= 0")
+  if not (_number(sigma) and finite_in_float32(sigma) and sigma >= 0):
+    fail("sigma", sigma, "must be a number >= 0, finite in float32")
   if speed == "groups":
     gs = system.get("group_speeds", None)
-    if not gs or not all(_number(s) and math.isfinite(s) and s > 0 for s in gs):
-      fail("group_speeds", gs, "must be a non-empty list of speeds > 0")
+    if not gs or not all(_number(s) and finite_in_float32(s) and s > 0 for s in gs):
+      fail("group_speeds", gs, "must be a non-empty list of speeds > 0, finite in "
+           "float32")
     groups = system.get("groups", ()) or ()
     if not all(isinstance(g, (int, np.integer)) and not isinstance(g, bool)
                and 0 <= g < len(gs) for g in groups):
       fail("groups", groups, f"must be empty (client k in group k mod "
            f"{len(gs)}) or list each client's group in 0..{len(gs) - 1}")
   deadline = system.get("deadline", None)
-  if deadline is not None and not (_number(deadline) and deadline > 0):
-    fail("deadline", deadline, "must be a number > 0 (or None for no deadline)")
+  if deadline is not None and not (_number(deadline) and deadline > 0 and (
+      deadline == math.inf or finite_in_float32(deadline))):
+    fail("deadline", deadline, "must be a number > 0, finite in float32 or inf (or "
+         "None for no deadline)")
   policy = system.get("policy", "none")
   if policy not in POLICIES:
     fail("policy", policy, f"allowed values are {', '.join(POLICIES)}")

@@ -17,7 +17,13 @@ def main(argv=None):
   if paper not in PAPERS:
     print(f"error: paper={paper!r}: unknown; allowed: {names}", file=sys.stderr)
     return 2
-  status = PAPERS[paper].main(flags)
+  from fedfrac.config import ConfigError
+  from fedfrac.data.validate import DataError
+  try:
+    status = PAPERS[paper].main(flags)
+  except (ConfigError, DataError) as e:   # a bad config file or value, bad data
+    print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+    return 2
   return status if isinstance(status, int) else 0
 
 

@@ -39,9 +39,14 @@ def find_file(path):
 
 def load_module(path):
   """The Python module at ``path`` (a config file, or another file loaded by path),
-  through the same loader as ``fedfrac.config.sibling_config``."""
+  through the same loader as ``fedfrac.config.sibling_config``; its
+  ``get_config`` checks what it returns as ``--config`` does
+  (:func:`fedfrac.config_files.checked_module`: unknown or deleted keys, a
+  result that is not a ConfigDict, one line each)."""
+  from fedfrac import config_files
   path = find_file(path)
-  return config_lib.sibling_config(path, os.path.basename(path))
+  return config_files.checked_module(
+      config_lib.sibling_config(path, os.path.basename(path)), path)
 
 
 def config_module(relpath):

@@ -1,0 +1,331 @@
+"""``fedfrac-sweep``'s input checks: everything its flags name is checked before
+any point runs, and a fault is one line (``error: ...``, exit status 2), as
+``fedfrac-run`` reports bad input.
+
+* :func:`parse_seeds`: ``--seeds`` are distinct integers >= 0;
+* :func:`check_output`: ``--out`` / ``--dir`` can be written (no file in the way);
+* :func:`check_axes`: no key is both ``--set`` twice, swept twice, or set and swept;
+* :func:`set_key`: ``--set`` / ``--sweep`` keys exist (or are method options the
+  schema accepts; "did you mean" otherwise) and their values have the field's type;
+* :func:`check_grid`: the ``--grid`` option belongs to a method and every value is
+  a number the option accepts;
+* :func:`check_metrics`: every ``--metrics`` name is a column some method of the
+  sweep writes (:func:`metric_names`, found from shapes, without running a round);
+* :func:`check_data`: local data files (``data.source="files"``) are read and
+  checked once here, so a bad file is named before the workers start.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+from fedfrac import config as config_lib
+from fedfrac import config_keys
+from fedfrac.config import ConfigError
+
+
+class UsageError(ValueError):
+  """A ``fedfrac-sweep`` flag is malformed or names something that does not exist."""
+
+
+# Columns of every metrics.csv row (fedfrac.runner.log.RunLog), whatever the method.
+ROW_COLUMNS = ("method", "algorithm", "seed", "round", "bytes_up", "bytes_down",
+               "cum_bytes_up", "cum_bytes_down")
+
+
+def parse_seeds(text: str) -> list:
+  """``--seeds=0,1,2`` -> [0, 1, 2]: distinct integers >= 0."""
+  seeds = []
+  for part in text.split(","):
+    part = part.strip()
+    if not part:
+      continue
+    try:
+      seed = int(part)
+    except ValueError:
+      seed = None
+    if seed is None or seed < 0:
+      raise UsageError(f"--seeds={text}: {part!r} is not a seed; seeds are integers "
+                       f">= 0, comma-separated (e.g. --seeds=0,1,2)")
+    if seed in seeds:
+      raise UsageError(f"--seeds={text}: seed {seed} is listed twice; each seed is one "
+                       f"independent run")
+    seeds.append(seed)
+  if not seeds:
+    raise UsageError(f"--seeds={text!r}: no seeds; give integers >= 0, e.g. --seeds=0,1,2")
+  return seeds
+
+
+def check_output(flag: str, path: str, directory: bool = False) -> None:
+  """Refuse an output path that cannot be written: a file (or, for a file, a
+  directory) already in the way, a parent that is a file, or no write permission."""
+  if not path:
+    raise UsageError(f"{flag}=: empty path")
+  target = os.path.abspath(path)
+  if directory and os.path.exists(target) and not os.path.isdir(target):
+    raise UsageError(f"{flag}={path}: is a file; give a directory")
+  if not directory and os.path.isdir(target):
+    raise UsageError(f"{flag}={path}: is a directory; give a file name (e.g. table.md)")
+  parent = target if directory else os.path.dirname(target)
+  existing = parent
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise UsageError(f"{flag}={path}: {existing} is a file, so nothing can be written "
+                     f"under it")
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise UsageError(f"{flag}={path}: cannot write there ({existing} is not writable)")
+
+
+def check_axes(sets, axes) -> None:
+  """``sets``: [(key, value)] of ``--set``; ``axes``: [(key, values)] of ``--sweep``.
+  A key given twice would silently keep only one of its values."""
+  seen = {}
+  for key, value in sets:
+    if key in seen:
+      raise UsageError(f"--set={key}={value!r}: {key} is already set by "
+                       f"--set={key}={seen[key]!r}; give it once")
+    seen[key] = value
+  swept = {}
+  for key, values in axes:
+    if key in swept:
+      raise UsageError(f"--sweep={key}={','.join(map(repr, values))}: {key} is already "
+                       f"an axis (--sweep={key}={','.join(map(repr, swept[key]))}); "
+                       f"give all its values in one --sweep")
+    if key in seen:
+      raise UsageError(f"--sweep={key}=...: {key} is also fixed by --set={key}="
+                       f"{seen[key]!r}; drop one of them")
+    swept[key] = values
+
+
+def set_key(config, dotted, value, flag="--set") -> None:
+  """Set ``config.<dotted>`` to ``value`` after checking the key
+  (:func:`fedfrac.config_keys.check_override_key`) and the value's type: a
+  float field takes an int or a number written as text (``nan``, ``inf``, which
+  validation then refuses with its own message)."""
+  config_keys.check_override_key(config, dotted)
+  parts = dotted.split(".")
+  if parts[0] == "methods" and not _has(config, parts):
+    config_keys.set_method_value(config, dotted, value)
+    return
+  target = config
+  for p in parts[:-1]:
+    target = target[p]
+  current = target.get(parts[-1], None)
+  if isinstance(current, float) and isinstance(value, str):
+    try:
+      value = float(value)
+    except ValueError:
+      pass
+  try:
+    with config.unlocked():
+      target[parts[-1]] = value
+  except TypeError:
+    kind = type(current).__name__
+    raise ConfigError(f"{flag}={dotted}={value!r}: config.{dotted} holds {kind} values "
+                      f"(default {current!r}); {value!r} is a {type(value).__name__}"
+                      ) from None
+
+
+def _has(config, parts) -> bool:
+  node = config
+  for p in parts:
+    if not hasattr(node, "keys") or p not in node:
+      return False
+    node = node[p]
+  return True
+
+
+def check_grid(config, grid, grid_methods) -> None:
+  """``--grid OPTION=V1,V2``: one option, of at least one method (of those named
+  by ``--grid_methods``), every value a number that each such method accepts."""
+  from fedfrac import algorithms
+  from fedfrac.runner.validate import validate_methods
+  if not grid:
+    if grid_methods:
+      raise UsageError("--grid_methods needs --grid")
+    return
+  (option, values), = grid.items()
+  text = f"--grid={option}={','.join(map(str, values))}"
+  labels = config_lib.method_labels(config)
+  for label in grid_methods:
+    if label not in labels:
+      raise UsageError(f"--grid_methods: unknown method label {label!r}; "
+                       f"{config_keys.did_you_mean(label, labels)}labels are "
+                       f"{', '.join(labels)}")
+  options = {l: algorithms.hparams(config.methods[l].name,
+                                   config_lib.method_options(config.methods[l]))
+             for l in labels}
+  targets = list(grid_methods) or [l for l in labels if option in options[l]]
+  if not targets:
+    every = sorted({o for opts in options.values() for o in opts})
+    raise UsageError(f"{text}: no method of the sweep ({', '.join(labels)}) has option "
+                     f"{option!r}; {config_keys.did_you_mean(option, every)}their options "
+                     f"are {', '.join(every)}")
+  for label in targets:
+    if option not in options[label]:
+      raise UsageError(f"{text}: method {label!r} ({config.methods[label].name}) has no "
+                       f"option {option!r}")
+  for value in values:
+    if not config_lib.is_num(value):
+      raise UsageError(f"{text}: {value!r} is not a number (finite in float32); grid "
+                       f"values run as one compiled program, so they are numbers")
+    for label in targets:
+      trial = config.copy_and_resolve_references()
+      trial.only = label
+      with trial.unlocked():
+        trial.methods[label][option] = value
+      try:
+        validate_methods(trial)
+      except ConfigError as e:
+        raise UsageError(f"{text}: {e}") from None
+
+
+def check_data(configs) -> None:
+  """Read each distinct local-file data source of ``configs`` once
+  (:func:`fedfrac.data.files.load_files`: a missing, corrupt or non-finite file,
+  labels out of range): :class:`fedfrac.data.files.DataFileError` up front."""
+  from fedfrac.data import sources
+  seen = set()
+  for config in configs:
+    d = config.data
+    if d.source != "files":
+      continue
+    key = (d.dir, json.dumps(d.files.to_dict(), sort_keys=True))
+    if key not in seen:
+      seen.add(key)
+      sources.load(d, 0)
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def metric_names(config, label, data_cache=None) -> tuple:
+  """``(final, per_round)``: the columns of method ``label``'s final metrics.csv
+  row and of its rounds.csv rows, from the shapes of one round and one
+  evaluation (``jax.eval_shape``: nothing is compiled or run). Builds the data
+  (kept in ``data_cache`` by data config and seed)."""
+  import functools
+
+  import jax
+
+  from fedfrac import data as data_lib
+  from fedfrac.runner import factories
+  single = config.copy_and_resolve_references()
+  single.only = label
+  seeds = single.seeds if isinstance(single.seeds, (tuple, list)) else (single.seeds,)
+  data_seed = single.data.seed if single.data.seed >= 0 else int(seeds[0])
+  data_cache = {} if data_cache is None else data_cache
+  key = (single.data.to_json_best_effort(sort_keys=True), data_seed)
+  if key not in data_cache:
+    data_cache[key] = data_lib.build(single.data, data_seed)
+  sim = factories.build_simulation(single, label, data_cache[key])
+  state = jax.eval_shape(sim.init, 0)
+  chunk = functools.partial(sim._run_chunk, hp=None, num_rounds=1)
+  _, round_metrics = jax.eval_shape(chunk, sim.arrays, state)
+  evaluation = jax.eval_shape(sim._evaluate, sim.arrays, state)
+  per_round = set(ROW_COLUMNS) | {k for k in round_metrics if not k.startswith("clients/")}
+  host = sim.algorithm.host_metrics
+  if host is not None:
+    per_round |= set(host(1))
+  final = per_round | {k for k in evaluation if not k.startswith("clients/")} | {"wall_s"}
+  return sorted(final), sorted(per_round)
+
+
+def _covers(names, final, per_round) -> bool:
+  return all(n[5:] in per_round if n.startswith("mean:") else n in final for n in names)
+
+
+def _find_names(jobs, wanted) -> tuple:
+  """Union of :func:`metric_names` over ``jobs``, stopping once ``wanted`` are all
+  found (most sweeps: at the first method)."""
+  final, per_round, cache = set(), set(), {}
+  for config, label in jobs:
+    f, r = metric_names(config, label, cache)
+    final |= set(f)
+    per_round |= set(r)
+    if _covers(wanted, final, per_round):
+      break
+  return sorted(final), sorted(per_round)
+
+
+def _metric_names_child():
+  """Entry point of the subprocess of :func:`discover_metric_names`."""
+  jobs, wanted = pickle.load(sys.stdin.buffer)
+  try:
+    print(json.dumps({"names": _find_names(jobs, wanted)}))
+  except ValueError as e:   # ConfigError, DataError: bad input, reported as such
+    print(json.dumps({"error": " ".join(str(e).split()), "kind": type(e).__name__}))
+
+
+def discover_metric_names(jobs, wanted, in_process) -> tuple:
+  """``(final, per_round)`` column names of the ``(config, label)`` jobs (until
+  ``wanted`` are found): here when the sweep runs in this process anyway, else in
+  a CPU-only subprocess, so this process does not start JAX on an accelerator its
+  worker processes need."""
+  if in_process:
+    return _find_names(jobs, wanted)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = dict(os.environ, JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="",
+             PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             TF_CPP_MIN_LOG_LEVEL="3")
+  proc = subprocess.run(
+      [sys.executable, "-c",
+       "from fedfrac.sweep_checks import _metric_names_child; _metric_names_child()"],
+      input=pickle.dumps((jobs, wanted)), capture_output=True, env=env, timeout=900)
+  lines = proc.stdout.decode(errors="replace").strip().splitlines()
+  result = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
+  if result is None:
+    tail = " ".join(proc.stderr.decode(errors="replace").split()[-40:])
+    raise RuntimeError(f"finding the metric names failed (exit {proc.returncode}): {tail}")
+  if "error" in result:
+    from fedfrac.data.validate import DataError
+    error = {"ConfigError": ConfigError, "DataError": DataError,
+             "DataFileError": DataError}.get(result["kind"], ValueError)
+    raise error(result["error"])
+  final, per_round = result["names"]
+  return final, per_round
+
+
+def check_metrics(configs, names, always, in_process=True) -> None:
+  """Refuse a ``--metrics`` name that no method of the sweep writes.
+
+  ``configs``: the sweep's config points (each method label is looked at in the
+  first point that has it); ``always``: names every run writes (no lookup needed
+  when all names are among them). ``mean:<name>`` must be a per-round column.
+  """
+  wanted = [n for n in names if n not in always]
+  if not wanted:
+    return
+  jobs, seen = [], set()
+  for config in configs:
+    for label in config_lib.method_labels(config):
+      if label not in seen:
+        seen.add(label)
+        jobs.append((config, label))
+  from fedfrac.data.validate import DataError
+  try:
+    final, per_round = map(set, discover_metric_names(jobs, wanted, in_process))
+  except (ConfigError, DataError):
+    raise
+  except ValueError as e:   # the data or a method cannot be built from the config
+    raise ConfigError(" ".join(str(e).split())) from None
+  except RuntimeError as e:  # the look-up itself failed: do not block the sweep
+    print(f"warning: --metrics names not checked before the run ({e})",
+          file=sys.stderr)
+    return
+  for name in wanted:
+    if name.startswith("mean:"):
+      if name[5:] not in per_round:
+        raise UsageError(f"--metrics: {name!r}: no method of the sweep writes a "
+                         f"per-round column {name[5:]!r}; "
+                         f"{config_keys.did_you_mean(name[5:], per_round)}per-round "
+                         f"columns are {', '.join(sorted(per_round))}")
+    elif name not in final:
+      raise UsageError(f"--metrics: {name!r}: no method of the sweep writes this "
+                       f"column; {config_keys.did_you_mean(name, final)}columns are "
+                       f"{', '.join(sorted(final))} (mean:<column> averages a "
+                       f"per-round one)")
