@@ -1,13 +1,22 @@
-"""What a run can be made of, as text for ``python -m fedfrac.main --list``.
+"""What a run can be made of, as text for ``python -m fedfrac.main --list``, and
+the family of every method.
 
 Generated from the registries themselves (``fedfrac.algorithms.REGISTRY`` and
 each entry's :class:`~fedfrac.algorithms.schema.HParamSchema`, the data sources'
 ``SOURCE_DESCRIPTIONS``, the partitions' ``SCHEME_DESCRIPTIONS`` and the models'
 ``MODEL_DESCRIPTIONS``), so the listing cannot drift from what a config accepts.
+
+:data:`FAMILIES` groups the registered algorithms by where they come from
+(baselines, the fractional family, the FIRMA ring methods, Kuramoto, privacy and
+secure aggregation, personalised methods); the quickstart figures draw one panel
+per family and the summary tables name each method's family, both through
+:func:`family`. :data:`STAND_INS` names the methods built without their paper's
+full text.
 """
 from __future__ import annotations
 
 import importlib
+from typing import NamedTuple
 
 from fedfrac import algorithms, models
 from fedfrac.algorithms.schema import HParam, OneOf
@@ -15,6 +24,47 @@ from fedfrac.data import sources
 
 # fedfrac.data re-exports a function named ``partition``; this is the module.
 partition = importlib.import_module("fedfrac.data.partition")
+
+
+class Family(NamedTuple):
+  """A group of methods: ``key`` (short, for tables), ``title`` (for figures) and
+  the registered algorithm names in it."""
+  key: str
+  title: str
+  names: tuple
+
+
+FAMILIES = (
+    Family("baseline", "Baselines",
+           ("fedavg", "fedavgm", "fedprox", "scaffold", "fednova", "fedadam", "fedyogi",
+            "fedadagrad", "moon", "feddyn", "fdse", "fedel")),
+    Family("fractional", "Fractional", ("fofedavg", "fo_ri_fedavg", "fo_fedavg",
+                                        "ri_fedavg")),
+    Family("FIRMA ring", "FIRMA ring methods", ("rdfl", "fibfl", "fibfl_plus",
+                                                "fibfl_pp")),
+    Family("Kuramoto", "Kuramoto", ("kuramoto_fedavg",)),
+    Family("privacy", "Privacy and secure aggregation", ("dp_fedavg", "dp_sgd",
+                                                         "sparse_secagg")),
+    Family("personalised", "Personalised", ("fedrep", "fedbm")),
+)
+# An algorithm no family lists (e.g. one registered by a user's own module).
+OTHER = Family("other", "Other", ())
+
+# Methods built without their paper's full text: what they were built from.
+STAND_INS = {
+    "fdse": "paper text not available: our reading of its consistency regulariser",
+    "fedbm": "paper text not found: built from its title and FOFedAvg's description",
+    "fedel": "built from the paper's abstract and overview",
+    "sparse_secagg": "built from the abstract and FOFedAvg's related work",
+}
+
+# The reference every comparison is drawn against (dashed in every family panel).
+REFERENCE = "fedavg"
+
+
+def family(name: str) -> Family:
+  """The :class:`Family` of algorithm ``name`` (:data:`OTHER` when none lists it)."""
+  return next((f for f in FAMILIES if name in f.names), OTHER)
 
 
 def allowed_text(hp: HParam) -> str:
