@@ -11,7 +11,7 @@ each entry's :class:`~fedfrac.algorithms.schema.HParamSchema`, the data sources'
 secure aggregation, personalised methods); the quickstart figures draw one panel
 per family and the summary tables name each method's family, both through
 :func:`family`. :data:`STAND_INS` names the methods built without their paper's
-full text.
+full text, :data:`PAPERS` the paper each method comes from.
 """
 from __future__ import annotations
 
@@ -56,6 +56,47 @@ STAND_INS = {
     "fedbm": "paper text not found: built from its title and FOFedAvg's description",
     "fedel": "built from the paper's abstract and overview",
     "sparse_secagg": "built from the abstract and FOFedAvg's related work",
+}
+
+# The paper each method comes from (the API reference's algorithm pages).
+_FOFEDAVG = "Partohaghighi, Marcia, Chen: Fractional-Order Federated Learning (FOFedAvg)"
+_BEV = ("Partohaghighi, Marcia, West, Chen: Fractional Order Federated Learning for "
+        "BEV energy consumption modelling (FO-RI-FedAvg)")
+_FIRMA = "Hedjam: FIRMA, FIbonacci Ring Model Aggregation"
+_FEDOPT = "Reddi et al. 2021: Adaptive Federated Optimization (FedOpt)"
+PAPERS = {
+    "fedavg": "McMahan et al. 2017: Communication-Efficient Learning of Deep Networks "
+              "from Decentralized Data (FedAvg)",
+    "fedavgm": "Hsu, Qi, Brown 2019: Measuring the Effects of Non-Identical Data "
+               "Distribution for Federated Visual Classification (FedAvgM)",
+    "fedprox": "Li et al. 2020: Federated Optimization in Heterogeneous Networks (FedProx)",
+    "scaffold": "Karimireddy et al. 2020: SCAFFOLD, Stochastic Controlled Averaging for "
+                "Federated Learning",
+    "fednova": "Wang et al. 2020: Tackling the Objective Inconsistency Problem in "
+               "Heterogeneous Federated Optimization (FedNova)",
+    "fedadam": _FEDOPT, "fedyogi": _FEDOPT, "fedadagrad": _FEDOPT,
+    "moon": "Li, He, Song 2021: Model-Contrastive Federated Learning (MOON)",
+    "feddyn": "Acar et al. 2021: Federated Learning Based on Dynamic Regularization "
+              "(FedDyn)",
+    "fdse": "Wang et al., CVPR 2025: Federated Learning with Domain Shift Eraser (FDSE)",
+    "fedel": "Zhang, Chen, Bian, Wang, Xu, NeurIPS 2025: FedEL, Federated Elastic "
+             "Learning for Heterogeneous Devices (arXiv 2509.16902)",
+    "fofedavg": _FOFEDAVG,
+    "fo_ri_fedavg": _BEV, "fo_fedavg": _BEV, "ri_fedavg": _BEV,
+    "rdfl": "Wang et al. 2021: ring decentralised federated learning (RDFL), the "
+            "uniform-ring baseline of FIRMA",
+    "fibfl": _FIRMA, "fibfl_plus": _FIRMA, "fibfl_pp": _FIRMA,
+    "kuramoto_fedavg": "Muhebwa, Selialia, Anwar, Osman: Kuramoto-FedAvg "
+                       "(arXiv:2505.19605)",
+    "dp_fedavg": "McMahan, Ramage, Talwar, Zhang 2018: Learning Differentially Private "
+                 "Recurrent Language Models (DP-FedAvg)",
+    "dp_sgd": "Abadi et al. 2016: Deep Learning with Differential Privacy (DPSGD)",
+    "sparse_secagg": "Ergün, Sami, Güler: Sparsified Secure Aggregation for "
+                     "Privacy-Preserving Federated Learning (arXiv:2112.12872)",
+    "fedrep": "Collins et al. 2021: Exploiting Shared Representations for "
+              "Personalized Federated Learning (FedRep)",
+    "fedbm": "Ping, Fu, Zhao, Liu, Pu, Ding, FGCS 2025: FedBM, Balancing Models for "
+             "Personalized Federated Learning",
 }
 
 # The reference every comparison is drawn against (dashed in every family panel).

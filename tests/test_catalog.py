@@ -19,6 +19,7 @@ def test_every_registered_algorithm_is_in_exactly_one_family():
   assert catalog.family("fibfl_pp").title == "FIRMA ring methods"
   assert catalog.family("no_such_method") is catalog.OTHER
   assert set(catalog.STAND_INS) <= set(algorithms.names())
+  assert sorted(catalog.PAPERS) == sorted(algorithms.names())
   assert catalog.REFERENCE in algorithms.names()
 
 
