@@ -151,6 +151,26 @@ def _escaped_line(indent: int, text: str) -> str:
   return " " * indent + head + _escape_markup(text[len(head):])
 
 
+def _start_literal(out: list, indent: int) -> int:
+  """End ``out`` with a literal-block introducer for lines indented by ``indent``
+  (a ``Flags:`` line above becomes ``Flags::``, else a ``::`` line is added);
+  returns the introducer's indent."""
+  last = next((i for i in range(len(out) - 1, -1, -1) if out[i].strip()), None)
+  if last is not None:
+    above = len(out[last]) - len(out[last].lstrip())
+    if above < indent and out[last].rstrip().endswith(":"):
+      if not out[last].rstrip().endswith("::"):
+        out[last] = out[last].rstrip() + ":"
+      del out[last + 1:]
+      out.append("")
+      return above
+  intro = max(indent - 2, 0)
+  if out and out[-1].strip():
+    out.append("")
+  out += [" " * intro + "::", ""]
+  return intro
+
+
 def plain_docstring_to_rst(lines: list) -> list:
   """The package's docstrings are plain text with formulas (``|S_t|``,
   ``‖Δw‖``, indented equation lines); as reST, ``|x|`` would be a substitution
@@ -158,7 +178,9 @@ def plain_docstring_to_rst(lines: list) -> list:
   text and makes it valid reST: ``|`` and stray ``*`` escaped, and a blank line
   wherever the indentation changes (an indented formula becomes an indented
   block), except in napoleon sections (``Args:`` ...), literal blocks (after
-  ``::``), doctests and the continuation lines of a list item or an option."""
+  ``::``), doctests and the continuation lines of a list item or an option; an
+  indented block of command-line flags or a shell command becomes a literal
+  block."""
   out: list = []
   prev_indent = None      # content indent of the previous text line
   bullet_indent = None    # indent of the list item being continued
@@ -191,13 +213,20 @@ def plain_docstring_to_rst(lines: list) -> list:
       continue
     bullet = _BULLET.match(text)
     option = _OPTION.match(text)
+    if indent > 0 and (option is not None or text.endswith(" \\")):
+      # A block of command-line flags or a shell command: kept verbatim.
+      literal_below = _start_literal(out, indent)
+      out.append(line)
+      prev_indent, bullet_indent, option_indent = None, None, None
+      continue
     continues = (indent == prev_indent
                  or (bullet is not None and bullet_indent == indent)
                  or (option_indent is not None and indent > option_indent)
                  or (option is not None and option_indent == indent))
-    if prev_indent is not None and not continues and out and out[-1].strip():
+    header = _SECTION.match(line) is not None
+    if (header or (prev_indent is not None and not continues)) and out and out[-1].strip():
       out.append("")
-    if _SECTION.match(line):
+    if header:
       out.append(line)
       section_below, prev_indent, bullet_indent, option_indent = indent, None, None, None
       continue

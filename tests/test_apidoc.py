@@ -107,6 +107,14 @@ def test_plain_docstrings_become_valid_rest():
                                                   "    More about x."]
   k = out.index("Example::")
   assert out[k + 1:k + 4] == ["", "", "  a | b"] and out[-2:] == ["", "Done."]
+  # Flags become a literal block (kept verbatim); a section after a paragraph
+  # gets its blank line.
+  flags = _apidoc.plain_docstring_to_rst(
+      ["Flags:", "  --seeds 0,1,2     seeds (default: the config's),", "                    *all*.",
+       "More text.", "Raises:", "  ValueError: bad |x|."])
+  assert flags == ["Flags::", "", "  --seeds 0,1,2     seeds (default: the config's),",
+                   "                    *all*.", "", "More text.", "", "Raises:",
+                   r"  ValueError: bad \|x\|."]
 
 
 def _inventory(path, entries):
