@@ -136,3 +136,21 @@ def test_workdir_gets_both_figures_titled_from_config_backend_unchanged(tmp_path
   out.mkdir()
   figures.save(str(out))
   assert sorted(p.name for p in out.iterdir()) == sorted(overview.FIGURE_FILES)
+
+
+def test_both_figures_display_in_jupyter_and_a_workdir_lists_them(monkeypatch):
+  import sys
+  import types
+  from fedfrac.runner import workdir
+  figures = _results({"fedavg": np.linspace(0.2, 0.9, 4)}).plot()
+  shown = []
+  display = types.ModuleType("IPython.display")
+  display.display = lambda *objs: shown.extend(objs)
+  with monkeypatch.context() as patch:
+    patch.setitem(sys.modules, "IPython", types.ModuleType("IPython"))
+    patch.setitem(sys.modules, "IPython.display", display)
+    figures._ipython_display_()
+  assert shown == [figures.rounds, figures.ranking]
+  assert all(hasattr(f, "_repr_png_") for f in shown)
+  # --overwrite removes both figures with the rest of a workdir's results.
+  assert set(overview.FIGURE_FILES) <= set(workdir.WORKDIR_ITEMS)
