@@ -3,6 +3,12 @@
 autodoc renders the docstrings, napoleon reads their Google-style sections
 (``Args:``, ``Returns:``); the pages that list what to render are generated from
 the package on every build (``fedfrac._apidoc``) into ``generated/``.
+
+Sphinx rather than MkDocs + mkdocstrings: the docstrings are Google style, which
+napoleon reads, as the JAX, Flax and optax references do; autodoc and napoleon
+ship with Sphinx (one pinned package and its dependencies, no theme or Markdown
+toolchain); and docutils reports every malformed docstring, so ``-W`` turns the
+build into a check of the docstrings.
 """
 import os
 import sys

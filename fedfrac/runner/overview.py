@@ -114,8 +114,10 @@ def _draw_panel(ax, members: Sequence[Curve], reference: Optional[Curve]) -> Non
     head = by_label[group[0]]
     name = " = ".join(tagged(by_label[label]) for label in group)
     if reference is not None and group[0] == reference.label:
+      # On top of the family's lines, so a method that coincides with it leaves
+      # the dashes visible.
       draw_mean_band(ax, head.rounds, head.values, f"{name} (reference)",
-                     dict(REFERENCE_STYLE))
+                     dict(REFERENCE_STYLE, zorder=3))
     else:
       draw_mean_band(ax, head.rounds, head.values, name, line_style(styled))
       styled += 1
