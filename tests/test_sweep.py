@@ -13,7 +13,6 @@ import time
 import pytest
 
 from fedfrac import sweep as sweep_module
-from fedfrac.runner import overview
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -237,6 +236,7 @@ def test_sweep_plot_keeps_the_callers_backend(sweep, tmp_path):
 
 
 def test_overview_groups_one_per_config_point_with_curves_and_finals(sweep, tmp_path):
+  from fedfrac.runner import overview
   stats = {"mean": 0.8, "std": 0.01, "ci95": 0.0, "n": 2}
   points = [({"data.alpha": a}, {"fedavg": {"accuracy": stats, "statuses": ["ok"]},
                                  "fofedavg[alpha=0.5]": {"accuracy": stats,
