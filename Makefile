@@ -1,12 +1,13 @@
 # Two commands on a fresh machine with Python 3.11:
 #   make run   -> creates .venv, installs fedfrac, runs the offline quickstart comparison
 #   make test  -> creates .venv, installs fedfrac with test extras, runs the test suite
+#   (make lint and make docs: the linters and the API reference, as CI runs them)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench reproduce clean data-fashion-mnist
+.PHONY: run test lint docs bench reproduce clean data-fashion-mnist
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,21 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+
+# The API reference -> docs/api/_build/html/index.html: Sphinx (autodoc + napoleon,
+# the `docs` extra, pinned in constraints.txt) over pages generated from the package
+# (fedfrac._apidoc: every function of fedfrac.ops / fedfrac.optim, one page per
+# registered algorithm with its paper, equations and hyper-parameters, the config
+# keys); warnings are errors, and the built inventory is checked to hold every
+# public function of fedfrac.ops / fedfrac.optim and every algorithm page.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install -q -c constraints.txt -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(PY) -m sphinx -E -W --keep-going -q -b html docs/api docs/api/_build/html
+	$(PY) -m fedfrac._apidoc check docs/api/_build/html/objects.inv
 
 # Benchmarks -> benchmarks/results.md (+ .json); the PyTorch reference comes from
 # the `bench` extra (torch from the package index; to avoid CUDA wheels on a
@@ -62,4 +78,4 @@ data-fashion-mnist:
 	done
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs docs/api/_build docs/api/generated

@@ -1,13 +1,22 @@
-"""What a run can be made of, as text for ``python -m fedfrac.main --list``.
+"""What a run can be made of, as text for ``python -m fedfrac.main --list``, and
+the family of every method.
 
 Generated from the registries themselves (``fedfrac.algorithms.REGISTRY`` and
 each entry's :class:`~fedfrac.algorithms.schema.HParamSchema`, the data sources'
 ``SOURCE_DESCRIPTIONS``, the partitions' ``SCHEME_DESCRIPTIONS`` and the models'
 ``MODEL_DESCRIPTIONS``), so the listing cannot drift from what a config accepts.
+
+:data:`FAMILIES` groups the registered algorithms by where they come from
+(baselines, the fractional family, the FIRMA ring methods, Kuramoto, privacy and
+secure aggregation, personalised methods); the quickstart figures draw one panel
+per family and the summary tables name each method's family, both through
+:func:`family`. :data:`STAND_INS` names the methods built without their paper's
+full text, :data:`PAPERS` the paper each method comes from.
 """
 from __future__ import annotations
 
 import importlib
+from typing import NamedTuple
 
 from fedfrac import algorithms, models
 from fedfrac.algorithms.schema import HParam, OneOf
@@ -15,6 +24,88 @@ from fedfrac.data import sources
 
 # fedfrac.data re-exports a function named ``partition``; this is the module.
 partition = importlib.import_module("fedfrac.data.partition")
+
+
+class Family(NamedTuple):
+  """A group of methods: ``key`` (short, for tables), ``title`` (for figures) and
+  the registered algorithm names in it."""
+  key: str
+  title: str
+  names: tuple
+
+
+FAMILIES = (
+    Family("baseline", "Baselines",
+           ("fedavg", "fedavgm", "fedprox", "scaffold", "fednova", "fedadam", "fedyogi",
+            "fedadagrad", "moon", "feddyn", "fdse", "fedel")),
+    Family("fractional", "Fractional", ("fofedavg", "fo_ri_fedavg", "fo_fedavg",
+                                        "ri_fedavg")),
+    Family("FIRMA ring", "FIRMA ring methods", ("rdfl", "fibfl", "fibfl_plus",
+                                                "fibfl_pp")),
+    Family("Kuramoto", "Kuramoto", ("kuramoto_fedavg",)),
+    Family("privacy", "Privacy and secure aggregation", ("dp_fedavg", "dp_sgd",
+                                                         "sparse_secagg")),
+    Family("personalised", "Personalised", ("fedrep", "fedbm")),
+)
+# An algorithm no family lists (e.g. one registered by a user's own module).
+OTHER = Family("other", "Other", ())
+
+# Methods built without their paper's full text: what they were built from.
+STAND_INS = {
+    "fdse": "paper text not available: our reading of its consistency regulariser",
+    "fedbm": "paper text not found: built from its title and FOFedAvg's description",
+    "fedel": "built from the paper's abstract and overview",
+    "sparse_secagg": "built from the abstract and FOFedAvg's related work",
+}
+
+# The paper each method comes from (the API reference's algorithm pages).
+_FOFEDAVG = "Partohaghighi, Marcia, Chen: Fractional-Order Federated Learning (FOFedAvg)"
+_BEV = ("Partohaghighi, Marcia, West, Chen: Fractional Order Federated Learning for "
+        "BEV energy consumption modelling (FO-RI-FedAvg)")
+_FIRMA = "Hedjam: FIRMA, FIbonacci Ring Model Aggregation"
+_FEDOPT = "Reddi et al. 2021: Adaptive Federated Optimization (FedOpt)"
+PAPERS = {
+    "fedavg": "McMahan et al. 2017: Communication-Efficient Learning of Deep Networks "
+              "from Decentralized Data (FedAvg)",
+    "fedavgm": "Hsu, Qi, Brown 2019: Measuring the Effects of Non-Identical Data "
+               "Distribution for Federated Visual Classification (FedAvgM)",
+    "fedprox": "Li et al. 2020: Federated Optimization in Heterogeneous Networks (FedProx)",
+    "scaffold": "Karimireddy et al. 2020: SCAFFOLD, Stochastic Controlled Averaging for "
+                "Federated Learning",
+    "fednova": "Wang et al. 2020: Tackling the Objective Inconsistency Problem in "
+               "Heterogeneous Federated Optimization (FedNova)",
+    "fedadam": _FEDOPT, "fedyogi": _FEDOPT, "fedadagrad": _FEDOPT,
+    "moon": "Li, He, Song 2021: Model-Contrastive Federated Learning (MOON)",
+    "feddyn": "Acar et al. 2021: Federated Learning Based on Dynamic Regularization "
+              "(FedDyn)",
+    "fdse": "Wang et al., CVPR 2025: Federated Learning with Domain Shift Eraser (FDSE)",
+    "fedel": "Zhang, Chen, Bian, Wang, Xu, NeurIPS 2025: FedEL, Federated Elastic "
+             "Learning for Heterogeneous Devices (arXiv 2509.16902)",
+    "fofedavg": _FOFEDAVG,
+    "fo_ri_fedavg": _BEV, "fo_fedavg": _BEV, "ri_fedavg": _BEV,
+    "rdfl": "Wang et al. 2021: ring decentralised federated learning (RDFL), the "
+            "uniform-ring baseline of FIRMA",
+    "fibfl": _FIRMA, "fibfl_plus": _FIRMA, "fibfl_pp": _FIRMA,
+    "kuramoto_fedavg": "Muhebwa, Selialia, Anwar, Osman: Kuramoto-FedAvg "
+                       "(arXiv:2505.19605)",
+    "dp_fedavg": "McMahan, Ramage, Talwar, Zhang 2018: Learning Differentially Private "
+                 "Recurrent Language Models (DP-FedAvg)",
+    "dp_sgd": "Abadi et al. 2016: Deep Learning with Differential Privacy (DPSGD)",
+    "sparse_secagg": "Ergün, Sami, Güler: Sparsified Secure Aggregation for "
+                     "Privacy-Preserving Federated Learning (arXiv:2112.12872)",
+    "fedrep": "Collins et al. 2021: Exploiting Shared Representations for "
+              "Personalized Federated Learning (FedRep)",
+    "fedbm": "Ping, Fu, Zhao, Liu, Pu, Ding, FGCS 2025: FedBM, Balancing Models for "
+             "Personalized Federated Learning",
+}
+
+# The reference every comparison is drawn against (dashed in every family panel).
+REFERENCE = "fedavg"
+
+
+def family(name: str) -> Family:
+  """The :class:`Family` of algorithm ``name`` (:data:`OTHER` when none lists it)."""
+  return next((f for f in FAMILIES if name in f.names), OTHER)
 
 
 def allowed_text(hp: HParam) -> str:

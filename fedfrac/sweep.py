@@ -24,8 +24,10 @@ Flags:
                         all rounds of a per-round column (rounds.csv), NaNs skipped.
   --no_batch            run every point alone with ``ff.run`` instead of
                         vmapping a batch's runs with ``ff.run_many``.
-  --out FILE.md         markdown table; FILE.csv, FILE.json and FILE.png (a plot)
-                        are written next to it.
+  --out FILE.md         markdown table; FILE.csv, FILE.json, FILE.png (the metrics
+                        per config point) and the two figures of ``ff.run(...).plot()``,
+                        FILE_rounds.png (one panel per method family, FedAvg dashed)
+                        and FILE_ranking.png (final values ranked), next to it.
   --dir DIR             where finished points are kept (one JSON each; default
                         FILE.points/ next to --out, else a temporary folder).
   --overwrite           delete DIR's points when they belong to a different sweep
@@ -295,10 +297,16 @@ def runs_that_fit(config, label, seed, workers=1, data_cache=None, fraction=0.5)
 def point_record(rec, metric_names, spec, value):
   """The JSON record of one finished run (``rec``: a RunRecord)."""
   out = {"axes": spec["axes"], "label": spec["label"], "run_label": rec.method,
-         "grid": value, "seed": int(rec.seed), "status": rec.status,
-         "wall_s": float(rec.wall_s), "compile_s": float(rec.compile_s),
-         "metrics": {}, "final": rec.rows[-1] if rec.rows else {}}
+         "algorithm": rec.algorithm, "grid": value, "seed": int(rec.seed),
+         "status": rec.status, "wall_s": float(rec.wall_s),
+         "compile_s": float(rec.compile_s), "metrics": {},
+         "final": rec.rows[-1] if rec.rows else {}, "curves": {}}
   for name in metric_names:
+    if not name.startswith("mean:") and rec.rows:
+      rounds, values = rec.curve(name)
+      out["curves"][name] = {"round": rounds.tolist(),
+                             "value": [None if not np.isfinite(v) else float(v)
+                                       for v in values]}
     v = _run_value(rec, name)
     out["metrics"][name] = None if v is None or not np.isfinite(v) else float(v)
     if name == "accuracy":
@@ -481,8 +489,11 @@ def plot(points, sweep_keys, metric_names, path):
   fig.savefig(path, dpi=110)
 
 
-def write_tables(out, points, sweep_keys, metric_names, title, command, notes):
-  """``out`` (markdown), and the CSV, JSON and PNG next to it; returns the markdown."""
+def write_tables(out, points, sweep_keys, metric_names, title, command, notes,
+                 records=()):
+  """``out`` (markdown), and the CSV, JSON and PNG next to it, and with the
+  point ``records`` the two figures of a run, ``_rounds.png`` and ``_ranking.png``
+  (:func:`fedfrac.runner.overview.save_sweep_figures`); returns the markdown."""
   text = markdown(points, sweep_keys, metric_names, title, command, notes)
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
   stem = os.path.splitext(out)[0]
@@ -493,6 +504,10 @@ def write_tables(out, points, sweep_keys, metric_names, title, command, notes):
                                                  default=str) + "\n")):
     atomic_write(path, body)
   plot(points, sweep_keys, metric_names, stem + ".png")
+  if records:
+    from fedfrac.runner import overview
+    overview.save_sweep_figures(points, list(records), sweep_keys, metric_names[0], title,
+                                stem)
   return text
 
 
@@ -543,6 +558,7 @@ class SweepOutcome:
   workers: int
   wall_s: float
   directory: str
+  records: list = dataclasses.field(default_factory=list)   # point records, in order
 
 
 def run_sweep(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch=True,
@@ -586,7 +602,8 @@ def run_sweep(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch
       log(" ".join(f"{k}={v}" for k, v in point.items()), label,
           " ".join(f"{m}={fmt(entry[m])}" for m in metric_names), flush=True)
   return SweepOutcome(table, len(points), len(points) - len(done), len(done),
-                      stats["workers"], time.perf_counter() - t0, store.directory)
+                      stats["workers"], time.perf_counter() - t0, store.directory,
+                      [{**records[p["id"]], "axes_index": p["axes_index"]} for p in points])
 
 
 def run(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch=True,
@@ -713,9 +730,9 @@ def main(argv=None):
   title = args.title or header(shown, getattr(args, "sets", None) or ())
   if args.out:
     text = write_tables(args.out, outcome.points, [k for k, _ in axes], metric_names,
-                        title, command_line(argv), notes)
+                        title, command_line(argv), notes, outcome.records)
     print(text)
-    print(f"wrote {args.out} (+ .csv, .json, .png)")
+    print(f"wrote {args.out} (+ .csv, .json, .png, _rounds.png, _ranking.png)")
   else:
     print(markdown(outcome.points, [k for k, _ in axes], metric_names, title,
                    command_line(argv), notes))

@@ -57,7 +57,7 @@ def test_axes_times_grid_table(sweep, tmp_path):
   assert "1 rounds" in text.splitlines()[0] and "set rounds=1" in text.splitlines()[0]
   assert "2 seeds" in text.splitlines()[0]   # --seeds, not the config file's one seed
   assert text.count("| fedavg[server_lr=") == 4 and " ± " in text
-  for suffix in (".json", ".csv", ".png"):
+  for suffix in (".json", ".csv", ".png", "_rounds.png", "_ranking.png"):
     assert (tmp_path / f"table{suffix}").exists()
   csv_lines = (tmp_path / "table.csv").read_text().splitlines()
   assert csv_lines[0].startswith("client.lr,method,accuracy mean,accuracy std")
@@ -243,6 +243,32 @@ def test_sweep_plot_keeps_the_callers_backend(sweep, tmp_path):
   finally:
     matplotlib.use(previous)
   assert (tmp_path / "s.png").stat().st_size > 0
+
+
+def test_overview_groups_one_per_config_point_with_curves_and_finals(sweep, tmp_path):
+  from fedfrac.runner import overview
+  stats = {"mean": 0.8, "std": 0.01, "ci95": 0.0, "n": 2}
+  points = [({"data.alpha": a}, {"fedavg": {"accuracy": stats, "statuses": ["ok"]},
+                                 "fofedavg[alpha=0.5]": {"accuracy": stats,
+                                                         "statuses": ["partial"]}})
+            for a in (0.1, 1.0)]
+  records = [{"axes_index": i, "run_label": label, "algorithm": label.split("[")[0],
+              "curves": {"accuracy": {"round": [1, 2, 3], "value": [0.3, 0.6, v]}}}
+             for i in (0, 1) for label in ("fedavg", "fofedavg[alpha=0.5]")
+             for v in (0.79, 0.81)]
+  curves, finals = overview.sweep_groups(points, records, ["data.alpha"], "accuracy")
+  assert list(curves) == ["data.alpha=0.1", "data.alpha=1.0"]
+  fo = curves["data.alpha=0.1"][1]
+  assert (fo.label, fo.algorithm, fo.values.shape) == ("fofedavg[alpha=0.5]", "fofedavg",
+                                                      (2, 3))
+  assert finals["data.alpha=1.0"][1].statuses == ("partial",)
+  overview.save_sweep_figures(points, records, ["data.alpha"], "accuracy", "t", str(tmp_path / "s"))
+  # Points without per-round values (an older sweep's) still give the ranking.
+  for r in records:
+    del r["curves"]
+  overview.save_sweep_figures(points, records, ["data.alpha"], "accuracy", "t", str(tmp_path / "o"))
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["o_ranking.png", "s_ranking.png",
+                                                        "s_rounds.png"]
 
 
 def test_a_point_rerun_on_resume_is_bit_identical_to_the_uninterrupted_one(

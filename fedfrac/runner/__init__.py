@@ -9,6 +9,8 @@
 * :mod:`~fedfrac.runner.checkpoint`: verified checkpoints, atomic writes.
 * :mod:`~fedfrac.runner.workdir`: one experiment per workdir (fingerprint, records).
 * :mod:`~fedfrac.runner.outputs`: metrics.csv / jsonl, rounds.csv, summary, plots.
+* :mod:`~fedfrac.runner.overview`: the two figures of a run (one panel per method
+  family; final values ranked); :mod:`~fedfrac.runner.summary_table`: its table.
 * :mod:`~fedfrac.runner.tensorboard`: optional TensorBoard event files.
 """
 from fedfrac.runner.checkpoint import Checkpointer
@@ -17,5 +19,6 @@ from fedfrac.runner.factories import (build_simulation, churn_rates, default_unr
                                    make_training)
 from fedfrac.runner.log import RunLog, round_communication
 from fedfrac.runner.loop import RunInterrupted, chunk_loop, run, run_many, run_one
-from fedfrac.runner.outputs import plot_curves, write_outputs
+from fedfrac.runner.outputs import write_outputs
+from fedfrac.runner.overview import ResultFigures, results_figures
 from fedfrac.runner.records import FIRST_COLUMNS, Results, RunRecord, format_table, summarize

@@ -1,7 +1,7 @@
 """Files of a finished (or interrupted) run: metrics.csv / metrics.jsonl (one
 row per evaluated round), rounds.csv (every round), summary.json / summary.md,
-accuracy.png (:mod:`fedfrac.runner.plots`) and, optionally, TensorBoard events
-(:mod:`fedfrac.runner.tensorboard`).
+accuracy.png and ranking.png (:mod:`fedfrac.runner.overview`) and, optionally,
+TensorBoard events (:mod:`fedfrac.runner.tensorboard`).
 
 Every metrics row carries a ``status`` column: ``ok``, ``partial`` for a run
 stopped before its last round (``--stop_after_round``, Ctrl-C), or ``diverged``
@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from fedfrac.runner.checkpoint import atomic_write, json_default
-from fedfrac.runner.plots import plot_curves
+from fedfrac.runner.overview import results_figures
 from fedfrac.runner.records import FIRST_COLUMNS, Results
 
 STATUS_COLUMN = "status"
@@ -95,7 +95,7 @@ def write_outputs(results: Results, workdir: str):
                csv_text(written_rows(results, rounds=True)))
   atomic_write(os.path.join(workdir, "summary.json"), _json(results.summary(), indent=2))
   atomic_write(os.path.join(workdir, "summary.md"), results.table() + "\n")
-  plot_curves(results, os.path.join(workdir, "accuracy.png"))
+  results_figures(results).save(workdir)
   log_cfg = results.config.get("log", None)
   if log_cfg is not None and log_cfg.get("tensorboard", False):
     from fedfrac.runner import tensorboard

@@ -5,9 +5,9 @@ canvas), so drawing or saving one never changes the matplotlib backend of the
 calling process (a notebook's inline backend keeps working), and in Jupyter a
 returned figure displays inline as a PNG.
 
-* :func:`curves_figure` / :func:`plot_curves`: one metric vs round, one line per
-  method (mean over seeds with a ±1 std band); methods whose curves coincide are
-  drawn once and named together in the legend (``fedavg = fedprox``).
+* the two figures of a run or a sweep (one panel per method family; the
+  ranking of final values) are in :mod:`fedfrac.runner.overview`, built from
+  :func:`draw_mean_band`, :func:`line_style` and :func:`group_coinciding` here.
 * :func:`scenarios_figure`: small multiples, one panel per scenario, of
   accuracy (or any metric) per round per method (reproduction tables).
 * :func:`sweep_figure`: a metric vs a swept option (α, κ0, ...) as lines with
@@ -147,58 +147,9 @@ def draw_mean_band(ax, x, values: np.ndarray, label: str, style: dict) -> None:
                     linewidth=0)
 
 
-def curves_figure(curves: Mapping[str, tuple], *, ylabel: str, title: str = "",
-                  xlabel: str = "round") -> Figure:
-  """One line per label: mean over seeds ± std band; coinciding means drawn once.
-
-  Args:
-    curves: label -> (x [n], values [seeds, n]).
-  """
-  means = {k: (np.asarray(x), np.atleast_2d(np.asarray(v, np.float64)).mean(0))
-           for k, (x, v) in curves.items()}
-  groups = group_coinciding(means)
-  fig = Figure(figsize=(8.5, 4.5))
-  ax = fig.add_subplot(1, 1, 1)
-  for i, group in enumerate(groups):
-    x, values = curves[group[0]]
-    draw_mean_band(ax, np.asarray(x), values, " = ".join(group), line_style(i))
-  ax.set_xlabel(xlabel)
-  ax.set_ylabel(ylabel)
-  if title:
-    ax.set_title(title, fontsize=9)
-  ax.grid(alpha=0.3)
-  _legend_outside(ax, fig, len(groups))
-  return fig
-
-
-def results_curves(results, metric: str) -> dict:
-  """label -> (rounds [n], values [seeds, n]) of ``metric`` for each method (runs
-  cut to their common length; methods without rows are left out)."""
-  out = {}
-  for method in results.methods():
-    recs = [rec.curve(metric) for rec in results.records if rec.method == method]
-    length = min(len(r) for r, _ in recs)
-    if length:
-      out[method] = (recs[0][0][:length], np.stack([v[:length] for _, v in recs]))
-  return out
-
-
 def default_metric(config) -> str:
+  """The metric a run's figures show: accuracy, or RMSE for regression."""
   return "accuracy" if config.task.loss == "cross_entropy" else "rmse"
-
-
-def results_figure(results, metric: Optional[str] = None) -> Figure:
-  """Figure of ``metric`` (default: accuracy, or RMSE for regression) vs round."""
-  metric = metric or default_metric(results.config)
-  return curves_figure(results_curves(results, metric), ylabel=metric,
-                       title=describe_config(results.config))
-
-
-def plot_curves(results, path: str, metric: Optional[str] = None) -> Figure:
-  """Write :func:`results_figure` to ``path`` (e.g. ``accuracy.png``)."""
-  fig = results_figure(results, metric)
-  fig.save(path)
-  return fig
 
 
 def scenarios_figure(scenarios: Mapping[str, Mapping[str, tuple]], *,

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from fedfrac.metrics import statistics
+from fedfrac.runner.summary_table import format_table
 
 FIRST_COLUMNS = ("method", "algorithm", "seed", "round")
 
@@ -91,11 +92,13 @@ class Results:
     return format_table(self.summary(), self.config)
 
   def plot(self, metric=None):
-    """Figure of ``metric`` (default accuracy, RMSE for regression) vs round: one
-    line per method, mean ± std over seeds (:func:`fedfrac.runner.plots.results_figure`);
-    shows inline in Jupyter, ``.save(path)`` writes it."""
-    from fedfrac.runner import plots
-    return plots.results_figure(self, metric)
+    """The two figures of ``metric`` (default accuracy, RMSE for regression),
+    :func:`fedfrac.runner.overview.results_figures`: ``.rounds`` (one panel per
+    method family, FedAvg dashed in each) and ``.ranking`` (final value per
+    method, best first, ± std over seeds); both show inline in Jupyter,
+    ``.save(directory)`` writes ``accuracy.png`` and ``ranking.png``."""
+    from fedfrac.runner import overview
+    return overview.results_figures(self, metric)
 
 
 def _final_metric_names(records):
@@ -143,36 +146,3 @@ def summarize(records, config) -> dict:
     out["methods"][method] = {"algorithm": recs[0].algorithm, "seeds": per_seed,
                               "mean": agg}
   return out
-
-
-def format_table(summary, config) -> str:
-  """Markdown table: final accuracy (or RMSE), rounds to target, wall time."""
-  classification = config.task.loss == "cross_entropy"
-  if classification:
-    head = (f"| method | final accuracy | best accuracy | rounds to "
-            f"{config.target_accuracy:.0%} | wall s/run | status |")
-  else:
-    head = "| method | final RMSE | final MAE | rounds to target | wall s/run | status |"
-  lines = [head, "|---|---|---|---|---|---|"]
-  for method, m in summary["methods"].items():
-    seeds = m["seeds"].values()
-    statuses = sorted({e["status"] for e in seeds})
-    r2t = [e.get("rounds_to_target") for e in seeds]
-    reached = [x for x in r2t if x is not None]
-    r2t_s = ("never" if not reached else
-             f"{np.mean(reached):.1f}" + ("" if len(reached) == len(r2t)
-                                          else f" ({len(reached)}/{len(r2t)} seeds)"))
-    wall = m["mean"]["wall_s"]["mean"]
-
-    def fmt(name):
-      s = m["mean"].get(name)
-      if not s or s["mean"] is None:
-        return "n/a"
-      return f"{s['mean']:.4f} ± {s['std']:.4f}" if s["n"] > 1 else f"{s['mean']:.4f}"
-    if classification:
-      cols = [fmt("accuracy"), fmt("best_accuracy"), r2t_s]
-    else:
-      cols = [fmt("rmse"), fmt("mae"), r2t_s]
-    lines.append(f"| {method} | " + " | ".join(cols) +
-                 f" | {wall:.1f} | {', '.join(statuses)} |")
-  return "\n".join(lines)

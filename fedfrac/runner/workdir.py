@@ -35,7 +35,7 @@ OUTPUT_KEYS = ("name", "progress", "eval_every", "checkpoint_every", "target_acc
 # Everything a run writes into its workdir (what ``overwrite`` removes).
 WORKDIR_ITEMS = (FINGERPRINT_FILE, "config.json", "metrics.csv", "metrics.jsonl",
                  "rounds.csv", "summary.json", "summary.md", "accuracy.png",
-                 "checkpoints", "runs", "tensorboard")
+                 "ranking.png", "checkpoints", "runs", "tensorboard")
 
 
 def _plain(value):

@@ -1,0 +1,81 @@
+"""The summary table of a run (``summary.md``, the table ``fedfrac-run`` prints and
+``Results.table()`` returns).
+
+One row per method, best final value first (accuracy: highest; RMSE: lowest;
+ties by name; methods without a finite final value last), with the method's
+family (:func:`fedfrac.catalog.family`), the difference of its mean final value
+to the reference method's (FedAvg: percentage points for accuracy, the metric's
+units for RMSE), rounds to target, wall time, and a status that marks diverged
+and partial runs and stand-in methods (:data:`fedfrac.catalog.STAND_INS`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fedfrac import catalog
+from fedfrac.runner import overview
+
+
+def _fmt(stats) -> str:
+  if not stats or stats["mean"] is None or not np.isfinite(stats["mean"]):
+    return "n/a"
+  return (f"{stats['mean']:.4f} ± {stats['std']:.4f}" if stats["n"] > 1
+          else f"{stats['mean']:.4f}")
+
+
+def _rounds_to_target(seeds) -> str:
+  r2t = [e.get("rounds_to_target") for e in seeds]
+  reached = [x for x in r2t if x is not None]
+  if not reached:
+    return "never"
+  return f"{np.mean(reached):.1f}" + ("" if len(reached) == len(r2t)
+                                      else f" ({len(reached)}/{len(r2t)} seeds)")
+
+
+def _difference(final, reference, accuracy: bool) -> str:
+  if reference is None or final.mean is None or reference.mean is None:
+    return "n/a"
+  if final.label == reference.label:
+    return "reference"
+  d = final.mean - reference.mean
+  return f"{100 * d:+.2f} pp" if accuracy else f"{d:+.4g}"
+
+
+def _status(final) -> str:
+  text = ", ".join(final.statuses)
+  if final.algorithm in catalog.STAND_INS:
+    text += ", stand-in"
+  return text
+
+
+def format_table(summary, config) -> str:
+  """Markdown table of ``summary`` (:func:`fedfrac.runner.records.summarize`):
+  method, family, final metric, difference to FedAvg, best accuracy (or final
+  MAE), rounds to target, wall time and status, best method first."""
+  classification = config.task.loss == "cross_entropy"
+  metric = "accuracy" if classification else "rmse"
+  finals = overview.ranked(overview.summary_finals(summary, metric),
+                           higher_is_better=classification)
+  ref_label = overview.reference_label(finals)
+  reference = next((f for f in finals if f.label == ref_label), None)
+  ref_name = ref_label or catalog.REFERENCE
+  if classification:
+    head = ["method", "family", "final accuracy", f"vs {ref_name}", "best accuracy",
+            f"rounds to {config.target_accuracy:.0%}", "wall s/run", "status"]
+  else:
+    head = ["method", "family", "final RMSE", f"vs {ref_name}", "final MAE",
+            "rounds to target", "wall s/run", "status"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for final in finals:
+    m = summary["methods"][final.label]
+    second = m["mean"].get("best_accuracy" if classification else "mae")
+    cells = [final.label, catalog.family(final.algorithm).key,
+             _fmt(m["mean"].get(metric)), _difference(final, reference, classification),
+             _fmt(second), _rounds_to_target(m["seeds"].values()),
+             f"{m['mean']['wall_s']['mean']:.1f}", _status(final)]
+    lines.append("| " + " | ".join(cells) + " |")
+  stand_ins = [f.label for f in finals if f.algorithm in catalog.STAND_INS]
+  if stand_ins:
+    lines += ["", "stand-in: built without the paper's full text "
+              f"({', '.join(stand_ins)}; see `fedfrac.catalog.STAND_INS`)."]
+  return "\n".join(lines)

@@ -1,0 +1,38 @@
+"""fedfrac.catalog: every registered algorithm belongs to exactly one family, the
+stand-ins are registered methods, and the README's method table names the same
+family for each method."""
+from __future__ import annotations
+
+import os
+import re
+
+from fedfrac import algorithms, catalog
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_every_registered_algorithm_is_in_exactly_one_family():
+  listed = [n for f in catalog.FAMILIES for n in f.names]
+  assert sorted(listed) == sorted(algorithms.names()), (
+      "a registered algorithm without a family, or a family naming an unknown one")
+  assert len(listed) == len(set(listed))
+  assert catalog.family("fibfl_pp").title == "FIRMA ring methods"
+  assert catalog.family("no_such_method") is catalog.OTHER
+  assert set(catalog.STAND_INS) <= set(algorithms.names())
+  assert sorted(catalog.PAPERS) == sorted(algorithms.names())
+  assert catalog.REFERENCE in algorithms.names()
+
+
+def test_readme_method_table_names_each_methods_family():
+  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    text = f.read()
+  text = text[text.index("\n## Methods"):]
+  text = text[:text.index("\n## ", 1)]
+  rows = re.findall(r"^\| (`[a-z_]+`(?:, `[a-z_]+`)*) \| ([^|]+) \|", text, re.M)
+  seen = set()
+  for names, family in rows:
+    for name in re.findall(r"`([a-z_]+)`", names):
+      if name in algorithms.REGISTRY:
+        assert family.strip() == catalog.family(name).key, name
+        seen.add(name)
+  assert seen == set(algorithms.names())
