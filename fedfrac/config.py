@@ -111,8 +111,10 @@ def base_config() -> ml_collections.ConfigDict:
       ved_resample_dt_s=1.0, ved_max_gap_s=10.0, ved_vehicles=(),
       ved_current_sign="auto"))
 
+  # conv_impl: auto (by backend, fedfrac.models.cnn.AUTO_CONV_IMPL) | im2col | xla.
   c.model = ml_collections.ConfigDict(dict(
-      name="mlp", hidden=(200, 200), padding="VALID", dropout=0.5, rnn_hidden=64))
+      name="mlp", hidden=(200, 200), padding="VALID", dropout=0.5, rnn_hidden=64,
+      conv_impl="auto"))
 
   c.client = ml_collections.ConfigDict(dict(
       optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=0.0,
