@@ -215,7 +215,8 @@ def load_timings(path) -> list:
 
 def estimate(item: Item, device: str, timings: list, measured: dict) -> float:
   """Seconds item ``item`` is expected to take on ``device``: a time measured in
-  this run for the same key, else the largest earlier one on that device, times
+  this run for the same key, else the largest earlier one on that device (an item
+  stopped at a window's deadline left its time so far: a lower bound), times
   :data:`SAFETY`; else the plan's guess."""
   if item.timing_key in measured:
     return SAFETY * measured[item.timing_key]

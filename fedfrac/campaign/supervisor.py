@@ -214,6 +214,12 @@ class Window:
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.t0))}
     files.pack(self.staging, os.path.join(out, files.ARCHIVE), manifest)
 
+  def _timing_row(self, ev, item, seconds, killed=False):
+    row = {"key": ev["key"], "device": self.device["device"], "seconds": seconds,
+           "item": ev["item"], "label": ev["label"], "stage": item.stage,
+           "date": time.strftime("%Y-%m-%d")}
+    return dict(row, killed=True) if killed else row
+
   # ------------------------------------------------------------ the run
   def run(self) -> int:
     args, log = self.args, self.log
@@ -243,27 +249,31 @@ class Window:
     self.request.write(json.dumps({"items": [_as_dict(i) for i in todo],
                                    "estimates": estimates, "deadline": self.deadline}) + "\n")
     self.request.flush()
-    failed = 0
+    failed, running = 0, None
     while True:
       ev = self.next_event(self.deadline)
       if ev is None:
         log(f"budget: {args.reserve:.0f} s left, stopping the worker mid-item")
+        if running:     # a lower bound for the next window's estimate of such items
+          ev, t_start = running
+          self.timing_rows.append(self._timing_row(ev, items[ev["item"]],
+                                                   time.time() - t_start, killed=True))
         break
       kind = ev["event"]
       item = items.get(ev.get("item"))
       if kind == "start":
+        running = (ev, time.time())
         log(f"start  {ev['label']} (estimate {ev['estimate']:.0f} s)")
         self.rows.append({"stage": item.stage, "label": item.label, "status": "running",
                           "seconds": None, "estimate": ev["estimate"]})
       elif kind == "done":
         log(f"done   {ev['label']} in {ev['seconds']:.1f} s")
+        running = None
         self.rows[-1].update(status="done", seconds=ev["seconds"])
-        self.timing_rows.append({"key": ev["key"], "device": device["device"],
-                                 "seconds": ev["seconds"], "item": ev["item"],
-                                 "label": ev["label"], "stage": item.stage,
-                                 "date": time.strftime("%Y-%m-%d")})
+        self.timing_rows.append(self._timing_row(ev, item, ev["seconds"]))
         self.pack()
       elif kind == "failed":
+        running = None
         failed += 1
         log(f"FAILED {ev['label']} after {ev['seconds']:.1f} s: {ev['error']}")
         self.rows[-1].update(status=f"failed: {ev['error']}", seconds=ev["seconds"])

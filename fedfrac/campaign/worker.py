@@ -78,7 +78,7 @@ def serve(events, request, staging, data_dir) -> int:
     if est > left:
       emit(event="stop", item=item["id"], label=item["label"], estimate=est, left=left)
       break
-    emit(event="start", item=item["id"], label=item["label"], estimate=est)
+    emit(event="start", item=item["id"], label=item["label"], estimate=est, key=key)
     t0 = time.perf_counter()
     try:
       path = items_lib.run_item(item, data_dir, staging, code, log)
