@@ -716,13 +716,15 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
   L += ["", "Sharding over devices and multi-host runs: see `docs/scaling.md`.", ""]
   os.makedirs(os.path.dirname(path), exist_ok=True)
   text = "\n".join(L)
+  from fedfrac.bench import accelerator
   from fedfrac.bench import sweep as sweep_bench
-  if os.path.exists(path):   # keep the section ``fedfrac-bench sweep`` writes
-    with open(path) as f:
+  if os.path.exists(path):   # keep the sections ``fedfrac-bench sweep`` and
+    with open(path) as f:    # ``fedfrac-campaign collect`` write
       old = f.read()
-    if sweep_bench.START in old and sweep_bench.END in old:
-      text += "\n" + old[old.index(sweep_bench.START):old.index(sweep_bench.END)
-                         + len(sweep_bench.END)] + "\n"
+    for start, end in ((sweep_bench.START, sweep_bench.END),
+                       (accelerator.START, accelerator.END)):
+      if start in old and end in old:
+        text += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
   with open(path, "w") as f:
     f.write(text)
 

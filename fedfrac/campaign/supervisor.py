@@ -247,7 +247,8 @@ class Window:
         f"{self.deadline - time.time():.0f} s left for them")
     items = {i.id: i for i in todo}
     self.request.write(json.dumps({"items": [_as_dict(i) for i in todo],
-                                   "estimates": estimates, "deadline": self.deadline}) + "\n")
+                                   "estimates": estimates, "deadline": self.deadline,
+                                   "window": self.deadline - self.t0}) + "\n")
     self.request.flush()
     failed, running = 0, None
     while True:
@@ -277,6 +278,12 @@ class Window:
         failed += 1
         log(f"FAILED {ev['label']} after {ev['seconds']:.1f} s: {ev['error']}")
         self.rows[-1].update(status=f"failed: {ev['error']}", seconds=ev["seconds"])
+      elif kind == "skip":
+        log(f"skip: {ev['label']} needs about {ev['estimate']:.0f} s, more than a whole "
+            "window: split it in the plan")
+        self.rows.append({"stage": item.stage, "label": item.label,
+                          "status": "skipped (longer than a window)", "seconds": None,
+                          "estimate": ev["estimate"]})
       elif kind == "stop":
         log(f"stop: the next item, {ev['label']}, needs about {ev['estimate']:.0f} s and "
             f"{ev['left']:.0f} s are left")

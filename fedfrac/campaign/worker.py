@@ -1,7 +1,9 @@
 """The campaign's worker: checks the device, then runs the items the supervisor
 sends, in order, and stops starting items when the time left is under the next
-one's estimate. The supervisor forks it (the package is imported once) and
-kills it at the deadline; ``python -m fedfrac.campaign.worker`` runs it alone.
+one's estimate (an item estimated longer than a whole window is skipped, with a
+line saying so, instead of stopping every window at it). The supervisor forks
+it (the package is imported once) and kills it at the deadline; ``python -m
+fedfrac.campaign.worker`` runs it alone.
 
 Talks to the supervisor in JSON lines: events on one stream (everything the
 code prints goes to stderr), one request on another::
@@ -9,8 +11,8 @@ code prints goes to stderr), one request on another::
   -> {"event": "hello"}                        before anything heavy
   -> {"event": "device", "device", "platform", "slug", "jax", "devices",
       "torch", "torch_cuda", "seconds"}
-  <- {"items": [...], "estimates": {id: s}, "deadline": epoch s}
-  -> {"event": "start" | "done" | "failed" | "stop", "item": id, ...}
+  <- {"items": [...], "estimates": {id: s}, "deadline": epoch s, "window": s}
+  -> {"event": "start" | "done" | "failed" | "skip" | "stop", "item": id, ...}
   -> {"event": "end"}
 """
 from __future__ import annotations
@@ -75,6 +77,10 @@ def serve(events, request, staging, data_dir) -> int:
     key = item["timing_key"]
     est = SAFETY * measured[key] if key in measured else request["estimates"][item["id"]]
     left = request["deadline"] - time.time()
+    if est > request.get("window", float("inf")):
+      # Longer than a whole window: it would stop every window here. Go on.
+      emit(event="skip", item=item["id"], label=item["label"], estimate=est)
+      continue
     if est > left:
       emit(event="stop", item=item["id"], label=item["label"], estimate=est, left=left)
       break

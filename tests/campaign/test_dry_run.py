@@ -126,10 +126,13 @@ def test_windows_continue_the_plan_inside_their_budgets(tmp_path):
   assert [(r["item"], r["killed"]) for r in killed] == [(long.id, True)]
   collect.collect(str(out2 / files.ARCHIVE), plan, str(root), log=quiet)
 
-  # Window 3 knows the long item outlasts what is left and does not start it.
-  out3, proc = _window(tmp_path, "out3", root, plan, 20)
-  text3, wall = _finish(proc, 20)
-  assert wall < 20, text3
+  # Window 3 knows the long item outlasts what is left and does not start it (its
+  # budget fits the item's lower bound, which the start-up then leaves short).
+  lower = killed[0]["seconds"] * plan_lib.SAFETY
+  budget = int(lower) + 5
+  out3, proc = _window(tmp_path, "out3", root, plan, budget)
+  text3, wall = _finish(proc, budget)
+  assert wall < budget, text3
   log3 = (out3 / "campaign.log").read_text()
   assert f"stop: the next item, {long.label}, needs about" in log3, log3
   # What the worker imported comes from the image or the wheels (test_plan).
@@ -148,6 +151,21 @@ def test_windows_continue_the_plan_inside_their_budgets(tmp_path):
       dst.addfile(m, io.BytesIO(data))
   assert collect.main([str(bad), "--plan", plan, "--root", str(tmp_path / "other")]) == 2
   assert not (tmp_path / "other").exists()
+
+
+def test_the_worker_skips_what_no_window_fits_and_stops_at_what_this_one_does_not():
+  from fedfrac.campaign import worker
+  item = lambda i, est: {"id": f"i{i}", "label": f"item {i}", "timing_key": f"k{i}",
+                         "kind": "jobs", "stage": "b", "table": "t", "spec": {}}
+  now = time.time()
+  request = {"items": [item(0, 0), item(1, 0)], "estimates": {"i0": 1e4, "i1": 50.0},
+             "deadline": now + 20, "window": 100.0}
+  events = io.StringIO()
+  assert worker.serve(events, io.StringIO(json.dumps(request) + "\n"), "/nonexistent",
+                      "/nonexistent") == 0
+  got = [json.loads(line) for line in events.getvalue().splitlines()]
+  assert [e["event"] for e in got] == ["hello", "device", "skip", "stop", "end"]
+  assert got[2]["item"] == "i0" and got[3]["item"] == "i1" and got[1]["platform"] == "cpu"
 
 
 def test_without_the_wheels_modules_the_window_says_so_and_stops(tmp_path):
