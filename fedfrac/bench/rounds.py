@@ -20,10 +20,11 @@ Workloads (``--workloads``, comma-separated):
 Each workload builds a Simulation exactly as ``ff.run`` does, compiles one round
 ahead of time (compile seconds reported separately) and times whole compiled
 rounds: the median of ``--repeats`` rounds after one warm-up round. With
-``--vs-torch`` the PyTorch reference round (``benchmarks/torch_reference.py``)
-is interleaved with the JAX rounds of workload (1) and the FIRMA-sized MLP
-(A, B, A, B, ...),
-so both see the same machine load.
+``--vs-torch`` the PyTorch reference rounds (``benchmarks/torch_reference.py``:
+sequential and batched, on CUDA when PyTorch sees a GPU;
+:mod:`fedfrac.bench.torch_side`) are interleaved with the JAX rounds of
+workloads (1), (2) at 1,000 clients and the FIRMA-sized MLP (A, B, A, B, ...),
+so all see the same machine load.
 
 Extra studies (skipped with ``--only-table``): masked work on (5) before and
 after step bucketing, 5 seeds vmapped vs 1 seed on (3), and 1,000 CNNMnist
@@ -61,6 +62,7 @@ from fedfrac import data as data_lib
 from fedfrac import sim as sim_lib
 from fedfrac import runner
 from fedfrac.algorithms import contract, local_training, tasks, trees
+from fedfrac.bench.torch_side import TorchRound
 from fedfrac.reproduce import common
 
 base_config = ff.base_config
@@ -107,7 +109,8 @@ class Workload:
   name: str
   description: str
   make: Callable            # () -> (config, FederatedData, method label)
-  torch: Optional[tuple] = None   # (torch_reference workload, clients)
+  # (torch_reference workload, clients[, TorchRound keywords: cohort, pool, ...])
+  torch: Optional[tuple] = None
   note: str = ""
 
 
@@ -217,7 +220,8 @@ def workloads():
       "cnn100": Workload("cnn100", "(2) CNNMnist FedAvg, 100 clients x 600, C=0.1",
                          cnn_workload(100, 0.1)),
       "cnn1000": Workload("cnn1000", "(2) CNNMnist FedAvg, 1,000 clients x 600, C=0.1",
-                          cnn_workload(1000, 0.1, pool=60000)),
+                          cnn_workload(1000, 0.1, pool=60000),
+                          torch=("cnn_mnist", 1000, {"cohort": 100, "pool": 60000})),
       "firma_mlp": Workload("firma_mlp", "FIRMA-sized MLP: FedAvg+Adam, 5 clients x 84 "
                             "steps, B=64 (digits)", firma_mlp_workload(),
                             torch=("firma_mlp", 5)),
@@ -295,28 +299,16 @@ def device_peak_mb():
   return None if peak is None else peak / 2 ** 20
 
 
-class TorchRound:
-  """One sequential PyTorch FedAvg round of a reference workload (interleaved)."""
-
-  def __init__(self, name, clients, threads=None):
-    import torch
-    tr = common.load_module(os.path.join("benchmarks", "torch_reference.py"))
-    self.tr, self.torch = tr, torch
-    self.threads = threads or os.cpu_count() or 1
-    torch.set_num_threads(self.threads)
-    torch.manual_seed(0)
-    self.version = torch.__version__
-    self.model, self.clients, self.opt, self.b, self.e = tr.make_workload(name, clients)
-    self.gen = torch.Generator().manual_seed(1)
-    self.steps = tr.fedavg_round(self.model, self.clients, self.opt, self.b, self.e,
-                                 self.gen)   # warm-up
-
-  def __call__(self):
-    self.torch.set_num_threads(self.threads)
-    t0 = time.perf_counter()
-    self.steps = self.tr.fedavg_round(self.model, self.clients, self.opt, self.b, self.e,
-                                      self.gen)
-    return time.perf_counter() - t0
+def torch_rounds_for(w: Workload, device=None):
+  """The PyTorch rounds interleaved with workload ``w``: sequential (all CPU
+  threads), batched (``torch.func.vmap``) and, on a CPU, sequential on 1 thread."""
+  name, clients, *extra = w.torch
+  kw = dict(extra[0]) if extra else {}
+  rounds = [TorchRound(name, clients, device=device, **kw),
+            TorchRound(name, clients, style="batched", device=device, **kw)]
+  if rounds[0].device == "cpu":
+    rounds.append(TorchRound(name, clients, threads=1, device=device, **kw))
+  return rounds
 
 
 def build(w: Workload, engine_overrides=None):
@@ -350,7 +342,7 @@ def bench_workload(w: Workload, repeats: int, vs_torch=False, engine_overrides=N
   state = sim.init(0)
   torch_rounds = []
   if vs_torch and w.torch:
-    torch_rounds = [TorchRound(*w.torch), TorchRound(*w.torch, threads=1)]
+    torch_rounds = torch_rounds_for(w)
   state, compile_s, times, torch_times, ms = time_rounds(sim, state, repeats, torch_rounds)
   round_s = statistics.median(times)
   steps = statistics.median(float(np.sum(m["client_steps"])) for m in ms)
@@ -382,9 +374,14 @@ def bench_workload(w: Workload, repeats: int, vs_torch=False, engine_overrides=N
     r["torch_version"] = torch_rounds[0].version
     r["torch_steps"] = torch_rounds[0].steps
     r["speedup_vs_torch"] = r["torch_round_s"] / round_s
-    r["torch1_round_s"] = statistics.median(torch_times[1])
-    r["torch1_round_times"] = torch_times[1]
-    r["speedup_vs_torch1"] = r["torch1_round_s"] / round_s
+    r["torch_device"] = torch_rounds[0].device
+    r["torch_batched_round_s"] = statistics.median(torch_times[1])
+    r["torch_batched_round_times"] = torch_times[1]
+    r["speedup_vs_torch_batched"] = r["torch_batched_round_s"] / round_s
+    if len(torch_rounds) > 2:
+      r["torch1_round_s"] = statistics.median(torch_times[2])
+      r["torch1_round_times"] = torch_times[2]
+      r["speedup_vs_torch1"] = r["torch1_round_s"] / round_s
   return r
 
 
@@ -590,6 +587,39 @@ def args_repeats(d):
   return len(d["rows"][0][2])
 
 
+def torch_section(torch_rows) -> list:
+  """Markdown lines: fedfrac against the PyTorch rounds interleaved with it."""
+  L = ["## Against PyTorch (same process, rounds interleaved)", "",
+       "PyTorch: `benchmarks/torch_reference.py` on the device it sees. Sequential: a "
+       "plain FedAvg loop (one client after another, fresh model copy per client, same "
+       "model, batch size, epochs and optimizer), `torch.set_num_threads` = cores; on a "
+       "CPU also on 1 thread, as a check against thread oversubscription on a loaded "
+       "machine. Batched: the round's clients at once (`torch.func.vmap` of `grad` of "
+       "`functional_call`, the optimizer on parameter stacks). Each timed fedfrac round "
+       "is followed by one PyTorch round of each kind.", "",
+       "| workload | PyTorch device | fedfrac round s | sequential PyTorch round s "
+       "(threads) | fedfrac vs sequential | batched PyTorch round s | fedfrac vs batched "
+       "| PyTorch 1 thread round s | vs 1 thread |", "|---|---|---|---|---|---|---|---|---|"]
+  for r in torch_rows:
+    one = (f"{r['torch1_round_s']:.3f} | {_ratio(r['speedup_vs_torch1'])}"
+           if "torch1_round_s" in r else "– | –")
+    batched = (f"{r['torch_batched_round_s']:.3f} | "
+               f"**{_ratio(r['speedup_vs_torch_batched'])}**"
+               if "torch_batched_round_s" in r else "– | –")
+    L.append(f"| {r['description']} | {r.get('torch_device', 'cpu')} | "
+             f"{r['round_s']:.3f} | {r['torch_round_s']:.3f} ({r['torch_threads']}) | "
+             f"**{_ratio(r['speedup_vs_torch'])}** | {batched} | {one} |")
+  L += ["", "All timed rounds (s):", ""]
+  for r in torch_rows:
+    extra = "".join(f"; PyTorch {label} " + ", ".join(f"{t:.3f}" for t in r[key])
+                    for key, label in (("torch_batched_round_times", "batched"),
+                                       ("torch1_round_times", "1 thread")) if key in r)
+    L.append(f"- {r['workload']}: fedfrac "
+             f"{', '.join(f'{t:.3f}' for t in r['round_times'])}; PyTorch sequential "
+             f"{', '.join(f'{t:.3f}' for t in r['torch_round_times'])}{extra}")
+  return L
+
+
 def write_markdown(path, command, machine, loads, results, masked=None, seeds=None,
                    memory=None, diagnostics=None):
   L = ["# fedfrac benchmarks", "",
@@ -631,24 +661,7 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
     L += ["", f"Note: {n}."]
   torch_rows = [r for r in results if "torch_round_s" in r]
   if torch_rows:
-    L += ["", "## Against sequential PyTorch (same process, rounds interleaved)", "",
-          "PyTorch: `benchmarks/torch_reference.py`, a plain FedAvg loop (one client after "
-          "another, fresh model copy per client, same model, batch size, epochs and "
-          "optimizer), CPU torch with `torch.set_num_threads` = cores (and, as a check "
-          "against thread oversubscription on a loaded machine, 1 thread). Each timed "
-          "round is followed by one PyTorch round of each kind.", "",
-          "| workload | fedfrac round s | PyTorch round s (threads) | fedfrac vs PyTorch | "
-          "PyTorch 1 thread round s | vs PyTorch 1 thread |", "|---|---|---|---|---|---|"]
-    for r in torch_rows:
-      L.append(f"| {r['description']} | {r['round_s']:.3f} | {r['torch_round_s']:.3f} "
-               f"({r['torch_threads']}) | **{_ratio(r['speedup_vs_torch'])}** | "
-               f"{r['torch1_round_s']:.3f} | {_ratio(r['speedup_vs_torch1'])} |")
-    L += ["", "All timed rounds (s):", ""]
-    for r in torch_rows:
-      L.append(f"- {r['workload']}: fedfrac "
-               f"{', '.join(f'{t:.3f}' for t in r['round_times'])}; PyTorch "
-               f"{', '.join(f'{t:.3f}' for t in r['torch_round_times'])}; PyTorch 1 thread "
-               f"{', '.join(f'{t:.3f}' for t in r['torch1_round_times'])}")
+    L += [""] + torch_section(torch_rows)
   if masked:
     L += ["", "## Masked work with very unequal client sizes (workload 5)", "",
           "| variant | step buckets | round s | masked steps |", "|---|---|---|---|"]
@@ -703,13 +716,15 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
   L += ["", "Sharding over devices and multi-host runs: see `docs/scaling.md`.", ""]
   os.makedirs(os.path.dirname(path), exist_ok=True)
   text = "\n".join(L)
+  from fedfrac.bench import accelerator
   from fedfrac.bench import sweep as sweep_bench
-  if os.path.exists(path):   # keep the section ``fedfrac-bench sweep`` writes
-    with open(path) as f:
+  if os.path.exists(path):   # keep the sections ``fedfrac-bench sweep`` and
+    with open(path) as f:    # ``fedfrac-campaign collect`` write
       old = f.read()
-    if sweep_bench.START in old and sweep_bench.END in old:
-      text += "\n" + old[old.index(sweep_bench.START):old.index(sweep_bench.END)
-                         + len(sweep_bench.END)] + "\n"
+    for start, end in ((sweep_bench.START, sweep_bench.END),
+                       (accelerator.START, accelerator.END)):
+      if start in old and end in old:
+        text += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
   with open(path, "w") as f:
     f.write(text)
 
@@ -721,7 +736,8 @@ def main(argv=None):
   parser.add_argument("--workloads", default=",".join(all_workloads))
   parser.add_argument("--repeats", type=int, default=5)
   parser.add_argument("--vs-torch", action="store_true",
-                      help="interleave sequential PyTorch rounds for (1) and firma_mlp")
+                      help="interleave PyTorch rounds (sequential and batched, on the "
+                      "GPU when PyTorch sees one) for cnn10, cnn1000 and firma_mlp")
   parser.add_argument("--only-table", action="store_true",
                       help="skip the masked-work, seeds and memory studies")
   parser.add_argument("--parallelism", default=None, help="vmap | map (default: auto)")

@@ -50,6 +50,7 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0, input_mean=(),
   ``input_std`` (see :func:`input_normalisation`)."""
   mean, std = input_normalisation(input_shape, input_mean, input_std)
   name = model_cfg.name
+  conv_impl = model_cfg.get("conv_impl", "auto")
   if name in WINDOW_MODELS:
     from fedfrac.models import regression
     if int(num_outputs) != 1:
@@ -70,13 +71,15 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0, input_mean=(),
   elif name == "logistic":
     extractor = Identity()
   elif name == "cnn_mnist":
-    extractor = CNNMnistExtractor(padding=model_cfg.padding, dropout=model_cfg.dropout)
+    extractor = CNNMnistExtractor(padding=model_cfg.padding, dropout=model_cfg.dropout,
+                                  conv_impl=conv_impl)
   elif name == "cnn_cifar":
-    extractor = CNNCifarExtractor(padding=model_cfg.padding)
+    extractor = CNNCifarExtractor(padding=model_cfg.padding, conv_impl=conv_impl)
   elif name == "cnn4":
-    extractor = CNN4Extractor(padding=model_cfg.padding)
+    extractor = CNN4Extractor(padding=model_cfg.padding, conv_impl=conv_impl)
   elif name in ("vgg11", "vgg11_gn"):
-    extractor = VGG11Extractor(norm="group" if name == "vgg11_gn" else None)
+    extractor = VGG11Extractor(norm="group" if name == "vgg11_gn" else None,
+                               conv_impl=conv_impl)
   else:
     raise ValueError(f"model.name={name!r}: allowed values are {', '.join(MODELS)}")
   module = SplitModel(extractor=extractor, head=LinearHead(num_outputs))

@@ -44,14 +44,22 @@ import jax.numpy as jnp
 from jax import lax
 
 CONV_IMPLS = ("auto", "im2col", "xla")
+# What ``auto`` runs on each backend (``jax.default_backend()``). CPU: im2col, several
+# times faster inside the engine's loops (benchmarks/results.md and the module
+# docstring). Other backends keep XLA's convolutions until a conv-forms table
+# measured there (``fedfrac-bench convs``, benchmarks/results_<device>.md) says
+# otherwise; a backend not listed runs ``xla``.
+AUTO_CONV_IMPL = {"cpu": "im2col", "gpu": "xla", "tpu": "xla"}
 
 
-def resolve_conv_impl(impl: str) -> str:
-  """``auto`` -> ``im2col`` on CPU, ``xla`` on other backends."""
+def resolve_conv_impl(impl: str, backend: str | None = None) -> str:
+  """``auto`` -> :data:`AUTO_CONV_IMPL` of ``backend`` (default: JAX's default
+  backend); ``im2col`` and ``xla`` as given."""
   if impl not in CONV_IMPLS:
-    raise ValueError(f"conv_impl={impl!r}: allowed values are {', '.join(CONV_IMPLS)}")
+    raise ValueError(f"model.conv_impl={impl!r}: allowed values are "
+                     f"{', '.join(CONV_IMPLS)}")
   if impl == "auto":
-    return "im2col" if jax.default_backend() == "cpu" else "xla"
+    return AUTO_CONV_IMPL.get(backend or jax.default_backend(), "xla")
   return impl
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from fedfrac.config import check, is_int, is_num
 from fedfrac.models import MODELS, WINDOW_MODELS
+from fedfrac.models.cnn import CONV_IMPLS
 
 
 def validate_model(config) -> None:
@@ -13,6 +14,8 @@ def validate_model(config) -> None:
         "model.hidden", m.hidden, "must be a tuple of positive integers")
   check(m.padding in ("VALID", "SAME"), "model.padding", m.padding,
         "allowed values are 'VALID', 'SAME'")
+  check(m.get("conv_impl", "auto") in CONV_IMPLS, "model.conv_impl", m.get("conv_impl"),
+        f"allowed values are {', '.join(CONV_IMPLS)}")
   check(is_num(m.dropout) and 0 <= m.dropout < 1, "model.dropout", m.dropout,
         "must be in [0, 1)")
   check(is_int(m.get("rnn_hidden", 64)) and m.get("rnn_hidden", 64) >= 1,

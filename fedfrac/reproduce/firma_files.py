@@ -142,7 +142,10 @@ def markdown(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
   counts = tables(json_paths, published, dataset)
   order = sorted(groups, key=lambda g: (g[0] != "reference_code", g[1] != "authors"))
   numbers = f"{names[0].split()[1]}–{names[1].split()[1]}"
-  lines = [f"# FIRMA Tables {numbers} on the real {title} ({size}), N = 10", "",
+  run_on = sorted({dev for cells in groups.values() for entries in cells.values()
+                   for _, dev in entries})
+  lines = [f"# FIRMA Tables {numbers} on the real {title} ({size}), N = 10 "
+           f"(devices: {'; '.join(run_on) or 'none yet'})", "",
            "Table 4 hyper-parameters of `configs/firma/digits.py` with N = 10 and "
            f"R = 30, data through the `files` source ({files}), made by "
            f"`fedfrac-reproduce firma_files --dataset={dataset} --dir=DIR --modes=MODE "
@@ -186,11 +189,10 @@ def write_table(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
   common.write_text(out, markdown(json_paths, out, published, dataset))
 
 
-def run_scenarios(args, log=print):
-  """Run ``args.scenarios`` one at a time, saving ``args.json`` after each; a
-  scenario already in an existing ``args.json`` written with the same flags is
-  kept, not run again."""
-  import jax
+def files_config_module(args):
+  """A stand-in for ``configs/firma/digits.py`` whose ``firma_config(mode,
+  scenario)`` gives the digits protocol with N = 10, ``args.rounds`` rounds, the
+  ``files`` source at ``args.dir``, ``args.inputs`` and ``args.parallelism``."""
   digits = firma.load_digits_config()
   title = DATASETS[args.dataset][0]
 
@@ -202,7 +204,15 @@ def run_scenarios(args, log=print):
       digits.authors_inputs(c, "grey")
     c.engine.client_parallelism = args.parallelism
     return c
+  return types.SimpleNamespace(firma_config=firma_config, __file__=digits.__file__)
 
+
+def run_scenarios(args, log=print):
+  """Run ``args.scenarios`` one at a time, saving ``args.json`` after each; a
+  scenario already in an existing ``args.json`` written with the same flags is
+  kept, not run again."""
+  import jax
+  module = files_config_module(args)
   flags = {k: v for k, v in vars(args).items()
            if k not in ("json", "table", "out", "published")}
   dev = jax.devices()[0]
@@ -214,7 +224,6 @@ def run_scenarios(args, log=print):
     same = {k: v for k, v in old.get("args", {}).items() if k != "scenarios"}
     if same == {k: v for k, v in out["args"].items() if k != "scenarios"}:
       out["scenarios"] = old["scenarios"]
-  module = types.SimpleNamespace(firma_config=firma_config, __file__=digits.__file__)
   loader = firma.load_digits_config
   firma.load_digits_config = lambda: module
   try:

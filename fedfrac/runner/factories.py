@@ -135,7 +135,8 @@ def engine_config(config, label=None, fed_data=None) -> EngineConfig:
       cohort_rule=config.churn.get("cohort_rule", "available"), attack=attack,
       step_buckets=int(e.get("step_buckets", 0)),
       shard_clients=e.get("shard_clients", False),
-      shard_client_state=e.get("shard_client_state", False), system=system_config(config))
+      shard_client_state=e.get("shard_client_state", False), system=system_config(config),
+      matmul_precision=e.get("matmul_precision", "highest"))
 
 
 # Override key of the client learning rate η0 (``client.lr``) in a vmapped grid.

@@ -30,6 +30,7 @@ from fedfrac.data.federated import FederatedData
 from fedfrac.models.base import Model
 from fedfrac.sim import attacks, churn, communication, devices, evaluate, execution
 from fedfrac.sim.client_rows import ClientRows, check_shard_client_state, rows_by_client
+from fedfrac.sim import precision as precision_lib
 from fedfrac.sim import round as round_lib
 from fedfrac.sim.state import INIT_TAG, EngineConfig, SimState, cohort_size, data_arrays
 
@@ -66,6 +67,7 @@ class Simulation:
       self._cohort_perm = jnp.asarray(
           np.random.default_rng(config.cohort_permutation_seed).permutation(self.cohort))
     self.parallelism = execution.resolve_parallelism(config.client_parallelism, model)
+    precision_lib.check_matmul_precision(config.matmul_precision)
     shard = config.shard_clients
     devices.check_shard_clients(shard)
     if shard == "auto":
@@ -172,9 +174,14 @@ class Simulation:
   def run_round(self, algorithm, arrays, state: SimState):
     """One round of ``algorithm`` on ``arrays`` (traceable; for custom scans):
     ``(next state, metrics)``."""
-    return round_lib.run_round(self.plan, algorithm, arrays, state)
+    with precision_lib.scope(self.config.matmul_precision):
+      return round_lib.run_round(self.plan, algorithm, arrays, state)
 
   def _run_chunk(self, arrays, state, hp, num_rounds):
+    with precision_lib.scope(self.config.matmul_precision):
+      return self._run_chunk_traced(arrays, state, hp, num_rounds)
+
+  def _run_chunk_traced(self, arrays, state, hp, num_rounds):
     algorithm = self._algorithm_for(hp)
     rows = self.client_rows
     if rows is None:
@@ -219,6 +226,10 @@ class Simulation:
 
   # ------------------------------------------------------------- evaluation
   def _evaluate(self, arrays, state, hp=None):
+    with precision_lib.scope(self.config.matmul_precision):
+      return self._evaluate_traced(arrays, state, hp)
+
+  def _evaluate_traced(self, arrays, state, hp=None):
     if self.client_rows is not None:
       arrays = self.client_rows.unpad_arrays(arrays)
       state = self.client_rows.unpad_state(state)

@@ -76,6 +76,8 @@ class EngineConfig:
       equally fast) or a :class:`fedfrac.ops.system.SystemConfig`: per-client
       speeds, a round deadline and what happens to clients too slow for it
       (:func:`fedfrac.ops.system.round_schedule`).
+    matmul_precision: ``highest`` | ``tensorfloat32`` | ``bfloat16``: the
+      precision of the traced matrix products (:mod:`fedfrac.sim.precision`).
   """
   rounds: int
   participation: float = 1.0
@@ -89,6 +91,7 @@ class EngineConfig:
   shard_client_state: bool = False
   attack: Optional[Any] = None
   system: Optional[Any] = None
+  matmul_precision: str = "highest"
 
 
 class SimState(NamedTuple):

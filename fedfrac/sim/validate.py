@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fedfrac.config import ConfigError, check, int_at_least, is_int, is_num
 from fedfrac.ops import system as system_lib
-from fedfrac.sim import attacks, churn, client_rows, devices, execution
+from fedfrac.sim import attacks, churn, client_rows, devices, execution, precision
 
 
 def _engine_rule(rule, value, prefix=""):
@@ -22,7 +22,8 @@ def validate_engine(config) -> None:
 
   Engine keys: ``client_parallelism``, ``unroll``, ``dynamic_steps``,
   ``shard_clients``, ``shard_client_state`` (True needs ``shard_clients`` True or
-  ``'auto'``), ``step_buckets``, ``cpu_devices``, ``eval_batch_size``."""
+  ``'auto'``), ``step_buckets``, ``cpu_devices``, ``eval_batch_size``,
+  ``matmul_precision``."""
   from fedfrac.data import sources
   from fedfrac.data.validate import BEV_CLASSES
   e = config.engine
@@ -38,6 +39,7 @@ def validate_engine(config) -> None:
   if "cpu_devices" in e:
     int_at_least(config, "engine.cpu_devices", 0)
   int_at_least(config, "engine.eval_batch_size", 1)
+  _engine_rule(precision.check_matmul_precision, e.get("matmul_precision", "highest"))
   ch = config.churn
   check(is_num(ch.p_leave) and 0 <= ch.p_leave <= 1, "churn.p_leave", ch.p_leave,
         "must be in [0, 1]")

@@ -53,6 +53,10 @@ def test_sweep_bench_runs_one_main_per_point_and_keeps_its_section(tmp_path):
   text = results.read_text()
   assert "old table" in text and "second" in text and "first" not in text
   assert text.count(sweep_bench.START) == 1
+  from fedfrac.bench import accelerator
+  with open(results, "a") as f:     # the block fedfrac-campaign collect writes
+    f.write(f"\n{accelerator.START}\n## Accelerator measurements\n{accelerator.END}\n")
   rounds.write_markdown(str(results), "fedfrac-bench", {"cpu": "x"}, ("0", "0"), [])
   text = results.read_text()
   assert "old table" not in text and "second" in text and text.count(sweep_bench.END) == 1
+  assert text.count("## Accelerator measurements") == 1

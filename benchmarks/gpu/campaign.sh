@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One GPU window in one command (docs/scaling.md, "A GPU window in one command"):
+#   bash benchmarks/gpu/campaign.sh --out "$OUT" [--budget 540] [fedfrac-campaign run flags]
+# Installs the wheels carried in .whl/ (make gpu-wheels) into /tmp/site, then runs
+# `python -m fedfrac.campaign run`: device check, stage a (accelerator measurements),
+# stage b (the next points of benchmarks/gpu/plan.json), all inside the budget.
+# PYTHON (default python3) picks the interpreter, CAMPAIGN_WHEELS (default .whl) and
+# CAMPAIGN_SITE (default /tmp/site) the wheel folder and where they go; on a machine
+# without a GPU the same command is a dry run on the CPU, labelled so.
+started_at=$(date +%s.%N)
+cd "$(dirname "$0")/../.." || exit 2
+PY=${PYTHON:-python3}
+out=""
+prev=""
+for a in "$@"; do [ "$prev" = "--out" ] && out=$a; case $a in --out=*) out=${a#--out=};; esac; prev=$a; done
+[ -n "$out" ] || { echo "error: --out DIR is required" >&2; exit 2; }
+mkdir -p "$out"
+whl=${CAMPAIGN_WHEELS:-.whl}
+site=${CAMPAIGN_SITE:-/tmp/site}
+if ls "$whl"/*.whl >/dev/null 2>&1; then
+  if "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target "$site" "$whl"/*.whl 2>>"$out/campaign.log"; then
+    export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+    echo "installed $(ls "$whl"/*.whl | wc -l) wheels from $whl into $site" | tee -a "$out/campaign.log" >&2
+  else
+    echo "the wheels in $whl do not install here (see campaign.log): using the packages installed here" | tee -a "$out/campaign.log" >&2
+  fi
+else
+  echo "no wheels in $whl: using the packages installed here" | tee -a "$out/campaign.log" >&2
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+if ! "$PY" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('ml_collections', 'dp_accounting')))" 2>>"$out/campaign.log"; then
+  echo "error: ml_collections or dp_accounting cannot be imported: run 'make gpu-wheels' on the development machine and carry .whl" | tee -a "$out/campaign.log" >&2
+  "$PY" -c "import jax; print('device check:', jax.devices())" 2>&1 | tail -1 | tee -a "$out/campaign.log" >&2
+  exit 2
+fi
+exec "$PY" -m fedfrac.campaign run --started-at "$started_at" "$@"

@@ -1,0 +1,26 @@
+"""A GPU window in one command: the campaign that each short accelerator window
+continues.
+
+``benchmarks/gpu/campaign.sh --out DIR`` (a thin shell over ``python -m
+fedfrac.campaign run``) installs the carried wheels, checks the device, runs the
+accelerator measurements not yet committed (stage a) and then the next real-data
+points of the committed plan (stage b, ``benchmarks/gpu/plan.json``), and stops
+starting work when the time left is under its estimate for the next item, so it
+ends inside its budget with every finished item written; ``DIR`` gets one
+archive of the new item files, the log and the timing table.
+``fedfrac-campaign collect ARCHIVE`` verifies and unpacks such an archive into
+``results/`` and ``benchmarks/`` and re-renders the tables it touched.
+
+Modules: :mod:`~fedfrac.campaign.plan` (the plan and its items),
+:mod:`~fedfrac.campaign.files` (checksummed item files, the archive),
+:mod:`~fedfrac.campaign.supervisor` (the budgeted run, no JAX in it),
+:mod:`~fedfrac.campaign.worker` (the process that runs the items),
+:mod:`~fedfrac.campaign.items` (how each kind of item runs),
+:mod:`~fedfrac.campaign.collect` (archive -> results and tables),
+:mod:`~fedfrac.campaign.environment` (what the GPU image holds and the wheels add).
+"""
+
+# The measurements stage a can run (fedfrac.bench.accelerator.MEASUREMENTS, named
+# here so that the plan is checked without importing JAX).
+MEASUREMENT_NAMES = ("vs_torch", "fibfl_seeds", "conv_forms", "precision",
+                     "points_per_hour")

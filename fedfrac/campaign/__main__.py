@@ -1,0 +1,28 @@
+"""``fedfrac-campaign run --out DIR [...]`` (one budgeted window:
+:mod:`fedfrac.campaign.supervisor`) or ``fedfrac-campaign collect ARCHIVE [...]``
+(verify an archive and unpack it into results/: :mod:`fedfrac.campaign.collect`);
+``--help`` after either lists its flags."""
+from __future__ import annotations
+
+import sys
+
+USAGE = ("usage: fedfrac-campaign run --out DIR [--budget S] [--plan P] ... | "
+         "fedfrac-campaign collect ARCHIVE [--plan P] [--root R]")
+
+
+def main(argv=None) -> int:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if argv and argv[0] == "run":
+    from fedfrac.campaign import supervisor
+    return supervisor.main(argv[1:])
+  if argv and argv[0] == "collect":
+    from fedfrac.campaign import collect
+    return collect.main(argv[1:])
+  print(USAGE, file=sys.stderr)
+  print(f"error: the first argument must be run or collect, got "
+        f"{argv[0] if argv else 'nothing'!r}", file=sys.stderr)
+  return 2
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,227 @@
+"""The campaign plan (``benchmarks/gpu/plan.json``): what the GPU windows run, in
+priority order.
+
+The file holds
+
+* ``tables``: name -> how a table is rendered from its items (``kind``
+  ``firma``: ``fedfrac-reproduce firma_files``' table, ``out`` and the committed
+  JSON files it already ``include`` s; ``kind`` ``jobs``: a table of final
+  metrics per method, ``out``, ``title``, ``metrics``);
+* ``measurements`` (stage a): ``{"name", "args", "estimate_s"}`` of
+  :data:`fedfrac.bench.accelerator.MEASUREMENTS`, in order;
+* ``groups`` (stage b): each expands into items (:func:`expand`), in order:
+  ``kind`` ``firma`` (FIRMA on the real data: ``dataset``, ``data`` path under
+  the data folder, ``modes``, ``inputs``, ``scenarios``, ``methods``, ``seeds``,
+  ``rounds``): one item per (mode, scenario, method), its seeds vmapped;
+  ``kind`` ``jobs`` (a config file run through ``fedfrac.reproduce.jobs``:
+  ``config``, ``args``, ``set``, ``labels``, ``seeds``, optional ``grid``): one
+  item per (config argument, method label), its seeds × grid values vmapped.
+
+``estimate_s`` (a number, or per method / label with a ``default``) is the
+scheduling guess for an item before any window has measured one; once a window
+has, the measured time of the same kind of item on the same device is used
+(``results/campaign/timings.json``). ``{data}`` in a path is the data folder the
+command line names.
+
+An item's id is the digest of its kind, table and spec (never of a machine
+path), so the same item has the same id in every window.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+
+KINDS = ("firma", "jobs")
+TABLE_KINDS = ("firma", "jobs")
+SAFETY = 1.15      # measured seconds x this = the estimate for the next such item
+
+
+class PlanError(ValueError):
+  """A plan file that cannot be used (one line: the key, the value, what is allowed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+  """One unit of campaign work: ``stage`` ``a`` (a measurement) or ``b`` (points
+  of a table); ``spec`` is JSON-able; ``estimate_s`` the plan's guess."""
+  stage: str
+  kind: str
+  table: str
+  spec: dict
+  estimate_s: float
+
+  @property
+  def id(self) -> str:
+    text = json.dumps({"kind": self.kind, "table": self.table, "spec": self.spec},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+  @property
+  def timing_key(self) -> str:
+    """Items with the same key take about the same time on one device."""
+    s = self.spec
+    if self.kind == "firma":
+      return f"firma:{s['dataset']}:{s['method']}:seeds={s['seeds']}:R={s['rounds']}"
+    if self.kind == "jobs":
+      return f"jobs:{s['config']}:{s['arg']}:{s['label']}:seeds={len(s['seeds'])}"
+    return f"{self.kind}:{self.table}"
+
+  @property
+  def label(self) -> str:
+    s = self.spec
+    if self.kind == "firma":
+      return (f"{self.table} {s['mode']} {s['scenario']} {s['method']} "
+              f"seeds={s['seeds']}")
+    if self.kind == "jobs":
+      return f"{self.table} {s['arg'] or '-'} {s['label']} seeds={len(s['seeds'])}"
+    return f"measurement {self.table}"
+
+
+@dataclasses.dataclass
+class Plan:
+  path: str
+  tables: dict
+  measurements: list
+  items: list
+  digest: str
+
+
+def _need(cond, key, value, allowed):
+  if not cond:
+    raise PlanError(f"plan {key}={value!r}: {allowed}")
+
+
+def _estimate(group, name, where):
+  est = group.get("estimate_s", 60)
+  if isinstance(est, dict):
+    est = est.get(name, est.get("default"))
+  _need(isinstance(est, (int, float)) and est > 0, f"{where}.estimate_s", est,
+        "must be a number > 0 (or a dict of them with a 'default')")
+  return float(est)
+
+
+def _strings(group, key, where):
+  v = group.get(key)
+  _need(isinstance(v, list) and v and all(isinstance(x, str) for x in v),
+        f"{where}.{key}", v, "must be a non-empty list of strings")
+  return v
+
+
+def expand(group, where) -> list:
+  """The items of one plan group, in order."""
+  kind = group.get("kind")
+  _need(kind in KINDS, f"{where}.kind", kind, f"allowed values are {', '.join(KINDS)}")
+  table = group.get("table")
+  items = []
+  if kind == "firma":
+    seeds, rounds = group.get("seeds"), group.get("rounds", 30)
+    _need(isinstance(seeds, int) and seeds >= 1, f"{where}.seeds", seeds,
+          "must be an integer >= 1 (seeds 0 .. n-1, vmapped)")
+    _need(isinstance(rounds, int) and rounds >= 1, f"{where}.rounds", rounds,
+          "must be an integer >= 1")
+    for mode in _strings(group, "modes", where):
+      for scenario in _strings(group, "scenarios", where):
+        for method in _strings(group, "methods", where):
+          spec = {"dataset": group.get("dataset"), "data": group.get("data"),
+                  "mode": mode, "inputs": group.get("inputs", "authors"),
+                  "scenario": scenario, "method": method, "seeds": seeds,
+                  "rounds": rounds}
+          items.append(Item("b", kind, table, spec, _estimate(group, method, where)))
+  else:
+    seeds = group.get("seeds")
+    _need(isinstance(seeds, list) and seeds and all(isinstance(s, int) and s >= 0
+                                                   for s in seeds),
+          f"{where}.seeds", seeds, "must be a non-empty list of integers >= 0")
+    _need(isinstance(group.get("config"), str), f"{where}.config", group.get("config"),
+          "must be a config file path")
+    sets = group.get("set", {})
+    _need(isinstance(sets, dict), f"{where}.set", sets, "must be a dict key -> value")
+    grid = group.get("grid")
+    _need(grid is None or (isinstance(grid, dict) and len(grid) == 1),
+          f"{where}.grid", grid, "must be absent or {option: [values]}")
+    for arg in group.get("args", [""]):
+      for label in _strings(group, "labels", where):
+        spec = {"config": group["config"], "arg": arg, "set": sets, "label": label,
+                "seeds": seeds, "grid": grid}
+        items.append(Item("b", kind, table, spec, _estimate(group, label, where)))
+  return items
+
+
+def load(path) -> Plan:
+  """Read and check the plan file ``path``; raises :class:`PlanError`."""
+  try:
+    with open(path, "rb") as f:
+      raw = f.read()
+    data = json.loads(raw)
+  except OSError as e:
+    raise PlanError(f"plan file {path!r}: cannot be read ({e.strerror})") from None
+  except ValueError as e:
+    raise PlanError(f"plan file {path!r}: not JSON ({e})") from None
+  _need(isinstance(data, dict), "file", type(data).__name__, "must be a JSON object")
+  tables = data.get("tables", {})
+  for name, t in tables.items():
+    _need(isinstance(t, dict) and t.get("kind") in TABLE_KINDS, f"tables.{name}.kind",
+          t.get("kind") if isinstance(t, dict) else t,
+          f"allowed values are {', '.join(TABLE_KINDS)}")
+    _need(isinstance(t.get("out"), str), f"tables.{name}.out", t.get("out"),
+          "must be the path of the markdown table")
+  measurements = []
+  from fedfrac.campaign import MEASUREMENT_NAMES
+  for i, m in enumerate(data.get("measurements", [])):
+    where = f"measurements[{i}]"
+    _need(m.get("name") in MEASUREMENT_NAMES, f"{where}.name", m.get("name"),
+          f"allowed values are {', '.join(MEASUREMENT_NAMES)}")
+    _need(isinstance(m.get("args", {}), dict), f"{where}.args", m.get("args"),
+          "must be a dict of keyword arguments")
+    measurements.append(Item("a", "bench", m["name"], m.get("args", {}),
+                             _estimate(m, m["name"], where)))
+  items = []
+  for i, group in enumerate(data.get("groups", [])):
+    where = f"groups[{i}]"
+    _need(group.get("table") in tables, f"{where}.table", group.get("table"),
+          f"must name a table of the plan ({', '.join(tables)})")
+    _need(tables[group["table"]]["kind"] == group.get("kind"), f"{where}.kind",
+          group.get("kind"), f"table {group['table']!r} is of kind "
+          f"{tables[group['table']]['kind']!r}")
+    items += expand(group, where)
+  seen = {}
+  for item in items:
+    _need(item.id not in seen, "groups", item.label,
+          f"the same item is planned twice (also {seen.get(item.id)})")
+    seen[item.id] = item.label
+  return Plan(path, tables, measurements, items, hashlib.sha256(raw).hexdigest()[:16])
+
+
+def resolve(value, data_dir):
+  """``value`` with ``{data}`` replaced by ``data_dir`` (strings, recursively)."""
+  if isinstance(value, str):
+    return value.replace("{data}", data_dir)
+  if isinstance(value, dict):
+    return {k: resolve(v, data_dir) for k, v in value.items()}
+  if isinstance(value, list):
+    return [resolve(v, data_dir) for v in value]
+  return value
+
+
+def load_timings(path) -> list:
+  """Rows ``{"key", "device", "seconds", ...}`` of earlier windows ([] if none)."""
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return json.load(f)
+
+
+def estimate(item: Item, device: str, timings: list, measured: dict) -> float:
+  """Seconds item ``item`` is expected to take on ``device``: a time measured in
+  this run for the same key, else the largest earlier one on that device (an item
+  stopped at a window's deadline left its time so far: a lower bound), times
+  :data:`SAFETY`; else the plan's guess."""
+  if item.timing_key in measured:
+    return SAFETY * measured[item.timing_key]
+  times = [r["seconds"] for r in timings if r.get("key") == item.timing_key
+           and r.get("device") == device]
+  if times:
+    return SAFETY * max(times)
+  return item.estimate_s

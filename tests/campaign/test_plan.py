@@ -1,0 +1,158 @@
+"""The committed campaign plan (benchmarks/gpu/plan.json) and what a window needs
+on the GPU image: the plan loads in its priority order, every config it names
+loads with its arguments, settings and labels, bad plans get one line, estimates
+come from measured times once there are some, and every module fedfrac imports is
+in the image's package list or the wheel list."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pathlib
+
+import pytest
+
+from fedfrac import campaign, sweep
+from fedfrac.campaign import environment, files, plan as plan_lib, supervisor
+from fedfrac.reproduce import common
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PLAN = ROOT / "benchmarks" / "gpu" / "plan.json"
+# Imported by fedfrac, but not on a campaign's path (and not on the image): the
+# tfds data source (the campaign reads local files) and config.log.tensorboard.
+NOT_ON_CAMPAIGN_PATH = {"tensorflow_datasets", "tensorboardX"}
+# Distribution of a module when it is not installed here (e.g. torch on CI).
+KNOWN = {"sklearn": "scikit-learn", "absl": "absl-py", "yaml": "pyyaml",
+         "orbax": "orbax-checkpoint", "ml_collections": "ml-collections",
+         "dp_accounting": "dp-accounting", "tree": "dm-tree", "PIL": "pillow"}
+
+
+def test_the_committed_plan_runs_firma_then_kuramoto_then_fofedavg():
+  from fedfrac.bench import accelerator
+  plan = plan_lib.load(str(PLAN))
+  assert tuple(accelerator.MEASUREMENTS) == campaign.MEASUREMENT_NAMES
+  assert [m.table for m in plan.measurements] == [
+      "vs_torch", "conv_forms", "precision", "points_per_hour", "fibfl_seeds"]
+  tables = [i.table for i in plan.items]
+  order = list(dict.fromkeys(tables))
+  assert order == ["firma_fashion_mnist", "firma_mnist", "kuramoto_fashion_mnist",
+                   "kuramoto_mnist", "fofedavg_mnist"]
+  firma = [i for i in plan.items if i.kind == "firma"]
+  assert firma[0].spec["mode"] == "reference_code" and firma[0].spec["seeds"] == 3
+  seeds = [i.spec["seeds"] for i in firma]
+  assert seeds == sorted(seeds)            # every 3-seed cell before any 5-seed one
+  cells = {(i.spec["dataset"], i.spec["mode"], i.spec["scenario"], i.spec["method"])
+           for i in firma if i.spec["seeds"] == 5}
+  assert len(cells) == 2 * 2 * 7 * 6      # both data sets, modes, all of Tables 7-10
+  assert len({i.id for i in plan.items}) == len(plan.items)
+  for name, table in plan.tables.items():
+    assert table["out"].startswith("results/") and name in tables
+
+
+def test_every_jobs_item_of_the_plan_has_its_config_setting_and_label():
+  plan = plan_lib.load(str(PLAN))
+  seen = {}
+  for item in [i for i in plan.items if i.kind == "jobs"]:
+    s = item.spec
+    key = (s["config"], s["arg"])
+    if key not in seen:
+      module = common.load_module(s["config"])
+      config = module.get_config(s["arg"]) if s["arg"] else module.get_config()
+      for k, v in plan_lib.resolve(s["set"], "/data").items():
+        sweep.set_key(config, k, v)
+      assert config.data.source == "files" and config.data.dir.startswith("/data/")
+      from fedfrac import config as config_lib
+      seen[key] = set(config_lib.method_labels(config))
+    assert s["label"] in seen[key], (key, s["label"])
+  assert ("configs/fofedavg/mnist_cnn.py", "severe,1000") in seen
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"groups": [{"table": "t", "kind": "nope"}]},
+     "plan groups[0].kind='nope': table 't' is of kind 'firma'"),
+    ({"groups": [{"table": "x", "kind": "firma"}]}, "plan groups[0].table='x': must name"),
+    ({"measurements": [{"name": "warp"}]}, "plan measurements[0].name='warp': allowed"),
+    ({"groups": [{"table": "t", "kind": "firma", "modes": ["paper"], "scenarios": ["iid"],
+                  "methods": ["fedavg"], "seeds": 0}]}, "plan groups[0].seeds=0: must be"),
+    ({"groups": [{"table": "t", "kind": "firma", "modes": ["paper"], "scenarios": ["iid"],
+                  "methods": ["fedavg"], "seeds": 1}] * 2}, "the same item is planned twice"),
+])
+def test_a_bad_plan_gets_one_line(tmp_path, change, message):
+  plan = {"tables": {"t": {"kind": "firma", "out": "results/t.md"}}, **change}
+  (tmp_path / "p.json").write_text(json.dumps(plan))
+  with pytest.raises(plan_lib.PlanError) as e:
+    plan_lib.load(str(tmp_path / "p.json"))
+  assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_estimates_and_what_is_left_to_do(tmp_path):
+  plan = plan_lib.load(str(PLAN))
+  first, second = plan.items[0], plan.items[1]
+  rows = [{"key": first.timing_key, "device": "GPU X", "seconds": 10.0},
+          {"key": first.timing_key, "device": "GPU X", "seconds": 20.0},
+          {"key": first.timing_key, "device": "GPU Y", "seconds": 99.0}]
+  assert plan_lib.estimate(first, "GPU X", rows, {}) == pytest.approx(20 * plan_lib.SAFETY)
+  assert plan_lib.estimate(first, "GPU Z", rows, {}) == first.estimate_s
+  assert plan_lib.estimate(first, "GPU Z", rows, {first.timing_key: 4.0}) == pytest.approx(
+      4 * plan_lib.SAFETY)
+  # Committed: a measurement in results_<slug>.json and a verified item file; an
+  # edited item file does not count.
+  (tmp_path / "benchmarks").mkdir()
+  (tmp_path / "benchmarks" / "results_x.json").write_text(json.dumps(
+      {"accelerator": {"vs_torch": {}}}))
+  folder = tmp_path / "results" / "campaign" / first.table
+  files.write_item(str(folder / f"{first.id}.json"), {"campaign": {"item": first.id}})
+  files.write_item(str(folder / f"{second.id}.json"), {"campaign": {"item": second.id}})
+  text = (folder / f"{second.id}.json").read_text()
+  (folder / f"{second.id}.json").write_text(text.replace(second.id, second.id[::-1], 1))
+  args = supervisor.parse_args(["--out", str(tmp_path / "o"), "--plan", str(PLAN),
+                                "--root", str(tmp_path)])
+  todo = supervisor.to_do(plan, args, {"slug": "x"})
+  assert [t.table for t in todo[:4]] == ["conv_forms", "precision", "points_per_hour",
+                                         "fibfl_seeds"]
+  assert todo[4] is second and first not in todo
+
+
+def _third_party_imports():
+  """Top-level modules named by any import statement in fedfrac/ (functions
+  included) that are neither the standard library's nor fedfrac's."""
+  import sys
+  names = set()
+  for path in (ROOT / "fedfrac").rglob("*.py"):
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.Import):
+        names |= {a.name.split(".")[0] for a in node.names}
+      elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        names.add(node.module.split(".")[0])
+  return {n for n in names if n not in sys.stdlib_module_names and n != "fedfrac"}
+
+
+def off_image(modules) -> dict:
+  """``{module: its distributions}`` of the ``modules`` that neither the GPU
+  image's package list nor the wheel list provides."""
+  image, wheels = environment.image_packages(), environment.wheel_pins()
+  owners = environment.distributions_of(modules)
+  missing = {}
+  for m in sorted(modules):
+    dists = owners.get(m) or [environment.normalise(KNOWN.get(m, m))]
+    if not any(d in image or d in wheels for d in dists):
+      missing[m] = dists
+  return missing
+
+
+def test_every_module_fedfrac_imports_is_on_the_image_or_in_the_wheels():
+  wheels = environment.wheel_pins()
+  modules = _third_party_imports() - NOT_ON_CAMPAIGN_PATH
+  assert {"jax", "flax", "ml_collections", "dp_accounting", "torch"} <= modules
+  assert not off_image(modules), off_image(modules)
+  assert off_image({"tensorflow_datasets"})      # the check can fail
+  # The wheels are the versions this checkout is tested with (constraints.txt).
+  pins = {environment.normalise(line.split("==")[0]): line.split("==")[1].strip()
+          for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line}
+  for name in environment.WHEEL_MODULES:
+    assert wheels[name] == pins[name], name
+  assert set(environment.WHEEL_MODULES) <= set(wheels)
+
+
+if __name__ == "__main__":
+  raise SystemExit(pytest.main([os.path.abspath(__file__)]))
