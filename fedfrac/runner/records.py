@@ -156,7 +156,10 @@ def format_table(summary, config) -> str:
   lines = [head, "|---|---|---|---|---|---|"]
   for method, m in summary["methods"].items():
     seeds = m["seeds"].values()
-    statuses = sorted({e["status"] for e in seeds})
+    # A run kept in the workdir from a command with another length says so.
+    done = [e.get("rounds_done", config.rounds) for e in seeds]
+    statuses = sorted({e["status"] if e["status"] != "ok" or n == config.rounds
+                       else f"ok ({n} rounds)" for e, n in zip(seeds, done)})
     r2t = [e.get("rounds_to_target") for e in seeds]
     reached = [x for x in r2t if x is not None]
     r2t_s = ("never" if not reached else
