@@ -67,22 +67,39 @@ def _megabytes(n) -> str:
   return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{max(1, -(-int(n) // 2**10))} KiB"
 
 
+def _on_disk(sizes, folder) -> int:
+  """Bytes files of ``sizes`` take on the file system of ``folder``: each rounded
+  up to whole blocks, plus a block for their directory when there are several."""
+  try:
+    block = max(1, os.statvfs(folder).f_frsize)
+  except (OSError, AttributeError):
+    block = 4096
+  blocks = sum(-(-int(n) // block) for n in sizes) + (1 if len(sizes) > 1 else 0)
+  return blocks * block
+
+
 @contextlib.contextmanager
-def disk_full_as_error(path, needed: int):
-  """Turn ``ENOSPC`` / ``EDQUOT`` while writing ``path`` (``needed`` bytes) into
-  :class:`DiskFullError` (one line); other ``OSError``s pass through."""
+def disk_full_as_error(path, sizes, cleanup=None):
+  """Turn ``ENOSPC`` / ``EDQUOT`` while writing ``path`` (files of ``sizes``
+  bytes) into :class:`DiskFullError`: one line with the space they need on that
+  file system and the space free once ``cleanup()`` removed what the write
+  left. Other ``OSError``s pass through."""
   try:
     yield
   except OSError as e:
     if e.errno not in (errno.ENOSPC, errno.EDQUOT):
       raise
+    if cleanup is not None:
+      cleanup()
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+      folder = os.path.dirname(folder)
     try:
-      free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
-      shown = f", {_megabytes(free)} free"
+      shown = f", {_megabytes(shutil.disk_usage(folder).free)} free"
     except OSError:
       shown = ""
     raise DiskFullError(f"no space left on the device to write {path} "
-                        f"({_megabytes(needed)} needed{shown}; "
+                        f"({_megabytes(_on_disk(sizes, folder))} needed{shown}; "
                         f"{e.strerror or 'disk full'})") from None
 
 
@@ -102,13 +119,16 @@ def atomic_write(path, text):
   (:class:`DiskFullError` when the disk is full; ``path`` is then unchanged)."""
   tmp = f"{path}.tmp{os.getpid()}"
   data = text.encode() if isinstance(text, str) else text
+
+  def remove_tmp():
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
   try:
-    with disk_full_as_error(path, len(data)):
+    with disk_full_as_error(path, [len(data)], cleanup=remove_tmp):
       with open(tmp, "wb") as f:
         f.write(data)
   except BaseException:
-    with contextlib.suppress(OSError):
-      os.remove(tmp)
+    remove_tmp()
     raise
   os.replace(tmp, path)
 
@@ -190,16 +210,14 @@ class Checkpointer:
     tmp = os.path.join(self.directory, f".step_{int(step)}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     manifest_bytes = json.dumps(manifest).encode()
-    needed = len(state_bytes) + len(history_bytes) + len(manifest_bytes)
-    try:
-      with disk_full_as_error(self.step_dir(step), needed):
-        os.makedirs(tmp)
-        write_file(os.path.join(tmp, "state.npz"), state_bytes)
-        write_file(os.path.join(tmp, "history.json"), history_bytes)
-        write_file(os.path.join(tmp, "manifest.json"), manifest_bytes)
-    except DiskFullError:
-      shutil.rmtree(tmp, ignore_errors=True)   # no half step; free what it took
-      raise
+    sizes = [len(state_bytes), len(history_bytes), len(manifest_bytes)]
+    # No half step is left: what the failed write took is freed first.
+    with disk_full_as_error(self.step_dir(step), sizes,
+                            cleanup=lambda: shutil.rmtree(tmp, ignore_errors=True)):
+      os.makedirs(tmp)
+      write_file(os.path.join(tmp, "state.npz"), state_bytes)
+      write_file(os.path.join(tmp, "history.json"), history_bytes)
+      write_file(os.path.join(tmp, "manifest.json"), manifest_bytes)
     final = self.step_dir(step)
     if os.path.exists(final):    # re-saving a step (e.g. a resumed run's last round)
       old = final + f".old{os.getpid()}"

@@ -106,8 +106,8 @@ def write_outputs(results: Results, workdir: str):
   atomic_write(os.path.join(workdir, "summary.json"), _json(results.summary(), indent=2))
   atomic_write(os.path.join(workdir, "summary.md"), results.table() + "\n")
   plot = os.path.join(workdir, "accuracy.png")
-  with disk_full_as_error(plot, 2**20):    # a plot is well under 1 MiB
+  with disk_full_as_error(plot, [2**20]):    # a plot is well under 1 MiB
     plot_curves(results, plot)
   if tensorboard_on:
-    with disk_full_as_error(os.path.join(workdir, "tensorboard"), 2**20):
+    with disk_full_as_error(os.path.join(workdir, "tensorboard"), [2**20]):
       tensorboard.write_events(results, workdir)

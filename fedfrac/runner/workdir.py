@@ -199,8 +199,8 @@ def prepare(config, workdir, overwrite=False, runs=()) -> None:
   if os.path.exists(path):
     advice = ("give --overwrite to start afresh" if not restart else
               "give --overwrite (every method) to start afresh")
-    old, old_shared, old_methods, old_rounds = _read_fingerprint(workdir, path, advice)
-    old_methods = {k: v for k, v in old_methods.items() if k not in restart}
+    old, old_shared, all_old, old_rounds = _read_fingerprint(workdir, path, advice)
+    old_methods = {k: v for k, v in all_old.items() if k not in restart}
     new["rounds"] = max(old_rounds, new["rounds"])
     diffs = _differences(old_shared, new["shared"])
     shared_differs = bool(diffs)
@@ -222,7 +222,9 @@ def prepare(config, workdir, overwrite=False, runs=()) -> None:
                f"{'that method' if len(differing) == 1 else 'those methods'}")
       raise ConfigError(f"--workdir={workdir} holds results of a different config "
                         f"({shown}); use another --workdir, or {fix}")
-    new["methods"] = {**old_methods, **new["methods"]}
+    # Methods keep the order they were first run in (a restarted one its place).
+    merged = {**old_methods, **new["methods"]}
+    new["methods"] = {k: merged[k] for k in list(all_old) + list(merged) if k in merged}
   elif any(os.path.exists(os.path.join(workdir, item))
            for item in ("checkpoints", "metrics.csv", "runs")):
     raise ConfigError(f"--workdir={workdir} holds results without {FINGERPRINT_FILE} "

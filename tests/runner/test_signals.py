@@ -18,7 +18,6 @@ import fedfrac as ff
 from fedfrac import sweep
 from fedfrac.runner import log as log_lib
 from fedfrac.runner import points as points_lib
-from fedfrac.runner import signals
 from tests import helpers
 
 VOLATILE = ("wall_s", "executed_steps")
@@ -82,9 +81,9 @@ def test_sigterm_stops_a_sweep_keeping_its_points_and_the_resume_is_bit_identica
     os.kill(os.getpid(), signal.SIGTERM)      # after the first point is kept
   monkeypatch.setattr(points_lib.PointStore, "write", write)
   cut = tmp_path / "b"
-  with pytest.raises(signals.Interrupted) as e:
+  with pytest.raises(KeyboardInterrupt) as e:     # fedfrac.runner.signals.Interrupted
     sweep.run_sweep(base, axes, [0], ["accuracy"], directory=str(cut), **quiet)
-  assert e.value.signum == signal.SIGTERM and not fallback_sigterm
+  assert getattr(e.value, "signum", None) == signal.SIGTERM and not fallback_sigterm
   assert e.value.message == (f"interrupted (SIGTERM): 1 of 2 points finished and kept in "
                              f"{cut}; rerun the same command to run the rest")
   monkeypatch.undo()
