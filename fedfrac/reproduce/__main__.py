@@ -17,7 +17,13 @@ def main(argv=None):
   if paper not in PAPERS:
     print(f"error: paper={paper!r}: unknown; allowed: {names}", file=sys.stderr)
     return 2
-  PAPERS[paper].main(flags)
+  from fedfrac.runner import signals
+  try:
+    PAPERS[paper].main(flags)
+  except signals.Interrupted as e:   # Ctrl-C / SIGTERM: the points run are kept
+    print(e.message or f"interrupted ({signals.name(e.signum)}): the points finished so "
+          f"far are kept; rerun the same command to run the rest", file=sys.stderr)
+    return signals.exit_status(e.signum)
   return 0
 
 
