@@ -99,9 +99,10 @@ class PointStore:
         if not isinstance(old, dict):
           raise ValueError("not a JSON object")
       except (OSError, ValueError) as e:
+        why = "truncated or not JSON" if isinstance(e, ValueError) else e.strerror
         if not overwrite:
           raise SweepMismatch(
-              f"point directory {self.directory!r}: {MANIFEST} is unreadable ({e}); "
+              f"point directory {self.directory!r}: {MANIFEST} is unreadable ({why}); "
               f"use a new directory, or pass overwrite (--overwrite) to delete its "
               f"points") from None
         old = {}
