@@ -11,9 +11,13 @@ option of a method's algorithm and any key of its ``client`` / ``server`` /
 
 A workdir belongs to one experiment: a config that differs from the one that
 wrote it is refused (one line naming the keys that differ) unless
-``--overwrite`` starts afresh. Ctrl-C stops after the current chunk, writes a
-checkpoint and the rows so far, prints how to resume and exits with status 130;
-a run that diverges with ``on_divergence='error'`` exits with status 1.
+``--overwrite`` starts afresh (removing only files fedfrac wrote there) or
+``--overwrite=fedavg,fedprox`` restarts only those methods' runs. Ctrl-C
+(SIGINT) and SIGTERM (job schedulers, ``timeout``, ``kill``) stop after the
+current chunk, write a checkpoint and the rows so far, print how to resume and
+exit with status 130 or 143; a second signal stops at once. A run that diverges
+with ``on_divergence='error'`` exits with status 1, and so does a disk that
+fills while writing (one line naming the workdir and the space needed).
 
 Bad input — an invalid config value, an unknown key, an override that does not
 parse, a config file that is missing, raises, returns no ConfigDict or sets a key
@@ -35,6 +39,8 @@ from ml_collections import config_flags
 from fedfrac import config_files, config_keys, runner
 from fedfrac.config import ConfigError
 from fedfrac.data.validate import DataError
+from fedfrac.runner import signals
+from fedfrac.runner.checkpoint import DiskFullError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
                                           lock_config=True)
@@ -47,13 +53,38 @@ _LIST = flags.DEFINE_bool(
 _DEBUG = flags.DEFINE_bool(
     "debug", False, "On a config or data error show the traceback, not one line.")
 
-_OVERWRITE = flags.DEFINE_bool(
-    "overwrite", False, "Clear the workdir's earlier results and checkpoints and start "
-    "afresh (needed when the config differs from the one that wrote it).")
+
+class _OverwriteParser(flags.ArgumentParser):
+  """``--overwrite`` (every method), ``--nooverwrite``, or ``--overwrite=A,B``
+  (only the runs of methods A and B)."""
+
+  def parse(self, argument):
+    if isinstance(argument, (bool, tuple)):
+      return argument
+    text = str(argument).strip()
+    if text.lower() in ("true", "1", "all"):
+      return True
+    if text.lower() in ("false", "0"):
+      return False
+    labels = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not labels:
+      raise ValueError("give method labels (--overwrite=fedavg,fedprox) or "
+                       "--overwrite alone for every method")
+    return labels
+
+  def flag_type(self):
+    return "bool or method labels"
+
+
+_OVERWRITE = flags.DEFINE_flag(flags.Flag(
+    _OverwriteParser(), flags.ArgumentSerializer(), "overwrite", False,
+    "Remove the workdir's earlier results and checkpoints (only files fedfrac wrote "
+    "there) and start afresh; --overwrite=fedavg,fedprox restarts only those methods' "
+    "runs and keeps the others'.", boolean=True))
 
 USAGE_ERROR = 2  # exit status for bad input (config, flags, missing data)
-DIVERGED = 1     # a run diverged with on_divergence='error'
-INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+DIVERGED = 1     # a run diverged with on_divergence='error' (or the disk filled)
+INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); SIGTERM: 143
 
 
 def _one_line(text: str) -> str:
@@ -272,7 +303,19 @@ def main(argv):
     _exit_with_error(str(e))
   except runner.RunInterrupted as e:
     print(_one_line(e.message), file=sys.stderr)
-    sys.exit(INTERRUPTED)
+    sys.exit(signals.exit_status(e.signum))
+  except signals.Interrupted as e:  # a second signal: stopped at once
+    where = (f"rerun the same command with --workdir={_WORKDIR.value} to resume from "
+             f"the last checkpoint" if _WORKDIR.value else "nothing was kept")
+    print(f"interrupted at once ({signals.name(e.signum)}): the chunks running were "
+          f"not checkpointed; {where}", file=sys.stderr)
+    sys.exit(signals.exit_status(e.signum))
+  except DiskFullError as e:        # finished runs are written where space allows
+    if _DEBUG.value:
+      raise
+    print(f"error: --workdir={_WORKDIR.value}: {_one_line(str(e))}; free that much "
+          f"space and rerun the same command to resume", file=sys.stderr)
+    sys.exit(DIVERGED)
   except FloatingPointError as e:   # on_divergence='error'; finished runs are written
     if _DEBUG.value:
       raise

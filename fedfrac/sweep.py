@@ -55,7 +55,10 @@ the batches that miss a point (a batch cut short runs whole again, so every
 point is bit-identical to an uninterrupted sweep's with the same ``--workers``
 and ``--batch_size``). The table has one row per (sweep point, method label)
 with mean ± std over seeds of each metric's final value; it depends only on
-the points, so a resumed sweep's table equals an uninterrupted one's.
+the points, so a resumed sweep's table equals an uninterrupted one's. Each
+point file carries its SHA-256: a truncated or edited one is named in one line
+and run again. SIGINT (Ctrl-C) and SIGTERM stop the sweep at once, keep the
+finished points, stop the workers and exit with status 130 / 143.
 ``python -m fedfrac.sweep`` is the same command; from Python,
 ``points = run(base, axes, seeds, metrics)`` and ``markdown(points, ...)``.
 """
@@ -84,7 +87,8 @@ from fedfrac import sweep_checks
 from fedfrac.config import ConfigError
 from fedfrac.data.validate import DataError
 from fedfrac.runner import points as points_lib
-from fedfrac.runner.checkpoint import atomic_write
+from fedfrac.runner import signals
+from fedfrac.runner.checkpoint import DiskFullError, atomic_write
 from fedfrac.runner.log import PointProgress
 
 
@@ -593,9 +597,19 @@ def run_sweep(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch
   try:
     stats = points_lib.execute(batches, store, workers=n_workers,
                                on_point=lambda pid: bar.update(1), log=log)
+  except signals.Interrupted as e:   # SIGINT / SIGTERM: finished points are kept
+    bar.close()
+    kept = len(store.done() & {p["id"] for p in points})
+    e.message = (f"interrupted ({signals.name(e.signum)}): {kept} of {len(points)} points "
+                 f"finished and kept in {store.directory}; rerun the same command to "
+                 f"run the rest")
+    raise
   finally:
     bar.close()
-  records = {p["id"]: store.load(p["id"]) for p in points}
+  try:
+    records = {p["id"]: store.load(p["id"]) for p in points}
+  except points_lib.SweepMismatch as e:
+    raise SystemExit(str(e)) from None
   table = summarize_points(points, records, metric_names)
   for point, summary in table:
     for label, entry in summary.items():
@@ -740,8 +754,17 @@ def main(argv=None):
 
 
 def cli():
-  """Console entry point ``fedfrac-sweep`` (exit status 0 when every point ran)."""
-  main()
+  """Console entry point ``fedfrac-sweep`` (exit status 0 when every point ran;
+  130 / 143 after SIGINT / SIGTERM, the finished points kept; 1 on a full disk)."""
+  try:
+    main()
+  except signals.Interrupted as e:
+    print(e.message or f"interrupted ({signals.name(e.signum)})", file=sys.stderr)
+    sys.exit(signals.exit_status(e.signum))
+  except DiskFullError as e:
+    print(f"error: {e}; free that much space and rerun the same command to run the "
+          f"points left", file=sys.stderr)
+    sys.exit(1)
   return 0
 
 

@@ -282,3 +282,233 @@ def test_bad_data_files_are_named_at_load_time(tmp_path, name):
   message = str(info.value)
   assert message.startswith("data file ") and "\n" not in message, message
   assert fragment in message, message
+
+
+# ------------------------------------------------------------------ faults
+# Faults in what a workdir or a sweep directory holds, and signals, on the
+# command line: each ends in one line (or recovers), never a traceback, never
+# a lost record or a wrong number.
+
+FAULT_ARGS = ["--config.only=fedavg,fedprox", "--config.rounds=2", "--config.progress=False",
+              "--config.model.hidden=(8,)", "--config.eval_every=1",
+              "--config.data.num_clients=4", "--config.workers=1"]
+
+
+def _env():
+  return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+              JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def _values(workdir, method):
+  import csv
+  with open(os.path.join(workdir, "metrics.csv")) as f:
+    return [(r["round"], r["accuracy"], r["loss"]) for r in csv.DictReader(f)
+            if r["method"] == method]
+
+
+def _files(root, sub=""):
+  out = {}
+  for folder, _, names in os.walk(os.path.join(root, sub)):
+    for n in names:
+      path = os.path.join(folder, n)
+      with open(path, "rb") as f:
+        out[os.path.relpath(path, root)] = f.read()
+  return out
+
+
+@pytest.fixture(scope="module")
+def finished_workdir(tmp_path_factory):
+  """fedavg and fedprox run to the end (2 rounds) by the command line."""
+  work = str(tmp_path_factory.mktemp("faults") / "w")
+  out = _run(FAULT_ARGS, work)
+  assert out.returncode == 0, out.stderr[-3000:]
+  return work
+
+
+def _flip_record(work):
+  path = os.path.join(work, "runs", "fedprox", "seed_0.json")
+  text = open(path).read()
+  i = text.index('"accuracy": 0.') + len('"accuracy": 0.')
+  open(path, "w").write(text[:i] + chr(ord(text[i]) ^ 1) + text[i + 1:])
+
+
+def _truncate(work, rel, keep=100):
+  path = os.path.join(work, rel)
+  data = open(path, "rb").read()
+  open(path, "wb").write(data[:keep])
+
+
+def _foreign(work):
+  os.makedirs(os.path.join(work, "checkpoints", "other"))
+  open(os.path.join(work, "checkpoints", "other", "model.pt"), "w").write("mine")
+  os.makedirs(os.path.join(work, "runs", "x"))
+
+
+ENOSPC_DRIVER = (
+    "import errno, sys\n"
+    "from fedfrac.runner import checkpoint\n"
+    "def full(path, data):\n"
+    "  raise OSError(errno.ENOSPC, 'No space left on device', path)\n"
+    "checkpoint.write_file = full\n"
+    "from fedfrac import main\n"
+    "sys.argv = ['fedfrac-run'] + sys.argv[1:]\n"
+    "main.cli()\n")
+
+# name -> (damage, extra arguments, exit status, what the one stderr line holds)
+FAULTS = {
+    "run record bit flip": (_flip_record, ["--config.only=fedavg"], 0,
+                            "runs/fedprox/seed_0.json failed verification (checksum "
+                            "mismatch); recomputed it from its checkpoint at round 2"),
+    "experiment file truncated": (lambda w: _truncate(w, "experiment.json"), [], 2,
+                                  "error: --workdir={w}: experiment.json is unreadable "
+                                  "(truncated or not JSON); give --overwrite"),
+    "foreign files under --overwrite": (_foreign, ["--overwrite"], 2,
+                                        "error: --overwrite: {w} holds files fedfrac did not "
+                                        "write (checkpoints/other/model.pt, runs/x/)"),
+    "shorter rounds": (None, ["--config.rounds=1"], 2,
+                       "error: --workdir={w}: fedavg seed 0 already ran 2 rounds, more than "
+                       "config.rounds=1"),
+    "empty --workdir": (None, ["--workdir="], 2, "error: --workdir='' is empty"),
+    "--overwrite one method": (None, ["--overwrite=fedavg", "--config.only=fedavg"], 0, None),
+    "disk full during a checkpoint": ("enospc", ["--config.only=fedavg", "--config.rounds=3"],
+                                      1, "error: --workdir={w}: no space left on the device "
+                                      "to write {w}/checkpoints/fedavg/seed_0/step_3"),
+}
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_a_fault_ends_in_one_line_or_recovers(finished_workdir, tmp_path, name):
+  damage, extra, status, line = FAULTS[name]
+  work = str(tmp_path / "w")
+  shutil.copytree(finished_workdir, work)
+  if callable(damage):
+    damage(work)
+  before = _files(work)
+  fedprox = {k: v for k, v in before.items() if "fedprox" in k}
+  args = FAULT_ARGS + extra
+  if damage == "enospc":
+    out = subprocess.run([sys.executable, "-c", ENOSPC_DRIVER,
+                          "--config=configs/quickstart.py", f"--workdir={work}", *args],
+                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=900)
+  else:
+    out = _run(args, work)
+  lines = [l for l in out.stderr.splitlines() if l.strip()]
+  context = (name, out.returncode, out.stderr[-3000:])
+  assert out.returncode == status and "Traceback" not in out.stderr, context
+  if line is None:
+    assert not lines, context
+  else:   # one line, after the resume line of a run that went on
+    assert lines and line.format(w=work) in lines[-1], context
+    assert all(l.startswith("resuming fedavg seed 0 from round ") for l in lines[:-1]), context
+  if status == 2:        # refused before compute: nothing changed
+    assert _files(work) == before, context
+  elif status == 0:      # recovered: fedprox's numbers are the finished run's
+    assert _values(work, "fedprox") == _values(finished_workdir, "fedprox"), context
+    assert _values(work, "fedavg") == _values(finished_workdir, "fedavg"), context
+  if damage != _flip_record:   # every other method's files are kept byte for byte
+    assert {k: v for k, v in _files(work).items() if "fedprox" in k} == fedprox, context
+
+
+def _children(pid):
+  """Ids of the live child processes of ``pid`` (Linux /proc)."""
+  kids = []
+  for entry in os.listdir("/proc"):
+    if entry.isdigit():
+      try:
+        with open(f"/proc/{entry}/stat") as f:
+          fields = f.read().rsplit(")", 1)[1].split()
+      except OSError:
+        continue
+      if int(fields[1]) == pid and fields[0] != "Z":
+        kids.append(int(entry))
+  return kids
+
+
+def _sigterm_when(proc, ready, timeout=600):
+  """Send SIGTERM to ``proc`` once ``ready()``; returns its stderr and whether
+  every child process it had then (its workers) is gone 10 s after it exits."""
+  import signal
+  import time
+  deadline = time.time() + timeout
+  while time.time() < deadline and not ready() and proc.poll() is None:
+    time.sleep(0.5)
+  assert proc.poll() is None, proc.communicate()[1][-3000:]
+  kids = _children(proc.pid)
+  proc.send_signal(signal.SIGTERM)
+  _, stderr = proc.communicate(timeout=timeout)
+  deadline = time.time() + 10
+  while time.time() < deadline and any(os.path.exists(f"/proc/{k}") for k in kids):
+    time.sleep(0.2)
+  return stderr, kids and not any(os.path.exists(f"/proc/{k}") for k in kids)
+
+
+def test_sigterm_mid_run_in_workers_checkpoints_and_resumes_bit_identically(tmp_path):
+  """SIGTERM to ``fedfrac-run`` with two worker processes (the quickstart's
+  ``workers=0`` path): every worker finishes its chunk and checkpoints, the
+  rows so far are written, one line says how to resume, exit 143, no worker is
+  left; the resumed runs equal uninterrupted ones bit for bit."""
+  work = tmp_path / "w"
+  args = ["--config.only=fedavg", "--config.seeds=(0, 1)", "--config.rounds=100000",
+          "--config.progress=False", "--config.model.hidden=(8,)", "--config.eval_every=1",
+          "--config.checkpoint_every=1", "--config.data.num_clients=4",
+          "--config.workers=2"]
+  proc = subprocess.Popen([sys.executable, "-m", "fedfrac.main",
+                           "--config=configs/quickstart.py", f"--workdir={work}", *args],
+                          cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  runs = [work / "checkpoints" / "fedavg" / f"seed_{s}" for s in (0, 1)]
+  stderr, workers_gone = _sigterm_when(proc, lambda: all(d.is_dir() and os.listdir(d)
+                                                         for d in runs))
+  assert proc.returncode == 143 and "Traceback" not in stderr, stderr[-3000:]
+  lines = [l for l in stderr.splitlines() if l.strip()]
+  assert len(lines) == 1 and lines[0].startswith("interrupted: 0 of 2 runs finished, 2 "
+                                                 "stopped after a chunk and checkpointed "
+                                                 "(SIGTERM); rerun the same command"), lines
+  assert workers_gone
+  done = [max(int(n[len("step_"):]) for n in os.listdir(d)) for d in runs]
+  with open(work / "metrics.csv") as f:
+    rows = f.read().splitlines()
+  assert len(rows) == 1 + sum(done) and all(",partial," in r for r in rows[1:])
+  # Resume seed 0 to one round past the furthest, in this process; compare with
+  # a run that was never interrupted.
+  import importlib.util
+  import fedfrac as ff
+  spec = importlib.util.spec_from_file_location("qs", os.path.join(ROOT, "configs",
+                                                                   "quickstart.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  c = module.get_config()
+  c.only, c.seeds, c.rounds, c.progress = "fedavg", (0,), max(done) + 1, False
+  c.model.hidden, c.eval_every, c.checkpoint_every = (8,), 1, 1
+  c.data.num_clients, c.workers = 4, 1
+  resumed, whole = ff.run(c, workdir=str(work)), ff.run(c)
+  strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+  assert strip(resumed.records[0].round_rows) == strip(whole.records[0].round_rows)
+  assert strip(resumed.records[0].rows) == strip(whole.records[0].rows)
+
+
+def test_sigterm_mid_sweep_keeps_its_points_and_stops_its_workers(tmp_path):
+  out = tmp_path / "t.md"
+  points = tmp_path / "t.points" / "points"
+  proc = subprocess.Popen(
+      [sys.executable, "-c", "from fedfrac.sweep import cli; cli()",
+       "--config=configs/quickstart.py",
+       "--set=only=fedavg", "--set=rounds=2", "--set=model.hidden=(8,)",
+       "--set=data.num_clients=4", "--seeds=0", "--sweep=data.alpha=0.1,0.5,1.0,2.0",
+       "--workers=2", "--no_progress", f"--out={out}"],
+      cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  stderr, workers_gone = _sigterm_when(proc, lambda: points.is_dir() and any(
+      n.endswith(".json") for n in os.listdir(points)))
+  assert proc.returncode == 143 and "Traceback" not in stderr, stderr[-3000:]
+  lines = [l for l in stderr.splitlines() if l.strip()]
+  assert len(lines) == 1, stderr[-3000:]
+  last = lines[0]
+  assert last.startswith("interrupted (SIGTERM): ") and " of 4 points finished and kept " \
+      "in " in last, stderr[-3000:]
+  kept = int(last.split(": ")[1].split()[0])
+  from fedfrac.runner import sealed
+  files = [n for n in os.listdir(points) if n.endswith(".json")]
+  assert len(files) == kept >= 1
+  for name in files:   # every kept point verifies
+    sealed.read(str(points / name))
+  assert workers_gone and not out.exists()

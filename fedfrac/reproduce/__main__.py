@@ -19,11 +19,16 @@ def main(argv=None):
     return 2
   from fedfrac.config import ConfigError
   from fedfrac.data.validate import DataError
+  from fedfrac.runner import signals
   try:
     status = PAPERS[paper].main(flags)
   except (ConfigError, DataError) as e:   # a bad config file or value, bad data
     print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
     return 2
+  except signals.Interrupted as e:   # Ctrl-C / SIGTERM: the points run are kept
+    print(e.message or f"interrupted ({signals.name(e.signum)}): the points finished so "
+          f"far are kept; rerun the same command to run the rest", file=sys.stderr)
+    return signals.exit_status(e.signum)
   return status if isinstance(status, int) else 0
 
 

@@ -2,12 +2,18 @@
 
 * :mod:`~fedfrac.runner.factories`: config sections -> task, training, engine
   settings, :class:`fedfrac.sim.Simulation`.
-* :mod:`~fedfrac.runner.loop`: :func:`run`, :func:`run_many` and their one
-  :func:`chunk_loop`.
+* :mod:`~fedfrac.runner.loop`: :func:`run` and its :func:`chunk_loop`;
+  :mod:`~fedfrac.runner.many`: :func:`run_many` (vmapped seeds and grids).
 * :mod:`~fedfrac.runner.log`: per-run rows, traffic and divergence between chunks.
 * :mod:`~fedfrac.runner.records`: :class:`RunRecord`, :class:`Results`, summaries, tables.
-* :mod:`~fedfrac.runner.checkpoint`: verified checkpoints, atomic writes.
-* :mod:`~fedfrac.runner.workdir`: one experiment per workdir (fingerprint, records).
+* :mod:`~fedfrac.runner.checkpoint`: verified checkpoints, atomic writes, full disks.
+* :mod:`~fedfrac.runner.workdir`: one experiment per workdir (fingerprint, overwrite).
+* :mod:`~fedfrac.runner.stored`: run records on disk, verified when read;
+  :mod:`~fedfrac.runner.sealed`: JSON records sealed with their SHA-256;
+  :mod:`~fedfrac.runner.written`: the files fedfrac wrote in a workdir.
+* :mod:`~fedfrac.runner.signals`: SIGINT and SIGTERM handled alike.
+* :mod:`~fedfrac.runner.points`, :mod:`~fedfrac.runner.local_devices`,
+  :mod:`~fedfrac.runner.parallel`: sweep points and the worker-process queue.
 * :mod:`~fedfrac.runner.outputs`: metrics.csv / jsonl, rounds.csv, summary, plots.
 * :mod:`~fedfrac.runner.overview`: the two figures of a run (one panel per method
   family; final values ranked); :mod:`~fedfrac.runner.summary_table`: its table.

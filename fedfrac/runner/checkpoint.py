@@ -16,9 +16,15 @@ whole or not at all; the state and its history can never disagree. On restore
 every file is checked against the manifest; a step that fails is reported in one
 line on stderr and the previous step is tried. Only the last ``keep`` steps are
 kept (state and history together).
+
+Writes that fail because the disk (or quota) is full raise :class:`DiskFullError`,
+one line naming the file and the space it needed; a checkpoint cut short that way
+leaves no step behind, so the rerun resumes from the step before it.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -43,6 +49,60 @@ class CheckpointError(ConfigError):
   state of another shape); the message says what to do."""
 
 
+class NoIntactCheckpoint(CheckpointError):
+  """Every step of a run failed verification (the run can only start again);
+  ``found`` says which steps were tried, without the advice."""
+  found: str = ""
+
+
+class DiskFullError(Exception):
+  """A write failed because the device (or the user's quota) is full; the
+  message names the file and the space it needed."""
+
+
+def _megabytes(n) -> str:
+  """A size for people: KiB rounded up below 1 MiB, else MiB or GiB."""
+  if n >= 2**30:
+    return f"{n / 2**30:.1f} GiB"
+  return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{max(1, -(-int(n) // 2**10))} KiB"
+
+
+def _on_disk(sizes, folder) -> int:
+  """Bytes files of ``sizes`` take on the file system of ``folder``: each rounded
+  up to whole blocks, plus a block for their directory when there are several."""
+  try:
+    block = max(1, os.statvfs(folder).f_frsize)
+  except (OSError, AttributeError):
+    block = 4096
+  blocks = sum(-(-int(n) // block) for n in sizes) + (1 if len(sizes) > 1 else 0)
+  return blocks * block
+
+
+@contextlib.contextmanager
+def disk_full_as_error(path, sizes, cleanup=None):
+  """Turn ``ENOSPC`` / ``EDQUOT`` while writing ``path`` (files of ``sizes``
+  bytes) into :class:`DiskFullError`: one line with the space they need on that
+  file system and the space free once ``cleanup()`` removed what the write
+  left. Other ``OSError``s pass through."""
+  try:
+    yield
+  except OSError as e:
+    if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+      raise
+    if cleanup is not None:
+      cleanup()
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+      folder = os.path.dirname(folder)
+    try:
+      shown = f", {_megabytes(shutil.disk_usage(folder).free)} free"
+    except OSError:
+      shown = ""
+    raise DiskFullError(f"no space left on the device to write {path} "
+                        f"({_megabytes(_on_disk(sizes, folder))} needed{shown}; "
+                        f"{e.strerror or 'disk full'})") from None
+
+
 def json_default(o):
   """``json.dumps`` fallback for NumPy scalars and arrays (else ``str``)."""
   if isinstance(o, (np.floating,)):
@@ -55,10 +115,21 @@ def json_default(o):
 
 
 def atomic_write(path, text):
-  """Write ``text`` to ``path`` through a temporary file and a rename."""
+  """Write ``text`` to ``path`` through a temporary file and a rename
+  (:class:`DiskFullError` when the disk is full; ``path`` is then unchanged)."""
   tmp = f"{path}.tmp{os.getpid()}"
-  with open(tmp, "w") as f:
-    f.write(text)
+  data = text.encode() if isinstance(text, str) else text
+
+  def remove_tmp():
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+  try:
+    with disk_full_as_error(path, [len(data)], cleanup=remove_tmp):
+      with open(tmp, "wb") as f:
+        f.write(data)
+  except BaseException:
+    remove_tmp()
+    raise
   os.replace(tmp, path)
 
 
@@ -93,12 +164,21 @@ def _sha256(data: bytes) -> str:
 
 
 class Checkpointer:
-  """Verified checkpoints of one (method, seed) run in ``directory``."""
+  """Verified checkpoints of one (method, seed) run in ``directory``
+  (``label``: the run's method, named in what an error advises)."""
 
-  def __init__(self, directory, keep: int = 2):
+  def __init__(self, directory, keep: int = 2, label: Optional[str] = None):
     self.directory = os.path.abspath(directory)
     self.keep = keep
+    self.label = label
     os.makedirs(self.directory, exist_ok=True)
+
+  @property
+  def advice(self) -> str:
+    """What to do when no step can be used: restart this method's runs only."""
+    method = self.label or "<method>"
+    return (f"rerun with --overwrite={method} to restart {method}'s runs (other "
+            f"methods' results are kept)")
 
   def steps(self) -> list:
     """Committed steps, oldest first."""
@@ -129,10 +209,15 @@ class Checkpointer:
                 "items": {k: [list(a.shape), str(a.dtype)] for k, a in arrays.items()}}
     tmp = os.path.join(self.directory, f".step_{int(step)}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    write_file(os.path.join(tmp, "state.npz"), state_bytes)
-    write_file(os.path.join(tmp, "history.json"), history_bytes)
-    write_file(os.path.join(tmp, "manifest.json"), json.dumps(manifest).encode())
+    manifest_bytes = json.dumps(manifest).encode()
+    sizes = [len(state_bytes), len(history_bytes), len(manifest_bytes)]
+    # No half step is left: what the failed write took is freed first.
+    with disk_full_as_error(self.step_dir(step), sizes,
+                            cleanup=lambda: shutil.rmtree(tmp, ignore_errors=True)):
+      os.makedirs(tmp)
+      write_file(os.path.join(tmp, "state.npz"), state_bytes)
+      write_file(os.path.join(tmp, "history.json"), history_bytes)
+      write_file(os.path.join(tmp, "manifest.json"), manifest_bytes)
     final = self.step_dir(step)
     if os.path.exists(final):    # re-saving a step (e.g. a resumed run's last round)
       old = final + f".old{os.getpid()}"
@@ -183,15 +268,14 @@ class Checkpointer:
       missing = sorted(set(like) ^ set(stored))
       raise CheckpointError(
           f"checkpoint {d}: its items differ from this config's state ({missing[0]}, "
-          f"...); rerun with --overwrite to start afresh")
+          f"...); {self.advice}")
     leaves = []
     for name, leaf in like.items():
       a, want = stored[name], np.asarray(leaf)
       if a.shape != want.shape or a.dtype != want.dtype:
         raise CheckpointError(
             f"checkpoint {d}: item {name} is {a.dtype}{list(a.shape)} but this config "
-            f"builds {want.dtype}{list(want.shape)}; rerun with --overwrite to start "
-            f"afresh")
+            f"builds {want.dtype}{list(want.shape)}; {self.advice}")
       leaves.append(jnp.asarray(a))
     treedef = jax.tree.structure(like_state)
     return jax.tree.unflatten(treedef, leaves), history
@@ -209,17 +293,37 @@ class Checkpointer:
         self.verify(step)
       except ValueError as e:
         bad.append(step)
-        print(f"checkpoint {self.step_dir(step)} failed verification ({e}); "
-              f"trying the step before it", file=sys.stderr)
+        then = ("trying the step before it" if step != steps[0] else
+                "no step before it")
+        print(f"checkpoint {self.step_dir(step)} failed verification ({e}); {then}",
+              file=sys.stderr)
         continue
       state, history = self._load(step, like_state)
       for b in bad:   # never resume from it later, never prune the good one for it
         shutil.rmtree(self.step_dir(b), ignore_errors=True)
       return step, state, history
-    raise CheckpointError(
-        f"checkpoints in {self.directory}: no intact step (tried "
-        f"{', '.join(map(str, reversed(steps)))}); rerun with --overwrite to start "
-        f"afresh")
+    found = (f"checkpoints in {self.directory}: no intact step (tried "
+             f"{', '.join(map(str, reversed(steps)))})")
+    error = NoIntactCheckpoint(f"{found}; {self.advice}")
+    error.found = found
+    raise error
+
+  def latest_history(self):
+    """``(step, history)`` of the newest intact step (its state is not read), or
+    ``None`` when no step is intact."""
+    for step in reversed(self.steps()):
+      try:
+        self.verify(step)
+        with open(os.path.join(self.step_dir(step), "history.json")) as f:
+          return step, json.load(f)
+      except (OSError, ValueError):
+        continue
+    return None
+
+  def remove_steps(self) -> None:
+    """Delete every step (e.g. all failed verification and the run starts again)."""
+    for step in self.steps():
+      shutil.rmtree(self.step_dir(step), ignore_errors=True)
 
   def restore(self, step, like_state):
     """``(state, history)`` of step ``step`` (verified)."""

@@ -93,7 +93,7 @@ class RunLog:
                on_divergence="stop", history=None, host_metrics=None):
     self.label, self.algorithm_name, self.seed = label, algorithm_name, seed
     self.host_metrics = host_metrics
-    self._host_keys = set()
+    self._host_keys = set((history or {}).get("nonfinite_allowed", ()))
     self.comm = round_communication(comm)
     self.payload_bytes, self.message_bytes = payload_bytes, message_bytes
     self.on_divergence = on_divergence
@@ -110,7 +110,8 @@ class RunLog:
   def history(self):
     return {"rows": self.rows, "round_rows": self.round_rows, "status": self.status,
             "wall_s": self.wall, "cum_bytes_up": self.cum_up,
-            "cum_bytes_down": self.cum_down}
+            "cum_bytes_down": self.cum_down, "algorithm": self.algorithm_name,
+            "nonfinite_allowed": sorted(self._host_keys)}
 
   def add_chunk(self, first_round, round_metrics, evaluation, seconds):
     """Record a chunk (host arrays, leading axis = rounds); returns the eval row.

@@ -13,24 +13,21 @@ the last checkpoint and gives the same numbers as an uninterrupted run.
 """
 from __future__ import annotations
 
-import os
 import signal
 import sys
-import threading
 import time
 from typing import Callable, Optional
 
 import jax
 import numpy as np
 
-from fedfrac import algorithms
 from fedfrac import config as config_lib
 from fedfrac import data as data_lib
-from fedfrac.runner import factories, outputs, parallel, workdir as workdir_lib
-from fedfrac.runner.checkpoint import Checkpointer
+from fedfrac.runner import factories, outputs, parallel, signals, stored, written
+from fedfrac.runner import workdir as workdir_lib
+from fedfrac.runner.checkpoint import Checkpointer, DiskFullError, NoIntactCheckpoint
 from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.records import Results, RunRecord
-from fedfrac.sim.batched import BatchedSimulation
 
 
 def _to_host(tree):
@@ -47,39 +44,21 @@ def _whole(tree, i):
   return tree
 
 
-class StopRequest:
-  """Ctrl-C (SIGINT) during :func:`run`: the first one asks the loop to stop
-  after the current chunk (then checkpoint and write what is done); a second
-  one interrupts at once. Installed only in the main thread."""
-
-  def __init__(self):
-    self.requested = False
-    self._previous = None
-
-  def __enter__(self):
-    if threading.current_thread() is threading.main_thread():
-      self._previous = signal.signal(signal.SIGINT, self._handle)
-    return self
-
-  def _handle(self, signum, frame):
-    self.requested = True
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-  def __exit__(self, *exc):
-    if self._previous is not None:
-      signal.signal(signal.SIGINT, self._previous)
-    return False
-
-
 class RunInterrupted(KeyboardInterrupt):
-  """Ctrl-C stopped :func:`run` after a chunk; checkpoints and files are written.
+  """Ctrl-C (SIGINT) or SIGTERM stopped :func:`run` after a chunk; checkpoints
+  and files are written (:mod:`fedfrac.runner.signals`).
 
-  Attributes: ``results`` (what finished, :class:`Results`) and ``message`` (one
-  line saying where it stopped and how to resume)."""
+  Attributes: ``results`` (what finished, :class:`Results`), ``message`` (one
+  line saying where it stopped and how to resume) and ``signum``."""
 
-  def __init__(self, message, results):
+  def __init__(self, message, results, signum=signal.SIGINT):
     super().__init__(message)
-    self.message, self.results = message, results
+    self.message, self.results, self.signum = message, results, int(signum)
+
+
+def resume_hint(workdir) -> str:
+  return (f"rerun the same command with --workdir={workdir} to resume" if workdir
+          else "no --workdir was given, so nothing was kept")
 
 
 def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds: int,
@@ -157,10 +136,15 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   state = sim.init(seed)
   history, ckpt = None, None
   if workdir:
-    ckpt = Checkpointer(os.path.join(workdir, "checkpoints", label, f"seed_{seed}"))
+    ckpt = Checkpointer(stored.checkpoint_dir(workdir, label, seed), label=label)
     # Checkpoints hold K client rows as host arrays whatever the placement
     # (replicated or sharded by client); place_state puts them back.
-    restored = ckpt.restore_latest(sim.host_state(state))
+    try:
+      restored = ckpt.restore_latest(sim.host_state(state))
+    except NoIntactCheckpoint as e:   # nothing to resume from: the run starts again
+      print(f"{e.found}; restarting {label} seed {seed} from round 0", file=sys.stderr)
+      ckpt.remove_steps()
+      restored = None
     if restored is not None:
       step, state, history = restored
       state = sim.place_state(state)
@@ -180,7 +164,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   def save(r, chunk_index, state, last):
     if ckpt and (last or log.status != "ok" or (
         config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
-      ckpt.save(r, sim.host_state(state), log.history())
+      ckpt.save(r, sim.host_state(state), {**log.history(), "rounds": config.rounds})
   done = start_round
   try:
     _, log.compile_s, done = chunk_loop(
@@ -210,110 +194,6 @@ def _data_seed(config, seed):
   return seed if config.data.seed < 0 else config.data.seed
 
 
-def _grid_values(grid, method, options, label):
-  """``(option, values)`` of ``grid`` for this method (``(None, [None])`` when the
-  method lacks the option); every value checked up front."""
-  if not grid:
-    return None, [None]
-  key, vals = next(iter(grid.items()))
-  if key not in algorithms.hparams(method.name, options):
-    return None, [None]
-  for v in vals:
-    try:
-      algorithms.hparams(method.name, {**options, key: v}, prefix="grid.")
-    except ValueError as e:
-      raise config_lib.ConfigError(f"{e} (method {label!r})") from None
-  return key, list(vals)
-
-
-def run_many(config, seeds=None, grid: Optional[dict] = None,
-             workdir: Optional[str] = None, progress: Optional[bool] = None,
-             data_cache: Optional[dict] = None, overwrite: bool = False) -> Results:
-  """Every method's runs over ``seeds`` (× a ``grid``) vmapped as ONE compiled program.
-
-  Args:
-    config: as for :func:`run`.
-    seeds: seeds to run (default ``config.seeds``); each seed gets its own
-      initial model, sampling stream and (with ``data.seed=-1``) partition.
-    grid: optional ``{option: [values]}`` for one continuous algorithm option
-      (e.g. ``{"alpha": [0.5, 0.8, 1.0]}``); methods that have the option run
-      every value (labelled ``method[option=value]``), the others run once.
-    data_cache: optional dict reused across calls (sweep scripts): federated
-      datasets are memoised in it by (data config, data seed), so a sweep
-      generates or loads each dataset once.
-    workdir: as for :func:`run`: it belongs to one experiment (the fingerprint
-      is checked before any compute), and every run kept there (by ``run`` or
-      ``run_many``, each grid value under its own label) stays in its outputs.
-    overwrite: clear the workdir's earlier results first.
-  Returns:
-    :class:`Results` equal (to float rounding) to separate ``run`` calls.
-    No checkpoints are written (a batched job restarts from scratch).
-  """
-  config_lib.validate(config)
-  factories.apply_cpu_devices(config)
-  seeds = tuple(config.seeds if seeds is None else seeds)
-  if grid is not None and len(grid) != 1:
-    raise ValueError(f"grid={grid!r}: give exactly one option and its values")
-  if workdir:
-    workdir_lib.prepare(config, workdir, overwrite=overwrite)
-  data_cache = {} if data_cache is None else data_cache
-  records = []
-  data_key = config.data.to_json_best_effort(sort_keys=True)
-  show = config.progress if progress is None else progress
-  first = (data_key, _data_seed(config, seeds[0]))
-  if first not in data_cache:
-    data_cache[first] = data_lib.build(config.data, first[1])
-  factories.check_methods(config, data_cache[first])   # every method, before any runs
-  for label in config_lib.method_labels(config):
-    feds = []
-    for seed in seeds:
-      ds = (data_key, _data_seed(config, seed))
-      if ds not in data_cache:
-        data_cache[ds] = data_lib.build(config.data, ds[1])
-      feds.append(data_cache[ds])
-    method = config.methods[label]
-    options = config_lib.method_options(method)
-    grid_key, values = _grid_values(grid, method, options, label)
-    all_sizes = np.concatenate([f.client_size for f in feds])
-    sim = factories.build_simulation(config, label, feds[0], all_client_sizes=all_sizes,
-                                     traced_options=bool(grid_key))
-    runs = [(i, seed, v) for i, seed in enumerate(seeds) for v in values]
-    batch = BatchedSimulation(sim, [feds[i] for i, _, _ in runs],
-                              [{grid_key: v} for _, _, v in runs] if grid_key else None)
-    states = batch.init([seed for _, seed, _ in runs])
-    payload_bytes, message_bytes = sim.communication_bytes(_slice_run(states, 0))
-    logs = []
-    for _, seed, v in runs:
-      run_label = label if grid_key is None else f"{label}[{grid_key}={v}]"
-      # Host-side metrics (e.g. DP ε) from the run's own concrete option values.
-      run_algorithm = sim.algorithm if grid_key is None else sim.algorithm_fn({grid_key: v})
-      logs.append(RunLog(run_label, method.name, seed, sim.algorithm.comm, payload_bytes,
-                         message_bytes, config.on_divergence,
-                         host_metrics=run_algorithm.host_metrics))
-    bar = Progress(show, config.rounds, f"{label} x{len(runs)} runs", 0)
-    # Compile evaluation up front so wall_s counts only running rounds and evals.
-    compile_s = batch.compile_eval(states)
-    try:
-      _, chunks_s, _ = chunk_loop(batch, states, logs, start_round=0, end_round=config.rounds,
-                               rounds=config.rounds, eval_every=config.eval_every,
-                               compile_fn=batch.compile, split=_slice_run, bar=bar)
-      compile_s += chunks_s
-    finally:
-      bar.close()
-    for log in logs:
-      log.compile_s = compile_s / len(logs)
-      records.append(log.record())
-  results = Results(config, records)
-  if workdir:
-    for rec in records:
-      workdir_lib.save_record(workdir, rec)
-    order = list(dict.fromkeys(workdir_lib.kept_labels(workdir)
-                               + [r.method for r in records]))
-    outputs.write_outputs(Results(config, workdir_lib.load_records(workdir, order)),
-                          workdir)
-  return results
-
-
 def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] = None,
         progress: Optional[bool] = None, overwrite: bool = False) -> Results:
   """Run every method × seed of ``config`` (validated first); see module docstring.
@@ -326,28 +206,42 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
     stop_after_round: stop every run after this many rounds (resume later from
       ``workdir``); such runs are marked ``partial``. None runs all rounds.
     progress: override ``config.progress``.
-    overwrite: clear the workdir's earlier results and checkpoints first.
+    overwrite: clear the workdir's earlier results and checkpoints first:
+      ``True`` every method's, a label or labels (``"fedavg"``,
+      ``"fedavg,fedprox"``) only those methods' (the others' are kept).
   With ``config.workers`` > 1 (0: one per CPU core or local device) the (method,
   seed) runs are spread over that many worker processes
   (:func:`fedfrac.runner.parallel.run_in_workers`);
   the results are the same as in one process.
   Raises:
-    RunInterrupted: Ctrl-C; checkpoints and the rows so far are written first.
+    RunInterrupted: Ctrl-C or SIGTERM; checkpoints and the rows so far are
+      written first.
+    DiskFullError: a write found the disk full; the runs that finished are
+      written first where space allows.
     FloatingPointError: a run diverged with ``on_divergence="error"``; every run
       that finished before it (and its own rows) is written first (with workers,
       every other run finishes first).
   """
   config_lib.validate(config)
+  workdir_lib.check_name(workdir)
   if stop_after_round is not None:
     config_lib.check(config_lib.is_int(stop_after_round) and stop_after_round >= 1,
                      "stop_after_round", stop_after_round, "must be an integer >= 1")
   factories.apply_cpu_devices(config)
   labels = config_lib.method_labels(config)
-  if workdir:
-    workdir_lib.prepare(config, workdir, overwrite=overwrite)
   seeds = (config.seeds,) if isinstance(config.seeds, int) else tuple(config.seeds)
+  jobs = [(label, seed) for label in labels for seed in seeds]
+  left_out = set()
+  if workdir:
+    workdir_lib.prepare(config, workdir, overwrite=overwrite, runs=jobs)
+    # Kept records that fail verification and have no checkpoint run again here.
+    again, left_out = stored.check_records(
+        workdir, workdir_lib.stored_labels(workdir),
+        lambda label, seed: workdir_lib.can_rerun(config, workdir, label))
+    jobs += [j for j in again if j not in jobs]
+    written.register(workdir, runs=[stored.checkpoint_run(l, s) for l, s in jobs])
   data_cache = {}
-  for seed in seeds:   # every split up front: a bad data request stops before compute
+  for _, seed in jobs:   # every split up front: a bad data request stops before compute
     ds = _data_seed(config, seed)
     if ds not in data_cache:
       data_cache[ds] = _build_data(config, ds)
@@ -359,33 +253,36 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
     results = Results(config, records)
     if workdir:
       for rec in records:
-        workdir_lib.save_record(workdir, rec)
+        stored.save_record(workdir, rec)
       order = list(dict.fromkeys(workdir_lib.stored_labels(workdir) + labels))
-      outputs.write_outputs(Results(config, workdir_lib.load_records(workdir, order)),
-                            workdir)
+      outputs.write_outputs(Results(config, stored.load_records(workdir, order,
+                                                                reported=left_out)), workdir)
     return results
 
-  workers = parallel.worker_count(config, len(labels) * len(seeds))
+  workers = parallel.worker_count(config, len(jobs))
   if workers > 1:
-    return parallel.run_in_workers(config, labels, seeds, workdir, stop_after_round,
-                                   progress, workers, records, finish)
-  with StopRequest() as stop:
-    for label in labels:
-      for seed in seeds:
-        ds = _data_seed(config, seed)
-        try:
-          rec = run_one(config, label, seed, data_cache[ds], workdir, stop_after_round,
-                        progress, stop=lambda: stop.requested)
-        except FloatingPointError as e:
-          records.append(e.record)
-          finish()
-          raise
-        records.append(rec)
-        if stop.requested:
-          results = finish()
-          done = rec.round_rows[-1]["round"] if rec.round_rows else 0
-          where = (f"rerun the same command with --workdir={workdir} to resume"
-                   if workdir else "no --workdir was given, so nothing was kept")
-          raise RunInterrupted(f"interrupted: {label} seed {seed} stopped after round "
-                               f"{done} of {config.rounds}; {where}", results)
+    return parallel.run_in_workers(config, jobs, workdir, stop_after_round, progress,
+                                   workers, records, finish)
+  with signals.Signals(graceful=True) as stop:
+    for label, seed in jobs:
+      try:
+        rec = run_one(config, label, seed, data_cache[_data_seed(config, seed)], workdir,
+                      stop_after_round, progress, stop=lambda: stop.requested is not None)
+      except FloatingPointError as e:
+        records.append(e.record)
+        finish()
+        raise
+      except DiskFullError:
+        parallel.finish_if_space(finish, records)
+        raise
+      records.append(rec)
+      if stop.requested is not None:
+        results = finish()
+        done = rec.round_rows[-1]["round"] if rec.round_rows else 0
+        raise RunInterrupted(f"interrupted: {label} seed {seed} stopped after round "
+                             f"{done} of {config.rounds} ({signals.name(stop.requested)}); "
+                             f"{resume_hint(workdir)}", results, stop.requested)
   return finish()
+
+
+from fedfrac.runner.many import run_many  # noqa: E402,F401  (after what it uses)

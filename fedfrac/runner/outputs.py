@@ -4,12 +4,13 @@ accuracy.png and ranking.png (:mod:`fedfrac.runner.overview`) and, optionally,
 TensorBoard events (:mod:`fedfrac.runner.tensorboard`).
 
 Every metrics row carries a ``status`` column: ``ok``, ``partial`` for a run
-stopped before its last round (``--stop_after_round``, Ctrl-C), or ``diverged``
-for a run whose metrics stopped being finite; such a run's rows end at its last finite
-evaluation (one diverged at its first evaluation writes one row with method,
-algorithm, seed and round only). No metrics file holds a NaN: a value that is not a number (e.g. a
-diagnostic undefined for an empty cohort) is an empty CSV cell and a JSON
-``null``; JSON files also write ±inf as ``null`` (strict JSON).
+stopped before its last round (``--stop_after_round``, Ctrl-C, SIGTERM), or
+``diverged at round r`` for a run whose metrics stopped being finite at round r;
+such a run's rows end at its last finite evaluation (one diverged at its first
+evaluation writes one row with method, algorithm, seed and round only). No
+metrics file holds a NaN: a value that is not a number (e.g. a diagnostic
+undefined for an empty cohort) is an empty CSV cell and a JSON ``null``; JSON
+files also write ±inf as ``null`` (strict JSON).
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import math
 import os
 import numpy as np
 
-from fedfrac.runner.checkpoint import atomic_write, json_default
+from fedfrac.runner import written
+from fedfrac.runner.checkpoint import atomic_write, disk_full_as_error, json_default
 from fedfrac.runner.overview import results_figures
 from fedfrac.runner.records import FIRST_COLUMNS, Results
 
@@ -73,7 +75,7 @@ def written_rows(results: Results, rounds: bool = False):
   (the column after method, algorithm, seed, round)."""
   out = []
   for rec in results.records:
-    status = "diverged" if rec.diverged else rec.status
+    status = rec.status      # "diverged at round r" names the round it diverged at
     all_rows = rec.round_rows if rounds else rec.rows
     rows = rec.finite_rows(all_rows)
     if not rows and all_rows:
@@ -86,7 +88,15 @@ def written_rows(results: Results, rounds: bool = False):
 
 def write_outputs(results: Results, workdir: str):
   """metrics.csv/jsonl, rounds.csv, summary.json/md and plots, each written
-  atomically; TensorBoard events too with ``config.log.tensorboard``."""
+  atomically; TensorBoard events too with ``config.log.tensorboard``. Each
+  is listed in the workdir's ``written.json`` first; a full disk raises
+  :class:`fedfrac.runner.checkpoint.DiskFullError` (one line)."""
+  log_cfg = results.config.get("log", None)
+  tensorboard_on = log_cfg is not None and log_cfg.get("tensorboard", False)
+  from fedfrac.runner import tensorboard
+  written.register(workdir, files=written.RESULT_FILES, runs=[
+      f"tensorboard/{written.label_dir(r.method)}/seed_{r.seed}" for r in results.records
+      if tensorboard_on])
   rows = written_rows(results)
   atomic_write(os.path.join(workdir, "metrics.csv"), csv_text(rows))
   atomic_write(os.path.join(workdir, "metrics.jsonl"),
@@ -95,8 +105,8 @@ def write_outputs(results: Results, workdir: str):
                csv_text(written_rows(results, rounds=True)))
   atomic_write(os.path.join(workdir, "summary.json"), _json(results.summary(), indent=2))
   atomic_write(os.path.join(workdir, "summary.md"), results.table() + "\n")
-  results_figures(results).save(workdir)
-  log_cfg = results.config.get("log", None)
-  if log_cfg is not None and log_cfg.get("tensorboard", False):
-    from fedfrac.runner import tensorboard
-    tensorboard.write_events(results, workdir)
+  with disk_full_as_error(os.path.join(workdir, "accuracy.png"), [2**21]):
+    results_figures(results).save(workdir)   # two plots, each well under 1 MiB
+  if tensorboard_on:
+    with disk_full_as_error(os.path.join(workdir, "tensorboard"), [2**20]):
+      tensorboard.write_events(results, workdir)

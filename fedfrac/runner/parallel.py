@@ -11,7 +11,11 @@ quickstart).
 """
 from __future__ import annotations
 
+import signal
+
 from fedfrac.runner import points as points_lib
+from fedfrac.runner import signals
+from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.log import PointProgress
 
 
@@ -24,54 +28,79 @@ def worker_count(config, num_runs) -> int:
   return max(1, min(workers, num_runs))
 
 
+def finish_if_space(finish, records) -> None:
+  """Write the ``records`` that finished (``finish()``) unless the disk is still
+  full; with none, nothing is written."""
+  if not records:
+    return
+  try:
+    finish()
+  except DiskFullError:
+    pass
+
+
 def job_task(item, emit):
   """:func:`fedfrac.runner.points.work_queue` target: one (method, seed) run in
-  a worker process; emits ``(label, seed, record, divergence message or "")``."""
+  a worker process; emits ``(label, seed, record, divergence message or "")``,
+  or ``(label, seed, None, disk-full message)``. SIGINT / SIGTERM stop the run
+  after its current chunk (checkpointed; the record is ``partial``)."""
   from fedfrac.runner import loop
   config, label, seed, workdir, stop_after_round = item
   fed_data = loop._build_data(config, loop._data_seed(config, seed))
   try:
     rec = loop.run_one(config, label, seed, fed_data, workdir, stop_after_round,
-                       progress=False)
+                       progress=False, stop=signals.stop_requested)
     emit((label, seed, rec, ""))
   except FloatingPointError as e:   # on_divergence="error": re-raised by the parent
     emit((label, seed, e.record, str(e)))
+  except DiskFullError as e:        # raised by the parent in one line
+    emit((label, seed, None, str(e)))
 
 
-def run_in_workers(config, labels, seeds, workdir, stop_after_round, progress, workers,
-                   records, finish):
+def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, records,
+                   finish):
   """``run`` with the (method, seed) runs spread over ``workers`` processes
   (:func:`fedfrac.runner.points.work_queue`, one per CPU core or device): each
   compiles and runs its own programs, so compilation, which is single-threaded
   and dominates short runs, proceeds in parallel. Each run is the same
   computation as in one process; checkpoints and resumption are per run as
-  there. Ctrl-C stops every worker (checkpoints written so far are kept)."""
+  there. Ctrl-C or SIGTERM stops every worker after its current chunk, each
+  writing a checkpoint; the parent then writes the rows so far (a second signal
+  stops them at once)."""
   from fedfrac.runner import loop
-  jobs = [(label, seed) for label in labels for seed in seeds]
   items = [(config, label, seed, workdir, stop_after_round) for label, seed in jobs]
   show = config.progress if progress is None else progress
   bar = PointProgress(show, len(jobs), desc=f"runs on {workers} workers")
-  done, diverged = {}, []
+  done, diverged, full = {}, [], []
 
   def on_message(index, payload):
     label, seed, rec, error = payload
+    if rec is None:
+      full.append(error)
+      return
     done[(label, seed)] = rec
     if error:
       diverged.append((rec, error))
     bar.update(1)
   try:
     points_lib.work_queue(items, "fedfrac.runner.parallel:job_task", workers, on_message,
-                          name="fedfrac-run", pin=False)
-  except KeyboardInterrupt:
+                          name="fedfrac-run", pin=False, graceful=True)
+  except KeyboardInterrupt as e:
+    signum = getattr(e, "signum", signal.SIGINT)
     records.extend(done[j] for j in jobs if j in done)
     results = finish()
-    where = (f"rerun the same command with --workdir={workdir} to resume"
-             if workdir else "no --workdir was given, so nothing was kept")
-    raise loop.RunInterrupted(f"interrupted: {len(done)} of {len(jobs)} runs "
-                              f"finished; {where}", results) from None
+    finished = sum(r.status != "partial" for r in done.values())
+    stopped = len(done) - finished
+    part = f", {stopped} stopped after a chunk and checkpointed" if stopped else ""
+    raise loop.RunInterrupted(f"interrupted: {finished} of {len(jobs)} runs finished{part} "
+                              f"({signals.name(signum)}); {loop.resume_hint(workdir)}",
+                              results, signum) from None
   finally:
     bar.close()
-  records.extend(done[j] for j in jobs)
+  records.extend(done[j] for j in jobs if j in done)
+  if full:
+    finish_if_space(finish, records)
+    raise DiskFullError(full[0])
   results = finish()
   if diverged:
     rec, message = diverged[0]

@@ -4,7 +4,9 @@ A sweep is a set of *points* (one run: e.g. one method, config point, grid value
 and seed). Each point has an id (a hash of what defines it, :func:`point_id`)
 and, once finished, one JSON file ``<directory>/points/<id>.json`` written to a
 temporary name and renamed (:class:`PointStore`), so a killed sweep loses at
-most the batches that were running and a rerun skips every finished point.
+most the batches that were running and a rerun skips every finished point. Each
+point file is sealed with its SHA-256 (:mod:`fedfrac.runner.sealed`); one that is
+truncated, edited or otherwise damaged is reported in one line and run again.
 The directory's ``sweep.json`` holds the sweep's *fingerprint* (what every
 point depends on besides its own id: the base config, the metrics, the code
 version...); a rerun whose fingerprint differs refuses to mix its points with
@@ -17,7 +19,9 @@ that takes ``spec`` and yields ``(point id, record)`` pairs as its runs finish.
 a work queue over worker processes, one per local device (:func:`local_workers`:
 one per GPU, one per TPU chip, or one per CPU core on a CPU host, each process
 pinned to its device or core), so a sweep fills the machine. Workers write their
-points themselves, so finished points survive a killed parent.
+points themselves, so finished points survive a killed parent. SIGINT and
+SIGTERM stop a sweep at once (:mod:`fedfrac.runner.signals`): the points
+finished so far are kept and the workers are stopped.
 """
 from __future__ import annotations
 
@@ -28,12 +32,14 @@ import json
 import os
 import queue
 import shutil
-import subprocess
+import sys
 import time
 import traceback
 from typing import Any, Callable, Iterable, Optional
 
-from fedfrac.runner.checkpoint import json_default
+from fedfrac.runner import sealed, signals
+from fedfrac.runner.checkpoint import DiskFullError, atomic_write, json_default
+from fedfrac.runner.local_devices import local_workers, worker_memory_bytes  # noqa: F401
 
 MANIFEST = "sweep.json"
 POINTS = "points"
@@ -87,8 +93,19 @@ class PointStore:
     self.hash = digest(fingerprint)
     manifest = os.path.join(self.directory, MANIFEST)
     if os.path.exists(manifest):
-      with open(manifest) as f:
-        old = json.load(f)
+      try:
+        with open(manifest) as f:
+          old = json.load(f)
+        if not isinstance(old, dict):
+          raise ValueError("not a JSON object")
+      except (OSError, ValueError) as e:
+        why = "truncated or not JSON" if isinstance(e, ValueError) else e.strerror
+        if not overwrite:
+          raise SweepMismatch(
+              f"point directory {self.directory!r}: {MANIFEST} is unreadable ({why}); "
+              f"use a new directory, or pass overwrite (--overwrite) to delete its "
+              f"points") from None
+        old = {}
       if old.get("hash") != self.hash:
         if not overwrite:
           differing = sorted(k for k in set(old.get("fingerprint", {})) | set(fingerprint)
@@ -105,97 +122,56 @@ class PointStore:
 
   @staticmethod
   def _write(path, obj):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-      json.dump(obj, f, default=json_default)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(obj, default=json_default))
 
   def path(self, pid: str) -> str:
     return os.path.join(self.points_dir, f"{pid}.json")
 
+  def _check(self, pid: str) -> dict:
+    """The verified saved point ``pid`` (:class:`sealed.Damaged` when it is not)."""
+    saved = sealed.read(self.path(pid))
+    if saved.get("id") != pid or "record" not in saved:
+      raise sealed.Damaged("not this point's file")
+    if saved.get("sweep") != self.hash:
+      raise sealed.Damaged("a point of a different sweep")
+    return saved
+
   def done(self) -> set:
-    """Ids of the finished points."""
-    return {name[:-5] for name in os.listdir(self.points_dir) if name.endswith(".json")}
+    """Ids of the finished points whose files verify. Damaged ones (truncated,
+    edited, of another sweep) are not done: they are named in one line on
+    stderr and run again (their file is replaced when they finish)."""
+    ids, damaged = set(), {}
+    for name in sorted(os.listdir(self.points_dir)):
+      if not name.endswith(".json"):   # e.g. <id>.json.tmp<pid>: a write cut short
+        continue
+      pid = name[:-5]
+      try:
+        self._check(pid)
+        ids.add(pid)
+      except (OSError, sealed.Damaged) as e:
+        reason = str(e) if isinstance(e, sealed.Damaged) else (e.strerror or "unreadable")
+        damaged.setdefault(reason, []).append(name)
+    if damaged:
+      n = sum(len(v) for v in damaged.values())
+      why = "; ".join(f"{len(v)} {r}: {', '.join(v[:3])}{', ...' if len(v) > 3 else ''}"
+                      for r, v in damaged.items())
+      print(f"sweep points in {self.points_dir}: {n} failed verification ({why}); "
+            f"running {'it' if n == 1 else 'them'} again", file=sys.stderr)
+    return ids
 
   def write(self, pid: str, record: dict):
-    """Write point ``pid`` atomically (temporary file, then rename)."""
-    self._write(self.path(pid), {"id": pid, "sweep": self.hash, "record": record})
+    """Write point ``pid`` sealed and atomically (temporary file, then rename)."""
+    sealed.write(self.path(pid), {"id": pid, "sweep": self.hash, "record": record})
 
   def load(self, pid: str) -> dict:
-    with open(self.path(pid)) as f:
-      saved = json.load(f)
-    if saved.get("sweep") != self.hash:
-      raise SweepMismatch(f"point file {self.path(pid)!r} belongs to a different sweep")
-    return saved["record"]
-
-
-# --------------------------------------------------------------------- devices
-
-
-def _gpu_count() -> int:
-  if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-    return len([d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()])
-  if shutil.which("nvidia-smi") is None:
-    return 0
-  try:
-    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
-  except (OSError, subprocess.SubprocessError):
-    return 0
-  return sum(line.startswith("GPU ") for line in out.stdout.splitlines())
-
-
-def _tpu_count() -> int:
-  return len([d for d in os.listdir("/dev") if d.startswith("accel")]) if os.path.isdir(
-      "/dev") else 0
-
-
-def _cpu_cores() -> list:
-  try:
-    return sorted(os.sched_getaffinity(0))
-  except AttributeError:
-    return list(range(os.cpu_count() or 1))
-
-
-def local_workers(platform: Optional[str] = None) -> list:
-  """One environment per worker process: ``[(kind, env updates)]``.
-
-  Found without initialising JAX in this process (so a GPU parent does not
-  reserve device memory its workers need): ``JAX_PLATFORMS=cpu`` or no
-  accelerator -> one worker per usable CPU core (``cpu``, pinned with
-  ``sched_setaffinity``, one XLA CPU device each); NVIDIA GPUs (``nvidia-smi``)
-  -> one per GPU (``CUDA_VISIBLE_DEVICES``); TPU chips (``/dev/accel*``) -> one
-  per chip (``TPU_VISIBLE_CHIPS``, one-chip process bounds).
-  """
-  platform = platform or os.environ.get("JAX_PLATFORMS", "").split(",")[0].strip()
-  if platform in ("", "cuda", "gpu"):
-    n = _gpu_count()
-    if n:
-      return [("gpu", {"CUDA_VISIBLE_DEVICES": str(i)}) for i in range(n)]
-  if platform in ("", "tpu"):
-    n = _tpu_count()
-    if n:
-      return [("tpu", {"TPU_VISIBLE_CHIPS": str(i), "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
-                       "TPU_PROCESS_BOUNDS": "1,1,1"}) for i in range(n)]
-  flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split()
-                   if not f.startswith("--xla_force_host_platform_device_count"))
-  return [("cpu", {"JAX_PLATFORMS": "cpu", "FEDFRAC_CPU_CORE": str(core),
-                   "XLA_FLAGS": (flags + " --xla_force_host_platform_device_count=1").strip()})
-          for core in _cpu_cores()]
-
-
-def worker_memory_bytes(num_workers: int = 1) -> int:
-  """Memory one worker may fill: its accelerator's ``bytes_limit``, or on a CPU
-  host the physical memory divided among ``num_workers`` workers."""
-  import jax
-  stats = None
-  try:
-    stats = jax.local_devices()[0].memory_stats()
-  except Exception:   # backends without memory statistics
-    stats = None
-  if stats and stats.get("bytes_limit"):
-    return int(stats["bytes_limit"])
-  total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-  return int(total // max(1, num_workers))
+    """The verified record of point ``pid``; :class:`SweepMismatch` (one line)
+    when its file is missing or fails verification."""
+    try:
+      return self._check(pid)["record"]
+    except (OSError, sealed.Damaged) as e:
+      reason = str(e) if isinstance(e, sealed.Damaged) else (e.strerror or "unreadable")
+      raise SweepMismatch(f"point file {self.path(pid)!r} failed verification "
+                          f"({reason}); rerun the same command to run it again") from None
 
 
 # ---------------------------------------------------------------------- running
@@ -221,28 +197,38 @@ def _pin_to_core():
     os.sched_setaffinity(0, {int(core)})
 
 
-def _queue_worker(target, tasks, results):
+def _queue_worker(target, tasks, results, graceful=False):
   """A worker process: pin to its CPU core (if given one), then run
   ``target(item, emit)`` on items until a ``None``; ``emit(payload)`` sends a
-  message to the parent."""
+  message to the parent. ``graceful``: SIGINT / SIGTERM ask the current item
+  to stop at its next safe point (:func:`fedfrac.runner.signals.stop_requested`),
+  and no further item is started."""
+  if graceful:
+    signals.install_in_worker()
   _pin_to_core()
   function = resolve(target)
   while True:
     task = tasks.get()
-    if task is None:
+    if task is None or signals.stop_requested():
       return
     index, item = task
     try:
       function(item, lambda payload, i=index: results.put(("message", i, payload)))
       results.put(("done", index, None))
+    except DiskFullError as e:   # one line, raised again by the parent
+      results.put(("full", index, str(e)))
+      return
     except BaseException:   # reported to the parent, which stops the queue
       results.put(("error", index, traceback.format_exc()))
+      return
+    if signals.stop_requested():
       return
 
 
 def work_queue(items: list, target: str, workers: int,
                on_message: Callable[[int, Any], None], order: Optional[list] = None,
-               name: str = "fedfrac-worker", pin: bool = True) -> int:
+               name: str = "fedfrac-worker", pin: bool = True,
+               graceful: bool = False) -> int:
   """Run ``resolve(target)(item, emit)`` for every item in ``workers`` spawned
   processes, one per local device (:func:`local_workers`; more workers than
   devices share them), items taken from one queue in ``order``. ``pin=False``
@@ -252,8 +238,17 @@ def work_queue(items: list, target: str, workers: int,
   ``emit(payload)`` in a worker calls ``on_message(item index, payload)`` in
   this process (payloads must be picklable). Returns the number of workers.
   Raises RuntimeError when an item fails (its traceback in the message) or
-  every worker died; the other workers are then stopped. Their own side
-  effects (files written) are kept.
+  every worker died, :class:`DiskFullError` when an item found the disk full;
+  the other workers are then stopped. Their own side effects (files written)
+  are kept.
+
+  SIGINT / SIGTERM (:mod:`fedfrac.runner.signals`) raise
+  :class:`~fedfrac.runner.signals.Interrupted`. ``graceful=False``: at once,
+  the workers are stopped. ``graceful=True``: each worker is asked to stop its
+  item at the next safe point (``target`` passes
+  :func:`~fedfrac.runner.signals.stop_requested` on, e.g. to stop after a
+  chunk), its messages are taken, then it is raised; a second signal stops the
+  workers at once.
   """
   import multiprocessing as mp
   order = list(range(len(items))) if order is None else list(order)
@@ -272,8 +267,8 @@ def work_queue(items: list, target: str, workers: int,
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)    # a spawned child starts with this environment
     try:
-      p = ctx.Process(target=_queue_worker, args=(target, tasks, results), daemon=True,
-                      name=f"{name}-{kind}{w}")
+      p = ctx.Process(target=_queue_worker, args=(target, tasks, results, graceful),
+                      daemon=True, name=f"{name}-{kind}{w}")
       p.start()
     finally:
       for k, v in saved.items():
@@ -283,25 +278,42 @@ def work_queue(items: list, target: str, workers: int,
           os.environ[k] = v
     procs.append(p)
   remaining = set(order)
+  at_once = False
   try:
-    while remaining:
-      try:
-        kind, index, payload = results.get(timeout=5.0)
-      except queue.Empty:
-        if not any(p.is_alive() for p in procs):
-          raise RuntimeError(f"every worker exited with {len(remaining)} tasks left "
-                             "(killed, or out of memory?)") from None
-        continue
-      if kind == "message":
-        on_message(index, payload)
-      elif kind == "done":
-        remaining.discard(index)
-      else:
-        raise RuntimeError(f"task {index} failed in a worker:\n{payload}")
+    with signals.Signals(graceful=graceful) as stop:
+      asked = False
+      while remaining:
+        if stop.requested is not None and not asked:
+          for p in procs:      # SIGTERM: each stops its item at the next safe point
+            if p.is_alive():
+              p.terminate()
+          asked = True
+        try:
+          kind, index, payload = results.get(timeout=0.5 if asked else 5.0)
+        except queue.Empty:
+          if not any(p.is_alive() for p in procs):
+            if asked:
+              break
+            raise RuntimeError(f"every worker exited with {len(remaining)} tasks left "
+                               "(killed, or out of memory?)") from None
+          continue
+        if kind == "message":
+          on_message(index, payload)
+        elif kind == "done":
+          remaining.discard(index)
+        elif kind == "full":
+          raise DiskFullError(payload)
+        else:
+          raise RuntimeError(f"task {index} failed in a worker:\n{payload}")
+      if stop.requested is not None:   # even if the last items finished meanwhile
+        raise signals.Interrupted(stop.requested)
+  except signals.Interrupted:
+    at_once = graceful   # a second signal: graceful workers ignore SIGTERM now
+    raise
   finally:
     for p in procs:
       if remaining:       # a failure or an interrupt: stop the others
-        p.terminate()
+        p.kill() if at_once else p.terminate()
       p.join()            # reaped, so their CPU time counts in RUSAGE_CHILDREN
   return n
 
@@ -329,6 +341,8 @@ def execute(batches: list, store: PointStore, workers: Optional[int] = None,
   Raises:
     RuntimeError: a batch failed (its traceback in the message); the other
       workers are stopped and their finished points kept.
+    fedfrac.runner.signals.Interrupted: SIGINT or SIGTERM; the batches running
+      are abandoned, the finished points kept, the workers stopped.
   """
   on_point = on_point or (lambda pid: None)
   order = sorted(range(len(batches)), key=lambda i: -batches[i].cost)
@@ -337,9 +351,10 @@ def execute(batches: list, store: PointStore, workers: Optional[int] = None,
   n = max(1, min(n, len(batches))) if batches else 1
   t0 = time.perf_counter()
   if n <= 1 or len(batches) <= 1:
-    for i in order:
-      for pid in _run_batch(batches[i], store):
-        on_point(pid)
+    with signals.Signals(graceful=False):   # SIGTERM stops at once, like Ctrl-C
+      for i in order:
+        for pid in _run_batch(batches[i], store):
+          on_point(pid)
     return {"workers": 1, "wall_s": time.perf_counter() - t0}
   items = [(dict(store.__dict__), b) for b in batches]
   try:

@@ -41,8 +41,12 @@ def _difference(final, reference, accuracy: bool) -> str:
   return f"{100 * d:+.2f} pp" if accuracy else f"{d:+.4g}"
 
 
-def _status(final) -> str:
-  text = ", ".join(final.statuses)
+def _status(final, seeds, rounds: int) -> str:
+  # A run kept in the workdir from a command of another length says so.
+  statuses = sorted({e["status"] if e["status"] != "ok" or n == rounds
+                     else f"ok ({n} rounds)"
+                     for e, n in ((e, e.get("rounds_done", rounds)) for e in seeds)})
+  text = ", ".join(statuses or final.statuses)
   if final.algorithm in catalog.STAND_INS:
     text += ", stand-in"
   return text
@@ -72,7 +76,8 @@ def format_table(summary, config) -> str:
     cells = [final.label, catalog.family(final.algorithm).key,
              _fmt(m["mean"].get(metric)), _difference(final, reference, classification),
              _fmt(second), _rounds_to_target(m["seeds"].values()),
-             f"{m['mean']['wall_s']['mean']:.1f}", _status(final)]
+             f"{m['mean']['wall_s']['mean']:.1f}",
+             _status(final, m["seeds"].values(), config.rounds)]
     lines.append("| " + " | ".join(cells) + " |")
   stand_ins = [f.label for f in finals if f.algorithm in catalog.STAND_INS]
   if stand_ins:

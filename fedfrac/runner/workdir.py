@@ -11,31 +11,45 @@ is ``rounds``: finished runs may be extended (resuming from their last
 checkpoint), and each run's rows say how far it went.
 
 A rerun whose fingerprint differs stops before any compute with one line naming
-the keys that differ, unless ``overwrite`` clears the workdir's results first.
+the keys that differ, unless ``overwrite`` clears the workdir's results first:
+``overwrite=True`` (``--overwrite``) everything fedfrac wrote there, a label or
+labels (``--overwrite=fedavg``) only those methods' runs, records, checkpoints
+and fingerprint entries (the other methods' results are kept; the settings shared
+by all methods must then be unchanged). Only files fedfrac wrote are removed
+(:mod:`fedfrac.runner.written`); files of one's own in the way are named and
+nothing is deleted.
+
 Methods and seeds not run before are added; every run's record is kept in
-``runs/<method>/seed_<s>.json``, so metrics and summaries cover every method and
-seed ever run in the workdir, not only the last command's.
+``runs/<method>/seed_<s>.json`` (sealed and verified, :mod:`fedfrac.runner.stored`),
+so metrics and summaries cover every method and seed ever run in the workdir,
+not only the last command's.
+
+A run is never reported at a length it was not run for: asking for fewer rounds
+than a run of the workdir already ran is refused before compute, in one line.
+Its shorter prefix is not a shorter run in general (a cosine learning-rate
+schedule, FibFL++'s warm-up and anything else that depends on ``rounds`` differ),
+so ``--config.rounds`` must be at least what ran, or ``--overwrite=<method>``
+reruns that method at the shorter length.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 
 from fedfrac import algorithms
 from fedfrac import config as config_lib
 from fedfrac.config import ConfigError
+from fedfrac.runner import sealed, stored, written
 from fedfrac.runner.checkpoint import atomic_write, json_default
-from fedfrac.runner.records import RunRecord
+from fedfrac.runner.stored import load_records, save_record  # noqa: F401  (re-exported)
 
-FINGERPRINT_FILE = "experiment.json"
+FINGERPRINT_FILE = written.FINGERPRINT
 OUTPUT_KEYS = ("name", "progress", "eval_every", "checkpoint_every", "target_accuracy",
                "target_rmse", "log", "only", "seeds", "on_divergence", "rounds",
                "methods", "engine.cpu_devices", "workers")
-# Everything a run writes into its workdir (what ``overwrite`` removes).
-WORKDIR_ITEMS = (FINGERPRINT_FILE, "config.json", "metrics.csv", "metrics.jsonl",
-                 "rounds.csv", "summary.json", "summary.md", "accuracy.png",
-                 "ranking.png", "checkpoints", "runs", "tensorboard")
+# Everything a run writes into its workdir (``overwrite`` removes what of it
+# fedfrac wrote, :mod:`fedfrac.runner.written`).
+WORKDIR_ITEMS = written.TOP_FILES + written.TREES
 
 
 def _plain(value):
@@ -90,6 +104,13 @@ def _differences(old: dict, new: dict, prefix=""):
   return out
 
 
+def check_name(workdir) -> None:
+  """An empty ``--workdir=`` is refused (one line): it would keep nothing."""
+  if workdir is not None and not str(workdir).strip():
+    raise ConfigError(f"--workdir={workdir!r} is empty: give a directory, or leave "
+                      f"--workdir out to keep nothing")
+
+
 def check_writable(workdir) -> None:
   """Create ``workdir`` and check a file can be written in it (one-line error)."""
   try:
@@ -104,98 +125,136 @@ def check_writable(workdir) -> None:
 
 
 def clear(workdir) -> None:
-  """Remove every result and checkpoint a run wrote in ``workdir`` (only those)."""
-  for item in WORKDIR_ITEMS:
-    path = os.path.join(workdir, item)
-    if os.path.isdir(path) and not os.path.islink(path):
-      shutil.rmtree(path)
-    elif os.path.lexists(path):
-      os.remove(path)
+  """Remove every result and checkpoint fedfrac wrote in ``workdir`` (only
+  those; refuses, naming them, when files of one's own are in the way)."""
+  written.remove(workdir)
 
 
-def prepare(config, workdir, overwrite=False) -> None:
+def overwrite_labels(config, workdir, overwrite):
+  """``None`` (keep everything), ``"all"``, or the tuple of method labels whose
+  runs ``overwrite`` restarts (``True`` / ``"all"``: every method; a label, a
+  comma-separated string or a sequence of labels: those)."""
+  if overwrite is None or overwrite is False:
+    return None
+  if overwrite is True or overwrite == "all":
+    return "all"
+  names = overwrite.split(",") if isinstance(overwrite, str) else list(overwrite)
+  labels = tuple(dict.fromkeys(str(n).strip() for n in names if str(n).strip()))
+  known = list(dict.fromkeys(list(config.methods) + kept_labels(workdir)))
+  unknown = [l for l in labels if l not in known]
+  if not labels or unknown:
+    shown = unknown[0] if unknown else overwrite
+    raise ConfigError(f"--overwrite={shown}: no such method in the config or the "
+                      f"workdir (methods: {', '.join(known)}); give --overwrite alone "
+                      f"to start afresh")
+  return labels
+
+
+def _read_fingerprint(workdir, path, advice):
+  try:
+    old = sealed.read(path, legacy=True)
+    return old, old["shared"], old["methods"], int(old["rounds"])
+  except (OSError, sealed.Damaged, KeyError, TypeError, ValueError) as e:
+    why = f" ({e})" if isinstance(e, sealed.Damaged) else ""
+    raise ConfigError(f"--workdir={workdir}: {FINGERPRINT_FILE} is unreadable{why}; "
+                      f"{advice}") from None
+
+
+def check_lengths(config, workdir, runs, skip=()) -> None:
+  """Refuse (one line) when a run of ``runs`` [(label, seed)] already ran more
+  rounds than ``config.rounds`` (grid runs ``label[option=value]`` included)."""
+  for label, seed in runs:
+    if label in skip:
+      continue
+    names = [label] + [n for n in kept_labels(workdir) if n.startswith(label + "[")]
+    for name in names:
+      done = stored.stored_rounds(workdir, name, seed)
+      if done > config.rounds:
+        raise ConfigError(
+            f"--workdir={workdir}: {name} seed {seed} already ran {done} rounds, more "
+            f"than config.rounds={config.rounds} (its first {config.rounds} are not a "
+            f"{config.rounds}-round run when anything depends on the length); give "
+            f"--config.rounds={done} to report it, another --workdir, or "
+            f"--overwrite={label} to run it again for {config.rounds} rounds")
+
+
+def prepare(config, workdir, overwrite=False, runs=()) -> None:
   """Make ``workdir`` ready for ``config``, before any compute.
 
-  Checks it is writable; with ``overwrite`` clears earlier results; otherwise
+  Checks it is writable; with ``overwrite`` (see :func:`overwrite_labels`)
+  clears earlier results of every method or of the named ones; otherwise
   compares the stored fingerprint and raises :class:`ConfigError` (one line
-  naming the keys that differ) on a mismatch. Then stores the merged fingerprint
-  and the resolved ``config.json``.
+  naming the keys that differ) on a mismatch; refuses a run of ``runs``
+  [(label, seed)] that already ran more than ``config.rounds``. Then stores
+  the merged fingerprint and the resolved ``config.json``.
   """
+  check_name(workdir)
   check_writable(workdir)
-  if overwrite:
-    clear(workdir)
+  mode = overwrite_labels(config, workdir, overwrite)
+  if mode == "all":
+    written.remove(workdir)
+  restart = () if mode in (None, "all") else mode
   new = fingerprint(config)
   path = os.path.join(workdir, FINGERPRINT_FILE)
   if os.path.exists(path):
-    try:
-      with open(path) as f:
-        old = json.load(f)
-      old_shared, old_methods = old["shared"], old["methods"]
-      new["rounds"] = max(int(old["rounds"]), new["rounds"])
-    except (OSError, ValueError, KeyError, TypeError):
-      raise ConfigError(f"--workdir={workdir}: {FINGERPRINT_FILE} is unreadable; "
-                        f"give --overwrite to start afresh") from None
+    advice = ("give --overwrite to start afresh" if not restart else
+              "give --overwrite (every method) to start afresh")
+    old, old_shared, all_old, old_rounds = _read_fingerprint(workdir, path, advice)
+    old_methods = {k: v for k, v in all_old.items() if k not in restart}
+    new["rounds"] = max(old_rounds, new["rounds"])
     diffs = _differences(old_shared, new["shared"])
+    shared_differs = bool(diffs)
+    differing = []
     for label, entry in new["methods"].items():
       if label in old_methods and old_methods[label] != entry:
+        differing.append(label)
         diffs += _differences(_flatten(old_methods[label]), _flatten(entry),
                               f"methods.{label}.")
     if diffs:
       shown = "; ".join(diffs[:6]) + ("; ..." if len(diffs) > 6 else "")
+      if restart:
+        fix = (f"--overwrite to start afresh (--overwrite={','.join(restart)} keeps the "
+               f"other methods' results, so what they share must not change)")
+      elif shared_differs:
+        fix = "--overwrite to start afresh"
+      else:
+        fix = (f"--overwrite={','.join(differing)} to restart only "
+               f"{'that method' if len(differing) == 1 else 'those methods'}")
       raise ConfigError(f"--workdir={workdir} holds results of a different config "
-                        f"({shown}); use another --workdir, or --overwrite to start "
-                        f"afresh")
-    new["methods"] = {**old_methods, **new["methods"]}
+                        f"({shown}); use another --workdir, or {fix}")
+    # Methods keep the order they were first run in (a restarted one its place).
+    merged = {**old_methods, **new["methods"]}
+    new["methods"] = {k: merged[k] for k in list(all_old) + list(merged) if k in merged}
   elif any(os.path.exists(os.path.join(workdir, item))
            for item in ("checkpoints", "metrics.csv", "runs")):
     raise ConfigError(f"--workdir={workdir} holds results without {FINGERPRINT_FILE} "
                       f"(an unknown config); use another --workdir, or --overwrite to "
                       f"start afresh")
-  atomic_write(path, json.dumps(new, indent=2, default=json_default))
+  check_lengths(config, workdir, runs, skip=restart)
+  if restart:
+    written.remove(workdir, restart)
+  written.register(workdir, files=[FINGERPRINT_FILE, "config.json"])
+  sealed.write(path, new, indent=2)
   atomic_write(os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2))
 
 
-def _record_path(workdir, label, seed):
-  return os.path.join(workdir, "runs", label.replace(os.sep, "_"), f"seed_{seed}.json")
-
-
-def save_record(workdir, record: RunRecord) -> None:
-  """Keep ``record`` (without per-client arrays) as the workdir's result of its
-  method and seed."""
-  path = _record_path(workdir, record.method, record.seed)
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  data = {"method": record.method, "algorithm": record.algorithm, "seed": record.seed,
-          "rows": record.rows, "round_rows": record.round_rows, "status": record.status,
-          "compile_s": record.compile_s, "wall_s": record.wall_s,
-          "nonfinite_allowed": list(record.nonfinite_allowed)}
-  atomic_write(path, json.dumps(data, default=json_default))
-
-
-def load_records(workdir, labels) -> list:
-  """Every kept record of the method ``labels`` (in that order, then by seed)."""
-  records = []
-  for label in labels:
-    d = os.path.dirname(_record_path(workdir, label, 0))
-    if not os.path.isdir(d):
-      continue
-    seeds = sorted(int(n[len("seed_"):-len(".json")]) for n in os.listdir(d)
-                   if n.startswith("seed_") and n.endswith(".json"))
-    for seed in seeds:
-      with open(_record_path(workdir, label, seed)) as f:
-        data = json.load(f)
-      records.append(RunRecord(data["method"], data["algorithm"], data["seed"],
-                               data["rows"], data["round_rows"], data["status"],
-                               data["compile_s"], data["wall_s"], {},
-                               tuple(data["nonfinite_allowed"])))
-  return records
+def can_rerun(config, workdir, label) -> bool:
+  """Whether ``config`` can run ``label`` again as the workdir ran it: the method
+  is in the config with the options the workdir's fingerprint stores."""
+  if label not in config.methods:
+    return False
+  try:
+    entry = sealed.read(os.path.join(workdir, FINGERPRINT_FILE))["methods"].get(label)
+  except (OSError, ValueError, KeyError, TypeError):
+    return False
+  return entry == method_fingerprint(config, label)
 
 
 def stored_labels(workdir) -> list:
   """Method labels in the workdir's fingerprint, in the order first run."""
   try:
-    with open(os.path.join(workdir, FINGERPRINT_FILE)) as f:
-      return list(json.load(f)["methods"])
-  except (OSError, ValueError, KeyError):
+    return list(sealed.read(os.path.join(workdir, FINGERPRINT_FILE), legacy=True)["methods"])
+  except (OSError, ValueError, KeyError, TypeError):
     return []
 
 

@@ -12,7 +12,8 @@ differ in two measured ways:
   the program executes, masked padding included. A vmapped group runs as long as
   its largest client, ``map`` runs each client only its own steps, so vmap
   reports more (e.g. 108 against 98). ``client_steps``, the steps that train, is
-  the same for both.
+  the same for both. A round whose cohort is empty (every sampled client
+  unavailable) trains nobody and counts 0.
 
 * ``vmap``: all S clients at once (one batched program).
 * ``map``: ``lax.map``, one client after another inside the same jit.

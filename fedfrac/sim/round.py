@@ -177,6 +177,7 @@ def run_round(plan: RoundPlan, algorithm, arrays, state: SimState):
                                       jax.random.fold_in(key_t, AVAILABILITY), t)
   ids, mask = churn.sample_cohort(jax.random.fold_in(key_t, SAMPLE), available,
                                   plan.cohort, plan.cohort_perm, plan.cohort_sizes)
+  anyone_sampled = jnp.any(mask)
   client_key = jax.random.fold_in(key_t, CLIENT)
   keys = jax.vmap(lambda i: jax.random.fold_in(client_key, i))(ids)
   payload = algorithm.broadcast(state.server)
@@ -230,7 +231,9 @@ def run_round(plan: RoundPlan, algorithm, arrays, state: SimState):
     server_metrics = {**server_metrics,
                       **algorithm.cohort_metrics(client_metrics, weights, mask)}
   metrics = round_metrics(client_metrics, server_metrics, weights, mask, ids)
-  metrics["executed_steps"] = jnp.asarray(done, jnp.float32)
+  # An empty cohort (every sampled slot unavailable) trains nobody: its masked
+  # work is discarded, so it counts no executed steps.
+  metrics["executed_steps"] = jnp.where(anyone_sampled, jnp.asarray(done, jnp.float32), 0.0)
   if plan.system is not None:
     metrics.update(system_metrics(schedule))
   if byzantine is not None:

@@ -1,8 +1,11 @@
 """Verified checkpoints (fedfrac.runner.checkpoint): named items, one commit
 point, fallback to the previous intact step, pruning with history (issue row 5),
-and a run killed at a random point of a checkpoint write."""
+a run killed at a random point of a checkpoint write, and a disk that fills
+during one (simulated everywhere with ENOSPC; for real on a tiny tmpfs where one
+can be mounted)."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -13,6 +16,7 @@ import numpy as np
 import pytest
 
 import fedfrac as ff
+from fedfrac.runner import checkpoint
 from fedfrac.runner.checkpoint import Checkpointer, CheckpointError
 from tests import helpers
 
@@ -150,3 +154,71 @@ def test_kill_during_a_checkpoint_write_then_rerun_matches(tmp_path):
     assert _strip([got]) == _strip([want]), (kill_at, mode)
     assert json.loads((work / "summary.json").read_text())["methods"]["fedavg"][
         "seeds"]["0"]["status"] == "ok"
+
+
+def _no_space(path, *args, **kwargs):
+  raise OSError(errno.ENOSPC, "No space left on device", path)
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_rerun_resumes(
+    tmp_path, monkeypatch):
+  # Before: an OSError traceback (the rerun did resume).
+  c = helpers.tiny_config(rounds=4, eval_every=1, checkpoint_every=1)
+  full = ff.run(c)
+  calls = [0]
+  real_write = checkpoint.write_file
+
+  def write_file(path, data):
+    calls[0] += 1
+    if calls[0] == 5:       # the second step's history.json
+      _no_space(path)
+    real_write(path, data)
+  monkeypatch.setattr(checkpoint, "write_file", write_file)
+  with pytest.raises(checkpoint.DiskFullError) as e:
+    ff.run(c, workdir=str(tmp_path))
+  run_dir = tmp_path / "checkpoints" / "fedavg" / "seed_0"
+  message = str(e.value)
+  assert message.startswith(f"no space left on the device to write {run_dir}/step_2 (")
+  assert " KiB needed" in message and "\n" not in message
+  assert sorted(os.listdir(run_dir)) == ["step_1"]    # no half-written step left
+  monkeypatch.undo()
+  resumed = ff.run(c, workdir=str(tmp_path))
+  assert _strip(resumed.records[0].rows) == _strip(full.records[0].rows)
+
+
+def test_a_full_disk_during_a_file_write_keeps_the_old_file(tmp_path, monkeypatch):
+  path = tmp_path / "summary.md"
+  path.write_text("old")
+  monkeypatch.setattr(checkpoint, "open", _no_space, raising=False)
+  with pytest.raises(checkpoint.DiskFullError, match=r"to write .*summary.md \(\d+ KiB needed"):
+    checkpoint.atomic_write(str(path), "new" * 100)
+  monkeypatch.undo()
+  assert path.read_text() == "old" and os.listdir(tmp_path) == ["summary.md"]
+
+
+def test_a_tiny_tmpfs_fills_during_a_checkpoint_one_line_exit_1(tmp_path):
+  """The disk really full: a 64 KiB tmpfs in a private mount namespace (skipped
+  where one cannot be mounted; the ENOSPC tests above cover the path)."""
+  import shutil
+  unshare = shutil.which("unshare")
+  mount_point = tmp_path / "tmpfs"
+  mount_point.mkdir()
+  probe = [unshare, "--user", "--map-root-user", "--mount", "sh", "-c",
+           f"mount -t tmpfs -o size=64k tmpfs {mount_point}"] if unshare else None
+  if not probe or subprocess.run(probe, capture_output=True).returncode != 0:
+    pytest.skip("cannot mount a tmpfs here (needs unshare and user namespaces)")
+  work = mount_point / "w"
+  command = (f"mount -t tmpfs -o size=64k tmpfs {mount_point} && exec {sys.executable} "
+             f"-m fedfrac.main --config=configs/quickstart.py --config.only=fedavg "
+             f"--config.rounds=2 --config.progress=False --config.workers=1 "
+             f"--config.checkpoint_every=1 --config.eval_every=1 "
+             f"--config.data.num_clients=4 '--config.model.hidden=(256,)' --workdir={work}")
+  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
+  out = subprocess.run([unshare, "--user", "--map-root-user", "--mount", "sh", "-c",
+                        command], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=600)
+  lines = [l for l in out.stderr.splitlines() if l.strip()]
+  assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+  assert len(lines) == 1 and lines[0].startswith(f"error: --workdir={work}: no space left "
+                                                 f"on the device to write {work}/"), lines
+  assert "needed" in lines[0] and "rerun the same command to resume" in lines[0]

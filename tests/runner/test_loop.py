@@ -226,6 +226,7 @@ def test_empty_cohort_reports_no_training_metrics():
   assert empty, [r["cohort"] for r in record.round_rows]
   for r in empty:
     assert not [k for k in r if k.startswith("train_")], r
+    assert r["executed_steps"] == 0, r    # nobody trained (before: every masked step)
   assert record.status == "ok"     # absent metrics are not a divergence
 
 

@@ -52,7 +52,9 @@ def test_diverged_run_writes_last_finite_row_with_status_and_no_nan(tmp_path):
   rows = _csv_rows(tmp_path / "metrics.csv")
   assert list(rows[0])[:5] == ["method", "algorithm", "seed", "round", "status"]
   by_method = {m: [r for r in rows if r["method"] == m] for m in ("fedavg", "stable")}
-  assert {r["status"] for r in by_method["fedavg"]} == {"diverged"}
+  # Every row of the diverged run names the round it diverged at.
+  assert {r["status"] for r in by_method["fedavg"]} == {bad.status}
+  assert bad.status.startswith("diverged at round ")
   assert {r["status"] for r in by_method["stable"]} == {"ok"}
   assert len(by_method["stable"]) == 6
   finite = bad.finite_rows()
@@ -67,7 +69,7 @@ def test_diverged_run_writes_last_finite_row_with_status_and_no_nan(tmp_path):
       assert all(v.lower() != "nan" for v in row.values()), (name, row)
   for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
     row = json.loads(line)   # strict JSON: NaN would not parse as a number
-    assert _no_nan_json(row) and row["status"] in ("ok", "diverged")
+    assert _no_nan_json(row) and row["status"] in ("ok", bad.status)
   text = (tmp_path / "summary.json").read_text()
   assert "NaN" not in text and "Infinity" not in text
   assert _no_nan_json(json.loads(text))
@@ -85,8 +87,11 @@ def test_written_rows_end_at_last_finite_row():
                             [_row(1, 0.5, 1.0), _row(2, 0.4, 3.0),
                              _row(3, 0.1, float("inf"))], [], "diverged at round 3")
   rows = outputs.written_rows(ff.Results(None, [ok, bad]))
+  # The diverged run's rows end at round 2 and carry the round it diverged at (3);
+  # before, they said only "diverged".
   assert [(r["method"], r["round"], r["status"]) for r in rows] == [
-      ("ok", 1, "ok"), ("ok", 2, "ok"), ("m", 1, "diverged"), ("m", 2, "diverged")]
+      ("ok", 1, "ok"), ("ok", 2, "ok"), ("m", 1, "diverged at round 3"),
+      ("m", 2, "diverged at round 3")]
   assert rows[-1]["loss"] == 3.0
 
 

@@ -136,3 +136,166 @@ def test_negative_stop_after_round_is_rejected(tmp_path):
   with pytest.raises(ConfigError, match="stop_after_round=-1: must be an integer >= 1"):
     ff.run(_config(), workdir=str(tmp_path), stop_after_round=-1)
   assert not (tmp_path / "metrics.csv").exists()
+
+
+# ------------------------------------------------------------------ faults
+# --overwrite deletes only what it must, a run is never reported at another
+# length, and every record a table is built from is verified.
+
+
+def _two(**overrides):
+  """fedavg and fedprox, 2 rounds."""
+  c = _config(**overrides)
+  c.methods.fedprox = ml_collections.ConfigDict(dict(name="fedprox"))
+  return c
+
+
+def _tree(root, *parts):
+  """{relative path: bytes} of every file under ``root/parts``."""
+  base = root.joinpath(*parts)
+  return {str(p.relative_to(root)): p.read_bytes() for p in base.rglob("*") if p.is_file()}
+
+
+def _values(path, method):
+  """(round, accuracy, loss) of ``method``'s metrics.csv rows."""
+  return [(r["round"], r["accuracy"], r["loss"]) for r in _metrics(path)
+          if r["method"] == method]
+
+
+@pytest.fixture(scope="module")
+def two_methods(tmp_path_factory):
+  """A workdir holding a finished run of fedavg and one of fedprox."""
+  root = tmp_path_factory.mktemp("two_methods")
+  ff.run(_two(), workdir=str(root))
+  return root
+
+
+def _copy(src, dst):
+  import shutil
+  shutil.copytree(src, dst)
+  return dst
+
+
+def test_damaged_checkpoints_restart_one_method_and_overwrite_keeps_the_others(
+    two_methods, tmp_path, capsys):
+  work = _copy(two_methods, tmp_path / "w")
+  fedprox = {**_tree(work, "runs", "fedprox"), **_tree(work, "checkpoints", "fedprox")}
+  fedavg = _values(work, "fedavg")
+  for npz in (work / "checkpoints" / "fedavg").rglob("state.npz"):
+    npz.write_bytes(npz.read_bytes()[:100])   # every fedavg step damaged
+  c = _two(only="fedavg")
+  capsys.readouterr()
+  ff.run(c, workdir=str(work))     # before: "no intact step; rerun with --overwrite"
+  err = capsys.readouterr().err
+  assert "no intact step" in err and "restarting fedavg seed 0 from round 0" in err, err
+  assert _values(work, "fedavg") == fedavg
+  assert {**_tree(work, "runs", "fedprox"), **_tree(work, "checkpoints", "fedprox")} == fedprox
+  # --overwrite=fedavg restarts fedavg alone; fedprox's files stay byte for byte.
+  ff.run(c, workdir=str(work), overwrite="fedavg")
+  assert {**_tree(work, "runs", "fedprox"), **_tree(work, "checkpoints", "fedprox")} == fedprox
+  assert _values(work, "fedavg") == fedavg and _values(work, "fedprox")
+  with pytest.raises(ConfigError, match="--overwrite=nosuch: no such method"):
+    ff.run(c, workdir=str(work), overwrite="nosuch")
+
+
+def test_overwrite_refuses_foreign_files_then_removes_only_its_own(two_methods, tmp_path):
+  work = _copy(two_methods, tmp_path / "w")
+  (work / "checkpoints" / "other").mkdir()
+  (work / "checkpoints" / "other" / "model.pt").write_text("mine")
+  (work / "runs" / "x").mkdir()
+  (work / "notes.txt").write_text("mine")
+  before = _tree(work)
+  with pytest.raises(ConfigError) as e:   # before: both were deleted
+    ff.run(_config(), workdir=str(work), overwrite=True)
+  assert "checkpoints/other/model.pt, runs/x/" in str(e.value)
+  assert "\n" not in str(e.value)
+  assert _tree(work) == before
+  (work / "checkpoints" / "other" / "model.pt").unlink()
+  (work / "checkpoints" / "other").rmdir()
+  (work / "runs" / "x").rmdir()
+  ff.run(_config(), workdir=str(work), overwrite=True)
+  assert (work / "notes.txt").read_text() == "mine"
+  assert {r["method"] for r in _metrics(work)} == {"fedavg"}   # fedprox was cleared
+
+
+def test_a_run_is_not_reported_at_a_shorter_length(two_methods, tmp_path):
+  work = _copy(two_methods, tmp_path / "w")
+  summary = (work / "summary.json").read_text()
+  # Before: the round-2 accuracy was reported under rounds: 1, with no message.
+  with pytest.raises(ConfigError) as e:
+    ff.run(_two(rounds=1, only="fedavg"), workdir=str(work))
+  assert str(e.value).startswith(f"--workdir={work}: fedavg seed 0 already ran 2 "
+                                 f"rounds, more than config.rounds=1")
+  assert "--overwrite=fedavg" in str(e.value) and "\n" not in str(e.value)
+  assert (work / "summary.json").read_text() == summary
+  ff.run(_two(rounds=1, only="fedavg"), workdir=str(work), overwrite="fedavg")
+  stored = json.loads((work / "summary.json").read_text())
+  assert stored["rounds"] == 1
+  assert stored["methods"]["fedavg"]["seeds"]["0"]["rounds_done"] == 1
+  # fedprox, kept from the 2-round command, says its length in the table.
+  assert "| fedprox |" in (work / "summary.md").read_text()
+  assert "ok (2 rounds)" in (work / "summary.md").read_text()
+
+
+def _flip_accuracy(path):
+  """Change one bit of the first accuracy digit (the file stays valid JSON)."""
+  text = path.read_text()
+  i = text.index('"accuracy": 0.') + len('"accuracy": 0.')
+  digit = text[i]
+  path.write_text(text[:i] + ("1" if digit == "0" else chr(ord(digit) ^ 1)) + text[i + 1:])
+
+
+@pytest.mark.parametrize("damage,checkpoint,say", [
+    ("flip", True, "(checksum mismatch); recomputed it from its checkpoint at round 2"),
+    ("truncate", True, "(truncated or not JSON); recomputed it from its checkpoint"),
+    ("truncate", False, "(truncated or not JSON); no intact checkpoint, so fedprox seed 0 "
+                        "runs again from round 0"),
+    ("truncate", "gone", "left out of the tables"),
+])
+def test_a_damaged_run_record_is_recomputed_not_reported(two_methods, tmp_path, capsys,
+                                                         damage, checkpoint, say):
+  work = _copy(two_methods, tmp_path / "w")
+  fedprox = _values(work, "fedprox")
+  record = work / "runs" / "fedprox" / "seed_0.json"
+  if damage == "flip":
+    _flip_accuracy(record)
+  else:
+    record.write_bytes(record.read_bytes()[:200])
+  if checkpoint is not True:
+    import shutil
+    shutil.rmtree(work / "checkpoints" / "fedprox")
+  c = _two(only="fedavg")
+  if checkpoint == "gone":    # a config without fedprox cannot run it again
+    del c.methods["fedprox"]
+  capsys.readouterr()
+  ff.run(c, workdir=str(work))   # before: a changed table, or a JSONDecodeError
+  err = [l for l in capsys.readouterr().err.splitlines() if "seed_0.json" in l]
+  assert len(err) == 1 and say in err[0], err
+  assert err[0].startswith(f"{work}: runs/fedprox/seed_0.json failed verification")
+  assert _values(work, "fedprox") == ([] if checkpoint == "gone" else fedprox)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "edit"])
+def test_a_damaged_experiment_file_is_one_line_before_compute(two_methods, tmp_path, damage):
+  work = _copy(two_methods, tmp_path / "w")
+  path = work / "experiment.json"
+  if damage == "truncate":
+    path.write_text(path.read_text()[:100])
+    config = _two()
+  else:   # the stored learning rate edited to what the rerun asks for
+    path.write_text(path.read_text().replace('"client.lr": 0.1', '"client.lr": 0.3'))
+    config = _two(**{"client.lr": 0.3})
+  before = _tree(work)
+  with pytest.raises(ConfigError) as e:
+    ff.run(config, workdir=str(work))
+  reason = "truncated or not JSON" if damage == "truncate" else "checksum mismatch"
+  assert str(e.value).startswith(f"--workdir={work}: experiment.json is unreadable "
+                                 f"({reason}); give --overwrite")
+  assert _tree(work) == before
+
+
+def test_an_empty_workdir_is_refused():
+  # Before: --workdir= ran and kept nothing, without a word.
+  for entry in (ff.run, ff.run_many):
+    with pytest.raises(ConfigError, match="--workdir='' is empty: give a directory"):
+      entry(_config(), workdir="")

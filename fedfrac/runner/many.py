@@ -1,0 +1,123 @@
+"""``run_many``: every seed (and grid value) of a method vmapped as ONE compiled
+program, driving the same :func:`fedfrac.runner.loop.chunk_loop` as ``run``."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from fedfrac import algorithms
+from fedfrac import config as config_lib
+from fedfrac import data as data_lib
+from fedfrac.runner import factories, outputs, stored
+from fedfrac.runner import workdir as workdir_lib
+from fedfrac.runner.log import Progress, RunLog
+from fedfrac.runner.loop import _data_seed, _slice_run, chunk_loop
+from fedfrac.runner.records import Results
+from fedfrac.sim.batched import BatchedSimulation
+
+
+def _grid_values(grid, method, options, label):
+  """``(option, values)`` of ``grid`` for this method (``(None, [None])`` when the
+  method lacks the option); every value checked up front."""
+  if not grid:
+    return None, [None]
+  key, vals = next(iter(grid.items()))
+  if key not in algorithms.hparams(method.name, options):
+    return None, [None]
+  for v in vals:
+    try:
+      algorithms.hparams(method.name, {**options, key: v}, prefix="grid.")
+    except ValueError as e:
+      raise config_lib.ConfigError(f"{e} (method {label!r})") from None
+  return key, list(vals)
+
+
+def run_many(config, seeds=None, grid: Optional[dict] = None,
+             workdir: Optional[str] = None, progress: Optional[bool] = None,
+             data_cache: Optional[dict] = None, overwrite: bool = False) -> Results:
+  """Every method's runs over ``seeds`` (× a ``grid``) vmapped as ONE compiled program.
+
+  Args:
+    config: as for :func:`run`.
+    seeds: seeds to run (default ``config.seeds``); each seed gets its own
+      initial model, sampling stream and (with ``data.seed=-1``) partition.
+    grid: optional ``{option: [values]}`` for one continuous algorithm option
+      (e.g. ``{"alpha": [0.5, 0.8, 1.0]}``); methods that have the option run
+      every value (labelled ``method[option=value]``), the others run once.
+    data_cache: optional dict reused across calls (sweep scripts): federated
+      datasets are memoised in it by (data config, data seed), so a sweep
+      generates or loads each dataset once.
+    workdir: as for :func:`run`: it belongs to one experiment (the fingerprint
+      is checked before any compute), and every run kept there (by ``run`` or
+      ``run_many``, each grid value under its own label) stays in its outputs.
+    overwrite: clear the workdir's earlier results first (``True``: every
+      method's; a label or labels: those methods').
+  Returns:
+    :class:`Results` equal (to float rounding) to separate ``run`` calls.
+    No checkpoints are written (a batched job restarts from scratch).
+  """
+  config_lib.validate(config)
+  workdir_lib.check_name(workdir)
+  factories.apply_cpu_devices(config)
+  seeds = tuple(config.seeds if seeds is None else seeds)
+  if grid is not None and len(grid) != 1:
+    raise ValueError(f"grid={grid!r}: give exactly one option and its values")
+  if workdir:
+    workdir_lib.prepare(config, workdir, overwrite=overwrite,
+                        runs=[(l, s) for l in config_lib.method_labels(config) for s in seeds])
+  data_cache = {} if data_cache is None else data_cache
+  records = []
+  data_key = config.data.to_json_best_effort(sort_keys=True)
+  show = config.progress if progress is None else progress
+  first = (data_key, _data_seed(config, seeds[0]))
+  if first not in data_cache:
+    data_cache[first] = data_lib.build(config.data, first[1])
+  factories.check_methods(config, data_cache[first])   # every method, before any runs
+  for label in config_lib.method_labels(config):
+    feds = []
+    for seed in seeds:
+      ds = (data_key, _data_seed(config, seed))
+      if ds not in data_cache:
+        data_cache[ds] = data_lib.build(config.data, ds[1])
+      feds.append(data_cache[ds])
+    method = config.methods[label]
+    options = config_lib.method_options(method)
+    grid_key, values = _grid_values(grid, method, options, label)
+    all_sizes = np.concatenate([f.client_size for f in feds])
+    sim = factories.build_simulation(config, label, feds[0], all_client_sizes=all_sizes,
+                                     traced_options=bool(grid_key))
+    runs = [(i, seed, v) for i, seed in enumerate(seeds) for v in values]
+    batch = BatchedSimulation(sim, [feds[i] for i, _, _ in runs],
+                              [{grid_key: v} for _, _, v in runs] if grid_key else None)
+    states = batch.init([seed for _, seed, _ in runs])
+    payload_bytes, message_bytes = sim.communication_bytes(_slice_run(states, 0))
+    logs = []
+    for _, seed, v in runs:
+      run_label = label if grid_key is None else f"{label}[{grid_key}={v}]"
+      # Host-side metrics (e.g. DP ε) from the run's own concrete option values.
+      run_algorithm = sim.algorithm if grid_key is None else sim.algorithm_fn({grid_key: v})
+      logs.append(RunLog(run_label, method.name, seed, sim.algorithm.comm, payload_bytes,
+                         message_bytes, config.on_divergence,
+                         host_metrics=run_algorithm.host_metrics))
+    bar = Progress(show, config.rounds, f"{label} x{len(runs)} runs", 0)
+    # Compile evaluation up front so wall_s counts only running rounds and evals.
+    compile_s = batch.compile_eval(states)
+    try:
+      _, chunks_s, _ = chunk_loop(batch, states, logs, start_round=0, end_round=config.rounds,
+                               rounds=config.rounds, eval_every=config.eval_every,
+                               compile_fn=batch.compile, split=_slice_run, bar=bar)
+      compile_s += chunks_s
+    finally:
+      bar.close()
+    for log in logs:
+      log.compile_s = compile_s / len(logs)
+      records.append(log.record())
+  results = Results(config, records)
+  if workdir:
+    for rec in records:
+      stored.save_record(workdir, rec)
+    order = list(dict.fromkeys(workdir_lib.kept_labels(workdir)
+                               + [r.method for r in records]))
+    outputs.write_outputs(Results(config, stored.load_records(workdir, order)), workdir)
+  return results

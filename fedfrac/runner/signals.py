@@ -1,0 +1,95 @@
+"""SIGINT (Ctrl-C) and SIGTERM handled alike.
+
+Job schedulers stop a program with SIGTERM (SLURM at preemption or a time limit,
+``timeout``, ``kill``), a terminal with SIGINT; fedfrac treats both the same way:
+
+* ``fedfrac-run`` (:func:`fedfrac.runner.run`, graceful): the first signal asks
+  every run to stop after its current chunk, write a checkpoint and the rows so
+  far; the program prints how to resume and exits with status 128 + the signal
+  (130 for SIGINT, 143 for SIGTERM). A second signal stops at once (the current
+  chunk is lost; the last checkpoint stays).
+* ``fedfrac-sweep`` (not graceful): a batch of vmapped runs has no checkpoints,
+  so the signal stops at once; the points finished so far are kept (each is one
+  file written atomically) and the workers are stopped.
+
+Handlers are installed only in the main thread (elsewhere :class:`Signals` does
+nothing).
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Optional
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def name(signum: int) -> str:
+  """``SIGINT`` / ``SIGTERM``."""
+  return signal.Signals(signum).name
+
+
+def exit_status(signum: int) -> int:
+  """The shell's status of a program stopped by ``signum`` (128 + its number)."""
+  return 128 + int(signum)
+
+
+class Interrupted(KeyboardInterrupt):
+  """SIGINT or SIGTERM stopped the work at once; ``signum`` says which and
+  ``message`` (set by whoever knows what was kept) what to do next."""
+
+  def __init__(self, signum: int, message: str = ""):
+    super().__init__(message or name(signum))
+    self.signum, self.message = int(signum), message
+
+
+class Signals:
+  """Context manager handling SIGINT and SIGTERM in the main thread.
+
+  ``graceful=True``: the first signal only sets :attr:`requested` (its number)
+  so the caller can stop at its next safe point; a later one raises
+  :class:`Interrupted` at once, unless ``escalate=False`` (worker processes,
+  which their parent kills if it must). ``graceful=False``: every signal raises
+  :class:`Interrupted` at once.
+  """
+
+  def __init__(self, graceful: bool = True, escalate: bool = True):
+    self.graceful, self.escalate = graceful, escalate
+    self.requested: Optional[int] = None
+    self._previous: dict = {}
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      for s in SIGNALS:
+        self._previous[s] = signal.signal(s, self._handle)
+    return self
+
+  def _handle(self, signum, frame):
+    first = self.requested is None
+    if first:
+      self.requested = signum
+    if self.graceful and (first or not self.escalate):
+      return
+    raise Interrupted(signum)
+
+  def __exit__(self, *exc):
+    for s, handler in self._previous.items():
+      signal.signal(s, handler)
+    self._previous = {}
+    return False
+
+
+# A worker process's own handler (see :func:`fedfrac.runner.points.work_queue`).
+_WORKER: Optional[Signals] = None
+
+
+def install_in_worker() -> None:
+  """Graceful handling for the rest of this (worker) process's life: a signal
+  asks the current item to stop at its next safe point (:func:`stop_requested`)."""
+  global _WORKER
+  _WORKER = Signals(graceful=True, escalate=False).__enter__()
+
+
+def stop_requested() -> bool:
+  """Whether this worker process was asked to stop (see :func:`install_in_worker`)."""
+  return _WORKER is not None and _WORKER.requested is not None
