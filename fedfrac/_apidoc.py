@@ -44,7 +44,8 @@ FULL_PACKAGES = ("fedfrac.ops", "fedfrac.optim")
 DATA_MODULES = ("fedfrac.data.sources", "fedfrac.data.partition", "fedfrac.data.files",
                 "fedfrac.data.federated")
 # The run API: (module, names); the classes with their members.
-RUN_API = (("fedfrac.runner.loop", ("run", "run_many")),
+RUN_API = (("fedfrac.runner.loop", ("run",)),
+           ("fedfrac.runner.many", ("run_many",)),
            ("fedfrac.runner.records", ("Results", "RunRecord", "summarize")),
            ("fedfrac.runner.overview", ("ResultFigures", "results_figures", "rounds_figure",
                                         "ranking_figure", "save_sweep_figures")),
