@@ -151,5 +151,15 @@ def catalog_text() -> str:
   lines += ["", "Input normalisation (config.data.input_mean / config.data.input_std):",
             "  one value or one per channel: (x - mean) / std after images are scaled "
             "to [0, 1]", "  (torchvision's Normalize); () = off (default)", ""]
+  lines += ["Training-data augmentation (config.data.augment; fedfrac.data.augment):",
+            "  comma-separated ops applied in order to every local-step batch of image",
+            "  data [H, W, C], on device; '' = off (default):",
+            "  crop:SIZE:PAD  zero-pad PAD pixels, random SIZE x SIZE window (SIZE = the "
+            "image's)",
+            "  flip           horizontal flip with probability 1/2",
+            "  cutout:SIZE    SIZE x SIZE square at a random centre set to data.input_mean "
+            "(0 after normalisation)",
+            "  e.g. 'crop:28:4,flip,cutout:16' (the Kuramoto-FedAvg authors' MNIST / "
+            "Fashion-MNIST transform)", ""]
   lines += _named("Models", "config.model.name", models.MODEL_DESCRIPTIONS)
   return "\n".join(lines)

@@ -77,6 +77,7 @@ def base_config() -> ml_collections.ConfigDict:
   # channel; () = only scaled. FIRMA's reference_code configs use the authors'.
   c.data.input_mean = ()
   c.data.input_std = ()
+  c.data.augment = ""    # training batches, e.g. "crop:28:4,flip,cutout:16" (data/augment.py)
   c.data.compat = "paper"            # paper | reference_code (FIRMA authors' pipeline)
   c.data.synthetic = ml_collections.ConfigDict(dict(
       alpha=1.0, beta=1.0, dim=60, num_classes=10, iid=False, max_client_size=2000))

@@ -20,6 +20,25 @@ with its own class mix (``test_split="like_train"``) and the run logs its mean a
 A κ0 sweep over seeds runs as one program with
 ``ff.run_many(config, seeds, grid={"kappa0": [0.005, 0.1, 0.3]})``; the committed
 digits table (results/kuramoto_digits.md) comes from ``fedfrac-reproduce kuramoto``.
+
+``mode=reference_code`` (``--config=configs/kuramoto/digits.py:mode=reference_code``,
+with K and s as above) is the authors' whole run as their public code does it
+(github.com/amuhebwa/Kuramoto-FedAvg, ``src/config/*.json``, ``main.py``,
+``algorithms/BaseServer.py``, ``train_tools/preprocessing/*/loader.py``; every
+point where it departs from the paper is listed in docs/design.md §3.4): training
+batches augmented (random crop after zero padding, horizontal flip, Cutout;
+``data.augment``), inputs normalised with their mean / std, SGD momentum 0.9 with
+weight decay 1e-5 at lr 0.01 × 0.99 per round, 2 local epochs (their JSON's
+``local_epochs: 1`` plus the one their server adds), one partition for every
+seed, 100 rounds, and the methods of their ``main.py``: FedAvg, SCAFFOLD,
+Kuramoto-FedAvg with FedAvg clients (their ``_aggregation_with_kuramoto``:
+constant κ = 0.3, clamp ±1e3) and Kuramoto-FedAvg with SCAFFOLD clients (their
+shipped ``kuramoto`` entry runs the SCAFFOLD server: κ = 0.2, clamp ±10). Their
+shipped JSONs set ``sync: 0``, so as shipped no run of theirs synchronises at all;
+the two Kuramoto rows are their code with ``sync`` on. The headline is the global
+model's accuracy on the whole test set (``accuracy``, what they log), with the
+per-client mean beside it. On the 8×8 digits the augmentation is scaled down
+(``crop:8:1,flip,cutout:4``, our choice) and the MNIST normalisation is kept.
 """
 import ml_collections
 
@@ -30,6 +49,21 @@ WEIGHTINGS = ("coupled", "paper", "reference_code")
 
 BASELINES = ("fedavg", "scaffold")   # Kuramoto-FedAvg §5.1
 BETA = 0.01                          # our choice: the paper gives no β
+MODES = ("paper", "reference_code")
+
+# The authors' run (reference_code mode). Their training transform
+# (preprocessing/mnist/loader.py, cifar10/loader.py): RandomCrop(size, padding=4),
+# RandomHorizontalFlip, ToTensor, Normalize, Cutout(16); 8x8 digits: ours, scaled.
+AUTHORS_AUGMENT = {"grey": "crop:28:4,flip,cutout:16", "colour": "crop:32:4,flip,cutout:16",
+                   "digits": "crop:8:1,flip,cutout:4"}
+AUTHORS_NORMALISATION = {
+    "grey": ((0.1307,), (0.3081,)),
+    "colour": ((0.49139968, 0.48215827, 0.44653124), (0.24703233, 0.24348505, 0.26158768)),
+}
+AUTHORS_KAPPA = 0.3             # BaseServer.run: K_t=0.3, max_sync_clip=1e3
+AUTHORS_SYNC_CLIP = 1e3
+AUTHORS_SCAFFOLD_KAPPA = 0.2    # scaffold/Server.py run: K_t=0.2, max_sync_clip=1e1
+AUTHORS_SCAFFOLD_SYNC_CLIP = 10.0
 
 
 def kuramoto_methods(kappa0=0.1, beta=BETA):
@@ -44,20 +78,56 @@ def kuramoto_methods(kappa0=0.1, beta=BETA):
   return methods
 
 
+def reference_methods():
+  """The authors' methods (their ``main.py`` ALGO table, ``sync`` on for the
+  Kuramoto rows): FedAvg, SCAFFOLD, Kuramoto-FedAvg on FedAvg clients and on
+  SCAFFOLD clients, κ constant (β = 0)."""
+  methods = ml_collections.ConfigDict()
+  for name in BASELINES:
+    methods[name] = ml_collections.ConfigDict(dict(name=name))
+  methods.kuramoto_reference_code = ml_collections.ConfigDict(dict(
+      name="kuramoto_fedavg", weighting="reference_code", kappa0=AUTHORS_KAPPA, beta=0.0,
+      sync_clip=AUTHORS_SYNC_CLIP))
+  methods.kuramoto_scaffold = ml_collections.ConfigDict(dict(
+      name="kuramoto_fedavg", weighting="reference_code", kappa0=AUTHORS_SCAFFOLD_KAPPA,
+      beta=0.0, sync_clip=AUTHORS_SCAFFOLD_SYNC_CLIP, clients="scaffold"))
+  return methods
+
+
 def parse_arg(arg):
-  """``"K=20,s=5"`` -> (num_clients, shards_per_client); defaults K=10, s=3."""
-  values = {"K": 10, "s": 3}
+  """``"K=20,s=5,mode=reference_code"`` -> (num_clients, shards_per_client, mode);
+  defaults K=10, s=3, mode=paper."""
+  values = {"K": 10, "s": 3, "mode": "paper"}
   for item in filter(None, (arg or "").split(",")):
-    key, _, value = item.partition("=")
-    if key.strip() not in values or not value.strip().isdigit():
-      raise ValueError(f"config argument {item!r}: expected K=<clients>,s=<shards>")
-    values[key.strip()] = int(value)
-  return values["K"], values["s"]
+    key, _, value = (part.strip() for part in item.partition("="))
+    if key == "mode" and value in MODES:
+      values[key] = value
+    elif key in ("K", "s") and value.isdigit():
+      values[key] = int(value)
+    else:
+      raise ValueError(f"config argument {item!r}: expected K=<clients>,s=<shards>,"
+                       f"mode=<{'|'.join(MODES)}>")
+  return values["K"], values["s"], values["mode"]
+
+
+def reference_run(c, kind):
+  """The authors' run settings on ``c`` (``kind``: "grey", "colour", "digits")."""
+  c.name += " [reference_code]"
+  c.data.seed = 0                  # one partition for every seed (theirs: fixed seed)
+  c.data.augment = AUTHORS_AUGMENT[kind]
+  c.data.input_mean, c.data.input_std = AUTHORS_NORMALISATION[
+      "colour" if kind == "colour" else "grey"]
+  c.client.schedule = "exponential"   # StepLR(step_size=1, gamma=0.99) per round
+  c.client.lr_decay = 0.99
+  c.client.weight_decay = 1e-5
+  c.client.local_epochs = 2        # JSON local_epochs 1, BaseServer adds 1
+  c.methods = reference_methods()
+  return c
 
 
 def paper_protocol(c, arg=None):
   """The paper's federated setup on ``c`` (data source and model set by the caller)."""
-  k, s = parse_arg(arg)
+  k, s, _ = parse_arg(arg)
   c.seeds = (0, 1, 2)
   c.rounds = 100
   c.eval_every = 1
@@ -86,6 +156,8 @@ def get_config(arg=None):
   c.data.source = "sklearn_digits"
   c.model.name = "mlp"
   c.model.hidden = (128, 64)
+  if parse_arg(arg)[2] == "reference_code":
+    reference_run(c, "digits")
   return c
 
 
@@ -98,4 +170,6 @@ def tfds_config(arg, tfds_name, title, model, padding=None):
   c.model.name = model
   if padding:
     c.model.padding = padding
+  if parse_arg(arg)[2] == "reference_code":
+    reference_run(c, "colour" if tfds_name.startswith("cifar") else "grey")
   return c

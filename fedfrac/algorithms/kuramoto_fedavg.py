@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from fedfrac.algorithms import contract, local_training, schema, tasks, trees
+from fedfrac.algorithms import contract, local_training, scaffold, schema, tasks, trees
 from fedfrac.ops import kuramoto
 
 WEIGHTINGS = kuramoto.WEIGHTINGS
+CLIENTS = ("fedavg", "scaffold")
 
 HPARAMS = schema.HParamSchema({
     "kappa0": schema.HParam(0.1, schema.non_negative,
@@ -49,6 +50,13 @@ HPARAMS = schema.HParamSchema({
                                f"allowed values are {', '.join(WEIGHTINGS)}"),
     "eps": schema.HParam(1e-8, schema.positive,
                          "'paper' fallback threshold on |Σ_j sin(θ̄ − θ_j)|; must be > 0"),
+    "sync_clip": schema.HParam(0.0, schema.non_negative,
+                               "'reference_code': element-wise clamp ±sync_clip of the "
+                               "synchronisation term before κ (authors: 1e3, 10 with "
+                               "SCAFFOLD clients); 0 = none; must be >= 0"),
+    "clients": schema.HParam("fedavg", schema.one_of(*CLIENTS),
+                             "allowed values are 'fedavg', 'scaffold' (SCAFFOLD clients "
+                             "and control variates, the authors' shipped 'kuramoto')"),
 })
 
 
@@ -64,28 +72,43 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   weighting = hp["weighting"]
   if weighting not in WEIGHTINGS:   # static: reject before tracing
     raise ValueError(f"weighting={weighting!r}: allowed values are {', '.join(WEIGHTINGS)}")
-  kappa0, beta, eps = hp["kappa0"], hp["beta"], hp["eps"]
+  kappa0, beta, eps, sync_clip = hp["kappa0"], hp["beta"], hp["eps"], hp["sync_clip"]
   with_phase = weighting == "reference_code"
+  # clients="scaffold": SCAFFOLD's clients, control variates and server c-update
+  # (fedfrac.algorithms.scaffold with its default options); the model step is ours.
+  base = (scaffold.build(ctx, scaffold.HPARAMS.defaults())
+          if hp["clients"] == "scaffold" else None)
 
   def init(key, params0, num_clients, data_info):
-    del key, num_clients, data_info
-    return {"params": params0, "round": jnp.zeros((), jnp.int32)}, None
+    round0 = jnp.zeros((), jnp.int32)
+    if base is not None:
+      server, clients = base.init(key, params0, num_clients, data_info)
+      return dict(server, round=round0), clients
+    return {"params": params0, "round": round0}, None
+
+  def broadcast(server_state):
+    if base is not None:
+      return base.broadcast(server_state)
+    return contract.broadcast_params(server_state)
 
   def client_update(payload, client_state, view, key, round_index):
-    delta, metrics = local_training.local_delta(payload, view, key, round_index, loss_fn,
-                                                training)
-    message = {"delta": delta}
+    if base is not None:
+      message, client_state, metrics = base.client_update(payload, client_state, view,
+                                                          key, round_index)
+    else:
+      delta, metrics = local_training.local_delta(payload, view, key, round_index,
+                                                  loss_fn, training)
+      message = {"delta": delta}
     if with_phase:
       # φ_k: the client's mean local gradient norm (authors' code).
       message["phase_signal"] = metrics["grad_norm"]
     return message, client_state, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
-    del key
     kappa = coupling(kappa0, beta, server_state["round"])
     update, info = kuramoto.kuramoto_update(
         messages["delta"], weights, kappa, weighting, eps,
-        phase_signal=messages.get("phase_signal"), mask=mask)
+        phase_signal=messages.get("phase_signal"), mask=mask, sync_clip=sync_clip)
     # Kuramoto-FedAvg server step: w_{t+1} = w_t + (mode's combined update).
     params = trees.tree_add(server_state["params"], update)
     part = jnp.asarray(mask, bool)
@@ -107,9 +130,15 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
         "weights": w,
     }
     server = {"params": params, "round": server_state["round"] + 1}
+    if base is not None:   # SCAFFOLD's server control variate c ← c + Σ q_k Δc_k
+      scaffold_state, client_states, scaffold_metrics = base.aggregate(
+          {"params": server_state["params"], "c": server_state["c"]}, client_states,
+          messages, weights, mask, key)
+      server["c"] = scaffold_state["c"]
+      metrics["control_norm"] = scaffold_metrics["control_norm"]
     return server, client_states, metrics
 
-  return contract.FedAlgorithm("kuramoto_fedavg", init, contract.broadcast_params,
+  return contract.FedAlgorithm("kuramoto_fedavg", init, broadcast,
                            client_update, aggregate, contract.eval_global_params)
 
 

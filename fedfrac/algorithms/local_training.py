@@ -40,6 +40,9 @@ class LocalTraining:
       step beyond the last partial unrolled iteration. Same results as the
       scan; not reverse-differentiable (nothing differentiates through local
       training).
+    augment: ``(client_key, step, x [B, ...]) -> x`` applied to the training
+      batch of every local step (``data.augment``,
+      :class:`fedfrac.data.augment.Augmentation`); None = batches as stored.
   """
   optimizer: optax.GradientTransformation
   lr_schedule: Callable
@@ -49,6 +52,7 @@ class LocalTraining:
   max_steps: int
   unroll: int = 1
   dynamic_steps: bool = False
+  augment: Optional[Callable] = None
 
   def steps_for(self, client_size: ArrayLike) -> np.ndarray:
     """Local steps per client ``[K]`` (host-side NumPy)."""
@@ -149,6 +153,8 @@ def local_train(params: Any, opt_state: Any, view: "ClientView", key: jax.Array,
     pos, sample_mask = batch_positions(view, batch_key, step, training, perms)
     rows = view.index[pos]
     x, y = view.x[rows], view.y[rows]
+    if training.augment is not None:   # data.augment: fresh draws every step
+      x = training.augment(key, step, x)
     (loss, _), grads = grad_fn(params, x, y, sample_mask, jax.random.fold_in(step_key,
                                                                              step))
     if step_hook is not None:

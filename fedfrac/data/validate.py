@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 import numpy as np
 
 from fedfrac.config import check, int_at_least, is_int, is_num
-from fedfrac.data import sources
+from fedfrac.data import augment, sources
 from fedfrac.data.partition import LABEL_SKEW_RULES, PATHOLOGICAL_LEVELS, SCHEMES
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ def validate_data(config: ConfigDict) -> None:
   check(len(std) == len(mean), "data.input_std", std,
         f"needs as many values as data.input_mean={tuple(mean)}")
   check(all(v > 0 for v in std), "data.input_std", std, "every value must be > 0")
+  augment.parse(d.get("augment", ""))
   vf = d.get("validation_fraction", 0.0)
   check(is_num(vf) and 0 <= vf < 1, "data.validation_fraction", vf,
         "must be in [0, 1) (0 = no validation split)")

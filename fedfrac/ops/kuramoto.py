@@ -164,7 +164,9 @@ def kuramoto_weights(deltas: PyTree, base_weights: ArrayLike, kappa: ArrayLike,
     ``phases [K]`` (θ_k ∈ [0, π], 0 for absent clients), ``mean_phase`` (θ̄),
     ``order_parameter`` (|mean_k e^{iθ_k}| over participants, 1 = in sync),
     ``fallback`` (bool scalar), ``base_weights [K]`` (p), ``cosine [K]``,
-    ``denominator`` (Σ_j sin(θ̄ − θ_j)) and ``num_participants``.
+    ``denominator`` (Σ_j sin(θ̄ − θ_j)), ``num_participants`` and, for
+    ``"reference_code"``, ``coupling_sums [K]`` c_j = Σ_{i≠j} cos(φ_j − φ_i)
+    over participants (zeros in the other weightings).
   """
   _check_weighting(weighting)
   k = _num_clients(deltas)
@@ -231,6 +233,8 @@ def kuramoto_weights(deltas: PyTree, base_weights: ArrayLike, kappa: ArrayLike,
     scale = kappa / jnp.maximum(m - 1.0, 1.0)
     weights = p + scale * (c - p * jnp.sum(c))
     fallback = jnp.asarray(False)
+  if weighting != "reference_code":
+    c = jnp.zeros((k,), jnp.float32)
 
   info = {
       "phases": theta,
@@ -241,6 +245,7 @@ def kuramoto_weights(deltas: PyTree, base_weights: ArrayLike, kappa: ArrayLike,
       "cosine": jnp.cos(theta),
       "denominator": denom,
       "num_participants": m,
+      "coupling_sums": c,
   }
   return weights, info
 
@@ -248,7 +253,7 @@ def kuramoto_weights(deltas: PyTree, base_weights: ArrayLike, kappa: ArrayLike,
 def kuramoto_update(deltas: PyTree, base_weights: ArrayLike, kappa: ArrayLike,
                     weighting: str = "coupled", eps: float = 1e-8,
                     phase_signal: ArrayLike | None = None, mask: ArrayLike | None = None,
-                    ) -> tuple[PyTree, dict[str, jax.Array]]:
+                    sync_clip: float = 0.0) -> tuple[PyTree, dict[str, jax.Array]]:
   """Combined Kuramoto-FedAvg server update, ready to add to w_t (Kuramoto-FedAvg
   paper Eq. 4).
 
@@ -258,8 +263,12 @@ def kuramoto_update(deltas: PyTree, base_weights: ArrayLike, kappa: ArrayLike,
     ``(update, info)`` with ``update`` shaped like one client's update, so
     w_{t+1} = w_t + update:
     ``"paper"`` → κ Σ_k ρ_k Δ_k (κ Δ̄ on fallback); ``"coupled"`` → Σ_k ρ_k Δ_k;
-    ``"reference_code"`` → Δ̄ + κ/(K−1) Σ_j c_j (Δ_j − Δ̄). ``info`` is that of
-    ``kuramoto_weights`` plus ``"weights"`` and ``"update_scale"`` (κ or 1).
+    ``"reference_code"`` → Δ̄ + κ/(K−1) Σ_j c_j (Δ_j − Δ̄), or with ``sync_clip``
+    > 0 the authors' clamped form Δ̄ + κ · clip(1/(K−1) Σ_j c_j (Δ_j − Δ̄),
+    −sync_clip, sync_clip), clamped element by element (their
+    ``_aggregation_with_kuramoto``: ``max_sync_clip`` 1e3 on FedAvg clients, 10
+    on SCAFFOLD clients). ``info`` is that of ``kuramoto_weights`` plus
+    ``"weights"`` and ``"update_scale"`` (κ or 1).
   """
   weights, info = kuramoto_weights(deltas, base_weights, kappa, weighting, eps,
                                    phase_signal, mask)
@@ -268,7 +277,19 @@ def kuramoto_update(deltas: PyTree, base_weights: ArrayLike, kappa: ArrayLike,
   if weighting == "paper":
     scale = jnp.asarray(kappa, jnp.float32)
     coeffs = scale * weights        # w_{t+1} = w_t + κ_t Σ ρ_k Δ_k
-  update = _combine(_masked(deltas, None if mask is None else jnp.asarray(mask)),
-                    coeffs)  # absent rows zeroed: padding never leaks in
+  masked = _masked(deltas, None if mask is None else jnp.asarray(mask))
+  if weighting == "reference_code" and not (isinstance(sync_clip, (int, float))
+                                             and sync_clip <= 0):
+    # Authors' code: w_avg + K_t · clamp(sync_term / max(1, K−1), ±max_sync_clip)
+    p, c = info["base_weights"], info["coupling_sums"]
+    denom = jnp.maximum(info["num_participants"] - 1.0, 1.0)
+    mean = _combine(masked, p)
+    sync = jax.tree.map(lambda s, m: s - (jnp.sum(c) / denom) * m,
+                        _combine(masked, c / denom), mean)
+    kappa = jnp.asarray(kappa, jnp.float32)
+    update = jax.tree.map(lambda m, s: m + kappa * jnp.clip(s, -sync_clip, sync_clip),
+                          mean, sync)
+  else:
+    update = _combine(masked, coeffs)  # absent rows zeroed: padding never leaks in
   info = dict(info, weights=weights, update_scale=scale)
   return update, info

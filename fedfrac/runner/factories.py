@@ -17,6 +17,7 @@ from fedfrac import algorithms
 from fedfrac import config as config_lib
 from fedfrac import models
 from fedfrac.algorithms import contract, local_training, tasks
+from fedfrac.data import augment
 from fedfrac.ops import system as system_lib
 from fedfrac.optim import schedules
 from fedfrac.sim import attacks, devices
@@ -211,6 +212,10 @@ def build_context(config, label, fed_data, all_client_sizes=None) -> contract.Bu
   sizes = fed_data.client_size if all_client_sizes is None else all_client_sizes
   training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll,
                            config.engine.get("dynamic_steps", False))
+  augmentation = augment.build(config.data.get("augment", ""), fed_data.input_shape,
+                               fed_data.input_scale, config.data.get("input_mean", ()))
+  if augmentation is not None:
+    training = dataclasses.replace(training, augment=augmentation)
   return contract.BuildContext(model=model, task=task, training=training,
                                data_info=fed_data.info(), rounds=config.rounds,
                                client_cfg=client_cfg,

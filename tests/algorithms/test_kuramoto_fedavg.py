@@ -257,3 +257,98 @@ def test_reproduction_grid_baselines_and_metric_follow_the_paper():
   stats = reproduce_kuramoto.run_record_stats(Record())
   assert stats["final"] == 0.7 and stats["final_global"] == 0.8
   assert stats["best"] == 0.7 and stats["best_round"] == 2
+
+
+def _authors_aggregation(deltas, sizes, phi, kappa, clip):
+  """NumPy transcription of the arithmetic of the authors'
+  ``_aggregation_with_kuramoto`` on flat updates (w_j − w_avg = Δ_j − Δ̄)."""
+  p = sizes / sizes.sum()
+  avg = (p[:, None] * deltas).sum(0)
+  k = len(deltas)
+  sync = np.zeros_like(avg)
+  for i in range(k):
+    for j in range(k):
+      if i != j:
+        sync += np.cos(phi[j] - phi[i]) * (deltas[j] - avg)
+  return avg + kappa * np.clip(sync / max(1, k - 1), -clip, clip)
+
+
+@pytest.mark.parametrize("clip", [1e3, 0.05])
+def test_reference_code_sync_clip_is_the_authors_clamp(clip):
+  r = np.random.default_rng(0)
+  deltas = r.normal(size=(4, 30)).astype(np.float32)
+  sizes = np.asarray([10.0, 20.0, 5.0, 40.0], np.float32)
+  phi = r.uniform(0, 3, size=4).astype(np.float32)
+  got, _ = kuramoto.kuramoto_update(jnp.asarray(deltas), sizes, 0.3, "reference_code",
+                                    phase_signal=phi, sync_clip=clip)
+  want = _authors_aggregation(deltas.astype(np.float64), sizes, phi, 0.3, clip)
+  np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+  unclipped, _ = kuramoto.kuramoto_update(jnp.asarray(deltas), sizes, 0.3, "reference_code",
+                                          phase_signal=phi)
+  if clip == 1e3:   # inactive clamp: the unclamped update to float rounding
+    np.testing.assert_allclose(np.asarray(got), np.asarray(unclipped), rtol=1e-5, atol=1e-6)
+  else:             # an active clamp moves it (and the test above pins where)
+    assert np.abs(np.asarray(got) - np.asarray(unclipped)).max() > 1e-2
+
+
+def test_scaffold_clients_with_kappa_zero_are_scaffold_and_sync_moves_them():
+  fed = helpers.unequal_digits(sizes=(13, 40, 75, 22, 31))
+  kw = dict(rounds=2, participation=1.0, parallelism="vmap")
+  ref = helpers.simulation(fed, _builder("scaffold"), CLIENT, **kw)
+  s_ref, _ = ref.run_chunk(ref.init(4), 2)
+  sim = helpers.simulation(fed, _builder("kuramoto_fedavg", kappa0=0.0, beta=0.0,
+                                         weighting="reference_code", clients="scaffold"),
+                           CLIENT, **kw)
+  s_k, m_k = sim.run_chunk(sim.init(4), 2)
+  for a, b in zip(jax.tree.leaves((s_ref.server["params"], s_ref.server["c"],
+                                   s_ref.clients["c"])),
+                  jax.tree.leaves((s_k.server["params"], s_k.server["c"], s_k.clients["c"]))):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+  assert np.all(np.asarray(m_k["server/control_norm"]) > 0)
+  synced = helpers.simulation(fed, _builder("kuramoto_fedavg", kappa0=0.2, beta=0.0,
+                                            weighting="reference_code", clients="scaffold",
+                                            sync_clip=10.0), CLIENT, **kw)
+  s_s, _ = synced.run_chunk(synced.init(4), 2)
+  diff = max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(
+      jax.tree.leaves(s_ref.server["params"]), jax.tree.leaves(s_s.server["params"])))
+  assert diff > 1e-4
+
+
+def _config_module(name):
+  return config_lib.sibling_config(os.path.join(CONFIG_DIR, "x.py"), name)
+
+
+@pytest.mark.parametrize("name, kind", [("mnist.py", "grey"), ("fashion_mnist.py", "grey"),
+                                        ("cifar10.py", "colour"), ("digits.py", "digits")])
+def test_reference_code_mode_is_the_authors_run(name, kind):
+  """The authors' settings (src/config/*.json, main.py, BaseServer.py and the
+  loaders of github.com/amuhebwa/Kuramoto-FedAvg): docs/design.md §3.4."""
+  module = _config_module(name)
+  c = module.get_config("K=20,s=5,mode=reference_code")
+  config_lib.validate(c)
+  assert (c.data.num_clients, c.data.shards_per_client) == (20, 5)
+  assert c.data.augment == {"grey": "crop:28:4,flip,cutout:16",
+                            "colour": "crop:32:4,flip,cutout:16",
+                            "digits": "crop:8:1,flip,cutout:4"}[kind]
+  mean, std = (((0.49139968, 0.48215827, 0.44653124), (0.24703233, 0.24348505, 0.26158768))
+               if kind == "colour" else ((0.1307,), (0.3081,)))
+  assert tuple(c.data.input_mean) == mean and tuple(c.data.input_std) == std
+  assert c.data.seed == 0                          # one partition for every seed
+  cc = c.client
+  assert (cc.optimizer, cc.momentum, cc.lr, cc.weight_decay) == ("momentum", 0.9, 0.01, 1e-5)
+  assert (cc.schedule, cc.lr_decay, cc.local_epochs, cc.batch_size) == (
+      "exponential", 0.99, 2, 64)
+  assert c.rounds == 100 and c.participation == 1.0
+  m = c.methods
+  assert set(m.keys()) == {"fedavg", "scaffold", "kuramoto_reference_code",
+                           "kuramoto_scaffold"}
+  k, ks = m.kuramoto_reference_code, m.kuramoto_scaffold
+  assert (k.weighting, k.kappa0, k.beta, k.sync_clip, k.get("clients", "fedavg")) == (
+      "reference_code", 0.3, 0.0, 1e3, "fedavg")
+  assert (ks.weighting, ks.kappa0, ks.beta, ks.sync_clip, ks.clients) == (
+      "reference_code", 0.2, 0.0, 10.0, "scaffold")
+  paper = module.get_config("K=20,s=5")           # the paper mode is untouched
+  assert paper.data.augment == "" and paper.data.input_mean == ()
+  assert paper.client.schedule == "cosine" and paper.client.weight_decay == 0.0
+  with pytest.raises(ValueError, match="mode=<paper|reference_code>"):
+    module.get_config("mode=authors")
