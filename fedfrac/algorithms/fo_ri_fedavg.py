@@ -235,7 +235,9 @@ ROUNDING_WARNING = (
 def rounding_reporter():
   """``report(share, round_index)``: warns once (the first call with share > 0)
   that the probe's loss differences measure rounding; host side, for
-  ``jax.debug.callback``. One reporter per built algorithm, so once per run."""
+  ``jax.debug.callback``. One reporter per built algorithm, so once per run
+  (a fresh warning registry each time: Python's "once per location" rule would
+  otherwise hide the warning of a second run in the same process)."""
   warned = []
 
   def report(share, round_index):
@@ -243,8 +245,10 @@ def rounding_reporter():
     if warned or not share > 0:
       return
     warned.append(True)
-    warnings.warn(ROUNDING_WARNING.format(round=int(round_index) + 1, share=share),
-                  RuntimeWarning, stacklevel=2)
+    warnings.warn_explicit(
+        ROUNDING_WARNING.format(round=int(round_index) + 1, share=share),
+        RuntimeWarning, __file__, report.__code__.co_firstlineno, module=__name__,
+        registry={})
   return report
 
 

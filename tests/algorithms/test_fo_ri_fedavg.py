@@ -314,3 +314,16 @@ def test_derivative_increments_are_the_default_and_do_not_warn(fed):
   assert np.all(m["server/roughness_rounding"] >= 0.5)
   # ... but resolved: nearly linear over [−ℓ, ℓ], so I_k and the pull are ~0.
   assert np.all(m["clients/roughness"] < 0.05)
+
+
+def test_rounding_warning_is_shown_for_every_run_in_one_process():
+  import warnings
+  reports = [fo_ri_fedavg.rounding_reporter() for _ in range(2)]   # two runs
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("default")
+    for report in reports:
+      report(0.0, 0)          # nothing flagged yet: no warning
+      report(0.5, 3)
+      report(1.0, 4)          # already warned in this run
+  messages = [str(w.message) for w in caught]
+  assert len(messages) == 2 and all("at round 4, 50%" in m for m in messages)
