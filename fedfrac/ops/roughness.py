@@ -19,18 +19,19 @@ need the changes Δφ_ij = φ_i(s_{j+1}) − φ_i(s_j) between neighbouring poin
   u_i = eps·max_j |φ_i(s_j)| (eps = 1.2e-7), so when A_i/m is not well above u_i
   the differences, and with them T_i and I, measure rounding, not the
   landscape. That is the regime of ordinary networks at the paper's ℓ = 0.01: on
-  a digits MLP (128, 64) at initialisation A_i ≈ 1e-6 … 2e-5 on a loss of 2.3,
+  a digits MLP (128, 64) at initialisation A_i ≈ 1e-6 … 1e-4 on a loss of 2.3,
   about one u_i per grid step at m = 100, and the same inputs and key give
-  I = 0.68 eagerly and 0.73 under ``jax.jit`` (0.95 vs 0.90 on a CNN).
+  I = 0.048 eagerly and 0.063 under ``jax.jit`` (a digits CNN: 0.95 and 0.80
+  for two compiled forms of one probe; tests/ops/test_roughness.py).
 - ``"derivative"`` (default): the same Δφ_ij from the directional derivative
   φ_i'(s) = ∇loss(w + s·d_i)·d_i at the grid points (reverse-mode autodiff, so
   it also runs through custom-gradient layers), integrated over each step by the
   trapezoid rule, Δφ_ij = (s_{j+1} − s_j)(φ_i'(s_j) + φ_i'(s_{j+1}))/2 (exact
   for a quadratic slice, error O(h³ φ''') per step of width h); A_i is the range
   of the running sum of the Δφ_ij. φ' carries rounding relative to itself, not to
-  φ, so there is no cancellation: on the same MLP eager and jit agree to 1e-6 and
-  I is 0.003 (every slice monotone over [−ℓ, ℓ]). Each evaluation costs a
-  backward pass (about 2-3× a loss evaluation); ``loss_fn`` must be
+  φ, so there is no cancellation: on the same MLP eager and jit give
+  I = 3.254e-4 both (every slice monotone over [−ℓ, ℓ]). Each evaluation costs
+  a backward pass (a probe takes about 2-3× as long); ``loss_fn`` must be
   differentiable in the parameters.
 
 Rounding report. ``resolution_i = A_i / (m·u_i)`` is the slice's mean change per
