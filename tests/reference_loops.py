@@ -82,6 +82,16 @@ def supervised_grad(sim):
   return batch_grad_fn(sim, jax.grad(lambda p, x, y, m, k, extra: loss_fn(p, x, y, m, k)[0]))
 
 
+def full_local_gradient(sim, params, k):
+  """∇ of client k's mean supervised loss over all its n_k samples at ``params``
+  (one batch of every row; SCAFFOLD option I's g_k(x))."""
+  loss_fn = tasks.supervised_loss(sim.model, sim.task)
+  rows = np.asarray(sim.data.client_index[k][:int(sim.data.client_size[k])])
+  x, y = jnp.asarray(sim.data.x_train[rows]), jnp.asarray(sim.data.y_train[rows])
+  mask = jnp.ones(len(rows), bool)
+  return jax.grad(lambda p: loss_fn(p, x, y, mask, None)[0])(params)
+
+
 def cohort_weights(sim, cohort, weighting):
   """(p, q): model-average weights over the cohort and population shares."""
   n = np.asarray(sim.data.client_size, np.float64)

@@ -54,3 +54,51 @@ def test_tests_mirror_the_package():
     assert (ROOT / folder.name / "__init__.py").exists(), folder.name
     assert all(f.name.startswith("test_") or f.name == "__init__.py"
                for f in folder.glob("*.py")), folder.name
+
+
+def _design_text():
+  return (ROOT.parent / "docs" / "design.md").read_text()
+
+
+def _resolves(dotted):
+  """Whether ``fedfrac.a.b.name`` is an importable module, or an attribute of the
+  longest importable module prefix."""
+  import importlib
+  parts = dotted.rstrip(".").split(".")
+  for cut in range(len(parts), 0, -1):
+    try:
+      obj = importlib.import_module(".".join(parts[:cut]))
+    except ImportError:
+      continue
+    for name in parts[cut:]:
+      if not hasattr(obj, name):
+        return False
+      obj = getattr(obj, name)
+    return True
+  return False
+
+
+def test_design_doc_names_only_modules_and_names_that_exist():
+  import re
+  text = _design_text()
+  dotted = sorted(set(re.findall(r"fedfrac(?:\.[A-Za-z_]\w*)+", text)))
+  assert dotted and not [d for d in dotted if not _resolves(d)]
+  # The layout block of §2: every file it names exists where it says, and every
+  # sub-package is there.
+  block = text.split("## 2. Architecture", 1)[1].split("```", 2)[1]
+  package, missing, listed = "", [], set()
+  for line in block.splitlines():
+    head = re.match(r"  (\w+)/", line)
+    if head:
+      package = head.group(1)
+      listed.add(package)
+    elif re.match(r"  \S", line):
+      package = ""
+    if not line.startswith("fedfrac/"):
+      for name in re.findall(r"\b(\w+\.py)\b", line):
+        path = ROOT / package / name if package else ROOT / name
+        if not path.exists():
+          missing.append(str(path.relative_to(ROOT)))
+  assert not missing, missing
+  packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+  assert packages <= listed, sorted(packages - listed)

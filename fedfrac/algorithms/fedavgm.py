@@ -9,8 +9,13 @@ server keeps a momentum buffer v (zeros at t = 0) and applies
   w_{t+1} = w_t + η_g v_{t+1}
 
 (the paper writes the same update with the pseudo-gradient −Δ̄ and w ← w − v).
-β = 0 with η_g = 1 is FedAvg. The effective server step grows like η_g / (1 − β),
-so large β usually wants η_g < 1 (Hsu et al. keep η_g (1−β)⁻¹ near 1).
+β = 0 with η_g = 1 is FedAvg. Option ``nesterov=True`` takes the Nesterov step of
+the same buffer (the form of PyTorch's and optax's SGD; Sutskever et al. 2013):
+
+  v_{t+1} = β v_t + Δ̄_t,   w_{t+1} = w_t + η_g (Δ̄_t + β v_{t+1})   # Nesterov
+
+The effective server step grows like η_g / (1 − β), so large β usually wants
+η_g < 1 (Hsu et al. keep η_g (1−β)⁻¹ near 1).
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ def _momentum(v):
 HPARAMS = schema.HParamSchema({
     "server_lr": schema.HParam(1.0, schema.positive, "server learning rate; must be > 0"),
     "momentum": schema.HParam(0.9, _momentum, "server momentum β; must be in [0, 1)"),
+    "nesterov": schema.HParam(False, schema.boolean,
+                              "Nesterov server momentum; must be True or False"),
 })
 
 
@@ -45,7 +52,11 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
     # v ← β v + Δ̄;  w ← w + η_g v   (Hsu et al. 2019, FedAvgM)
     v = trees.tree_add(trees.tree_scale(server_state["momentum"], beta), mean_delta)
-    params = trees.tree_add(server_state["params"], trees.tree_scale(v, server_lr))
+    step = v
+    if hp["nesterov"]:
+      # w ← w + η_g (Δ̄ + β v)   (Nesterov)
+      step = trees.tree_add(mean_delta, trees.tree_scale(v, beta))
+    params = trees.tree_add(server_state["params"], trees.tree_scale(step, server_lr))
     return ({"params": params, "momentum": v}, client_states,
             {"momentum_norm": trees.tree_norm(v)})
 

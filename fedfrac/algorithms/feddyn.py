@@ -18,12 +18,12 @@ The server keeps h (zeros at t = 0) and sets
   θ^t = θ^{t−1} + Σ_{k∈P_t} p_k Δ_k − h^t / α                # Alg. 1, server model
 
 Weighting (option ``weighting``):
-  ``"samples"`` (default, the FedAvg convention used by every fedfrac method):
+  ``"uniform"`` (default, Alg. 1 as printed): p_k = 1/|P_t|, q_k = 1/m (m = all
+    clients), i.e. h^t = h^{t−1} − α (|P_t|/m) mean_k Δ_k and h = (1/m) Σ_k h_k.
+  ``"samples"`` (the FedAvg convention of the other fedfrac methods):
     p_k = n_k / Σ_{j∈P} n_j and q_k = n_k / n, which keeps h = Σ_k (n_k/n) h_k
     over all clients (the sample-weighted objective).
-  ``"uniform"`` (Alg. 1 as printed): p_k = 1/|P_t|, q_k = 1/m (m = all clients),
-    i.e. h^t = h^{t−1} − α (|P_t|/m) mean_k Δ_k and h = (1/m) Σ_k h_k.
-The paper tunes α ∈ {0.1, 0.01, 0.001}.
+With equal client sizes the two agree. The paper tunes α ∈ {0.1, 0.01, 0.001}.
 """
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ from fedfrac.algorithms.scaffold import WEIGHTINGS, cohort_weights, weighted_sum
 
 HPARAMS = schema.HParamSchema({
     "alpha": schema.HParam(0.01, schema.positive, "regularisation α; must be > 0"),
-    "weighting": schema.HParam("samples", schema.one_of(*WEIGHTINGS),
-                               "allowed values are 'samples', 'uniform'"),
+    "weighting": schema.HParam("uniform", schema.one_of(*WEIGHTINGS),
+                               "allowed values are 'uniform' (Alg. 1), 'samples'"),
 })
 
 

@@ -36,6 +36,19 @@ without due clients cost nothing extra (a vmapped ``lax.cond`` would run the
 probe for every client every round). Each probe evaluates its M·(m+1) losses
 batched, ``probe_chunk`` at a time (0 = about 16384 probe samples per chunk).
 
+Slice increments (``probe_increments``, :mod:`fedfrac.ops.roughness`):
+``"derivative"`` (default) takes each Δφ between neighbouring grid points from
+the directional derivative (trapezoid rule), ``"paper"`` from the differences of
+the sampled losses, as Eqs. 15–16 are written. At the paper's ℓ = 0.01 and
+m = 100 the slices of ordinary networks change the loss by about one float32
+spacing per grid step, so the loss differences measure rounding (I differs
+between eager and jitted runs of the same probe); the derivative increments have
+no such cancellation. Each probe also stores the share of its M slices whose
+mean change per grid step is below 10 float spacings of the loss (client state
+``rounding [K]``), reported as the metric ``roughness_rounding``; with
+``probe_increments="paper"`` a run whose probes have any such slice also
+prints one warning saying that its I_k measure rounding.
+
 Response r(I): ``"saturating"`` I/(I + τ_I) (default) or ``"clip"``
 clip(I, I_min, I_max).
 
@@ -56,16 +69,21 @@ with λ = 0 (to record roughness diagnostics for FO-FedAvg); ``"off"`` needs
 λ = 0.
 
 Per-round diagnostics (``diagnostics=True``): client metrics ``drift``
-(‖Δ_t^k‖₂), ``roughness`` (the I_k used), ``probed`` and ``prox_coef``
+(‖Δ_t^k‖₂), ``roughness`` (the I_k used), ``roughness_rounding`` (the share of
+its probe's slices at rounding level), ``probed`` and ``prox_coef``
 (λ_t r(I_k)); server metrics ``drift_mean``, ``drift_cv`` (Eqs. 36–38) and,
-when probing, ``roughness_mean``, ``pearson_roughness_drift``,
-``spearman_roughness_drift`` and ``drift_tertile_{low,mid,high}``.
+when probing, ``roughness_mean``, ``roughness_rounding`` (cohort mean),
+``pearson_roughness_drift``, ``spearman_roughness_drift`` and
+``drift_tertile_{low,mid,high}``.
 
 Defaults are the paper's (IV-P): α 0.8, δ 1e-6, p ∈ [0.2, 5], λ 0.1, M 10,
 ℓ 0.01, m 100, B_probe 128, R_probe 5, ε 1e-8, β_κ 0. τ_I (not given there) is 1.
+The slice increments default to ``"derivative"`` (the paper's differences of
+sampled losses are ``probe_increments="paper"``).
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import jax
@@ -78,7 +96,7 @@ from fedfrac._validation import concrete_scalar
 from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 from fedfrac.algorithms import server
 from fedfrac.algorithms.fofedavg import alpha_in_range, check_alpha
-from fedfrac.ops.roughness import roughness_index
+from fedfrac.ops.roughness import INCREMENTS, roughness_profile
 from fedfrac.ops.spectral import spectral_flatness
 from fedfrac.optim.fractional import fractional, fractional_set_gate
 from fedfrac.optim.proximal import proximal, proximal_set_reference
@@ -133,6 +151,10 @@ HPARAMS = schema.HParamSchema({
     "probe_batch": schema.HParam(128, schema.positive_int, "B_probe; must be an integer >= 1"),
     "probe_chunk": schema.HParam(0, schema.non_negative_int,
                                  "losses per batched chunk; integer >= 0 (0 = auto)"),
+    "probe_increments": schema.HParam(
+        "derivative", schema.one_of(*INCREMENTS),
+        "slice increments; allowed values are 'derivative' (directional derivative, "
+        "no rounding cancellation), 'paper' (loss differences, Eqs. 15-16)"),
     "eps_a": schema.HParam(1e-8, schema.non_negative, "must be >= 0"),
     "eps_t": schema.HParam(1e-8, schema.non_negative, "must be >= 0"),
     "beta_kappa": schema.HParam(0.0, schema.non_negative, "spectral gate β_κ; must be >= 0"),
@@ -202,6 +224,34 @@ def probe_rows(key, index, size, batch):
   return index[pos], jnp.arange(batch) < size
 
 
+ROUNDING_WARNING = (
+    "roughness probe (probe_increments='paper'): at round {round}, {share:.0%} of "
+    "the probed slices change the loss by less than 10 float spacings per grid "
+    "step, so I_k measures float rounding, not the loss landscape; use "
+    "probe_increments='derivative' (the default), a larger radius or a smaller "
+    "grid")
+
+
+def rounding_reporter():
+  """``report(share, round_index)``: warns once (the first call with share > 0)
+  that the probe's loss differences measure rounding; host side, for
+  ``jax.debug.callback``. One reporter per built algorithm, so once per run
+  (a fresh warning registry each time: Python's "once per location" rule would
+  otherwise hide the warning of a second run in the same process)."""
+  warned = []
+
+  def report(share, round_index):
+    share = float(share)
+    if warned or not share > 0:
+      return
+    warned.append(True)
+    warnings.warn_explicit(
+        ROUNDING_WARNING.format(round=int(round_index) + 1, share=share),
+        RuntimeWarning, __file__, report.__code__.co_firstlineno, module=__name__,
+        registry={})
+  return report
+
+
 def _bound(v):
   """Clip bound: None when concretely 0 (no clipping), else the (maybe traced) value."""
   c = concrete_scalar(v)
@@ -228,6 +278,8 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   chunk = hp["probe_chunk"] or max(1, PROBE_SAMPLES_PER_CHUNK // probe_b)
   chunk = None if chunk >= num_dirs * (grid + 1) else chunk
   server_lr = hp["server_lr"]
+  increments = hp["probe_increments"]
+  report_rounding = rounding_reporter() if increments == "paper" else None
   if use_gate:
     shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0))
     head_kernel(shapes)
@@ -254,30 +306,40 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     return x[rows], y[rows], valid
 
   def probe(params, x, y, index, size, key):
-    """I_k at ``params`` (BEV Eqs. 13–18), scalar."""
-    return roughness_index(probe_loss, params, probe_batch(x, y, index, size, key),
-                           jax.random.fold_in(key, PROBE_KEY_TAG), num_dirs,
-                           hp["radius"], grid, hp["eps_a"], hp["eps_t"], chunk)
+    """``(I_k, share of slices at rounding level)`` at ``params`` (BEV Eqs.
+    13–18), scalars."""
+    prof = roughness_profile(probe_loss, params, probe_batch(x, y, index, size, key),
+                             jax.random.fold_in(key, PROBE_KEY_TAG), num_dirs,
+                             hp["radius"], grid, hp["eps_a"], hp["eps_t"], chunk,
+                             increments)
+    return prof["index"], prof["rounding_fraction"]
 
   def init(key, params0, num_clients, data_info):
     del key, data_info
     clients = {"roughness": jnp.zeros((num_clients,), jnp.float32),
+               "rounding": jnp.zeros((num_clients,), jnp.float32),
                "participations": jnp.zeros((num_clients,), jnp.int32),
                "probes": jnp.zeros((num_clients,), jnp.int32)}
     return {"params": params0}, clients
 
   def prepare_cohort(payload, states, views, keys, mask, round_index):
     """Probe I_k at w_t for the sampled clients due this round; reuse the rest."""
-    del round_index
     due = mask & (states["participations"] % every == 0)
     order = jnp.argsort(jnp.where(due, 0, 1), stable=True)   # due clients first
 
-    def body(i, rough):
+    def body(i, carry):
+      rough, rounding = carry
       s = order[i]
-      value = probe(payload, views.x, views.y, views.index[s], views.size[s], keys[s])
-      return rough.at[s].set(value.astype(rough.dtype))
-    rough = lax.fori_loop(0, jnp.sum(due.astype(jnp.int32)), body, states["roughness"])
-    return {**states, "roughness": rough,
+      value, share = probe(payload, views.x, views.y, views.index[s], views.size[s],
+                           keys[s])
+      return (rough.at[s].set(value.astype(rough.dtype)),
+              rounding.at[s].set(share.astype(rounding.dtype)))
+    rough, rounding = lax.fori_loop(0, jnp.sum(due.astype(jnp.int32)), body,
+                                    (states["roughness"], states["rounding"]))
+    if report_rounding is not None:
+      jax.debug.callback(report_rounding, jnp.max(jnp.where(due, rounding, 0.0)),
+                         round_index)
+    return {**states, "roughness": rough, "rounding": rounding,
             "probes": states["probes"] + due.astype(jnp.int32)}
 
   def client_update(payload, client_state, view, key, round_index):
@@ -302,6 +364,7 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     metrics["drift"] = trees.tree_norm(delta)  # ‖Δ_t^k‖₂ (Eq. 36)
     if probing:
       metrics["roughness"] = index
+      metrics["roughness_rounding"] = client_state["rounding"]
       metrics["probed"] = (client_state["participations"] % every == 0).astype(jnp.float32)
     if coef is not None:
       metrics["prox_coef"] = coef
@@ -319,6 +382,9 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
       if probing:
         out.update(metrics_lib.roughness_drift_diagnostics_jnp(
             client_metrics["roughness"], client_metrics["drift"], mask))
+        m = mask.astype(jnp.float32)
+        out["roughness_rounding"] = (jnp.sum(m * client_metrics["roughness_rounding"])
+                                     / jnp.maximum(jnp.sum(m), 1.0))
       return out
 
   return contract.FedAlgorithm("fo_ri_fedavg", init, contract.broadcast_params,

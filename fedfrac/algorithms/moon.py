@@ -26,6 +26,20 @@ previous local model (model + projection, one row per client, initialised to the
 initial global model, so the first round's contrastive term is the constant log 2
 with zero gradient). The server is FedAvg: w_{t+1} = w_t + Σ_k p_k Δ_k with
 p_k = n_k / Σ_{j∈S} n_j. The paper's defaults are τ = 0.5 and μ ∈ {1, 5}.
+
+Model buffer (option ``buffer_size`` = b > 1; the authors' ``model_buffer_size``,
+the paper's study of more negative pairs): each client keeps its last b local
+models, newest first, and every one of them is a negative,
+
+  ℓ_con = −log [ exp(sim(z, z_glob)/τ) /
+                 (exp(sim(z, z_glob)/τ) + Σ_{j<b'} exp(sim(z, z_prev_j)/τ)) ]
+
+over the b' = min(participations, b) models the client has produced so far
+(before its first participation the one negative is the initial global model, as
+with b = 1). The buffer advances when the client takes part (the authors' code
+runs every client every round, where the two agree). State ``prev`` then has
+leaves ``[K, b, ...]`` and ``filled [K]`` counts b'; b = 1 (default) keeps the
+single-model state above, bit for bit.
 """
 from __future__ import annotations
 
@@ -47,6 +61,9 @@ HPARAMS = schema.HParamSchema({
     "proj_dim": schema.HParam(64, _proj_dim,
                               "projection output size; an integer >= 0 (0 = no projection "
                             "head, contrast the extractor features)"),
+    "buffer_size": schema.HParam(1, schema.positive_int,
+                                 "previous local models kept as negatives; an "
+                                 "integer >= 1"),
 })
 
 
@@ -84,6 +101,20 @@ def contrastive_loss(z, z_glob, z_prev, temperature):
   return jnp.logaddexp(pos, neg) - pos
 
 
+def contrastive_loss_buffer(z, z_glob, z_prevs, valid, temperature):
+  """Per-example ℓ_con with several negatives: ``z, z_glob [B, P]``, ``z_prevs
+  [b, B, P]``, ``valid [b]`` bool (which buffer slots count) -> ``[B]``.
+
+  −log(e^{pos} / (e^{pos} + Σ_{j valid} e^{neg_j})) with pos = sim(z, z_glob)/τ,
+  neg_j = sim(z, z_prev_j)/τ; one valid slot gives :func:`contrastive_loss`.
+  """
+  zu = _unit(z)
+  pos = jnp.sum(zu * _unit(z_glob), -1) / temperature               # [B]
+  neg = jnp.sum(zu[None] * _unit(z_prevs), -1) / temperature          # [b, B]
+  neg = jnp.where(valid[:, None], neg, -jnp.inf)
+  return jax.nn.logsumexp(jnp.concatenate([pos[None], neg], 0), axis=0) - pos
+
+
 def representation_fn(model):
   """``(net, x, train, key) -> (outputs [B, C], z [B, P])`` for net = {model, proj}."""
   def rep(net, x, train=False, key=None):
@@ -97,6 +128,7 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   training = ctx.training
   model, task = ctx.model, ctx.task
   mu, temperature, proj_dim = hp["mu"], hp["temperature"], hp["proj_dim"]
+  buffer_size = hp["buffer_size"]
   rep = representation_fn(model)
 
   def init(key, params0, num_clients, data_info):
@@ -105,7 +137,11 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     feature_dim = jax.eval_shape(
         lambda p: model.apply(p, x, return_features=True), params0)[1].shape[-1]
     net = {"model": params0, "proj": init_projection(key, feature_dim, proj_dim)}
-    return {"params": net}, {"prev": trees.stack_for_clients(net, num_clients)}
+    if buffer_size == 1:
+      return {"params": net}, {"prev": trees.stack_for_clients(net, num_clients)}
+    slots = trees.stack_for_clients(net, buffer_size)                  # [b, ...]
+    return {"params": net}, {"prev": trees.stack_for_clients(slots, num_clients),
+                             "filled": jnp.zeros((num_clients,), jnp.int32)}
 
   def broadcast(server_state):
     return server_state["params"]
@@ -115,12 +151,23 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     glob = jax.lax.stop_gradient(payload)
     prev = jax.lax.stop_gradient(client_state["prev"])
 
+    if buffer_size > 1:
+      # the b' filled slots, or the initial global model in slot 0 before the
+      # client's first participation
+      valid = jnp.arange(buffer_size) < jnp.maximum(client_state["filled"], 1)
+
+    def contrast(z, z_glob, x):
+      if buffer_size == 1:
+        _, z_prev = rep(prev, x)
+        return contrastive_loss(z, z_glob, z_prev, temperature)
+      _, z_prevs = jax.vmap(lambda p: rep(p, x))(prev)              # [b, B, P]
+      return contrastive_loss_buffer(z, z_glob, z_prevs, valid, temperature)
+
     def loss_fn(net, x, y, mask, step_key):
       out, z = rep(net, x, train=True, key=step_key)
       _, z_glob = rep(glob, x)
-      _, z_prev = rep(prev, x)
       sup = tasks.masked_mean(task.example_loss(out, y), mask)
-      con = tasks.masked_mean(contrastive_loss(z, z_glob, z_prev, temperature), mask)
+      con = tasks.masked_mean(contrast(z, z_glob, x), mask)
       # ℓ = ℓ_sup + μ ℓ_con   (Li et al. 2021, local objective)
       return sup + mu * con, (sup, con)
 
@@ -129,7 +176,13 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
                                                  loss_fn, training)
     delta = trees.tree_sub(net, payload)
     metrics["update_norm"] = trees.tree_norm(delta)
-    return delta, {"prev": net}, metrics
+    if buffer_size == 1:
+      return delta, {"prev": net}, metrics
+    # newest first; the oldest model leaves the buffer
+    shifted = jax.tree.map(lambda new, old: jnp.concatenate([new[None], old[:-1]], 0),
+                           net, client_state["prev"])
+    return delta, {"prev": shifted, "filled": jnp.minimum(client_state["filled"] + 1,
+                                                          buffer_size)}, metrics
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)

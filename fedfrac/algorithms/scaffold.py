@@ -1,5 +1,5 @@
 """SCAFFOLD (Karimireddy et al. 2020, "SCAFFOLD: Stochastic Controlled Averaging for
-Federated Learning", Alg. 1 with option II control variates).
+Federated Learning", Alg. 1 with option I or II control variates).
 
 Server state: model x and control variate c. Client state: c_k (zeros at t = 0,
 one row per client). In round t every sampled client receives (x, c) and runs its
@@ -11,6 +11,7 @@ local steps with the corrected gradient
 optax client optimizer; with plain SGD this is the paper's update). Then
 
   c_k⁺ = c_k − c + (x − y_k) / (K_k η)                # Alg. 1, control variate option II
+  c_k⁺ = g_k(x)                                       # Alg. 1, control variate option I
 
 with K_k the client's own number of active local steps this round and η the
 round's client learning rate. The client uploads (Δy_k, Δc_k) = (y_k − x, c_k⁺ − c_k)
@@ -20,14 +21,20 @@ round's client learning rate. The client uploads (Δy_k, Δc_k) = (y_k − x, c_
   c ← c + Σ_{k∈S} q_k Δc_k                            # Alg. 1, server control variate
 
 Weighting (option ``weighting``):
-  ``"samples"`` (default, the FedAvg convention used by every fedfrac method):
+  ``"uniform"`` (default, Alg. 1 as printed): p_k = 1/|S| and q_k = 1/N, so
+    c ← c + (|S|/N)·mean_k Δc_k and c = (1/N) Σ_k c_k.
+  ``"samples"`` (the FedAvg convention of the other fedfrac methods):
     p_k = n_k / Σ_{j∈S} n_j and q_k = n_k / n (n = all clients' samples), which
     keeps c = Σ_k (n_k/n) c_k over all clients, the control variate of the
     sample-weighted objective.
-  ``"uniform"`` (Alg. 1 as printed): p_k = 1/|S| and q_k = 1/N, so
-    c ← c + (|S|/N)·mean_k Δc_k and c = (1/N) Σ_k c_k.
-In round 0 all control variates are zero, so that round equals FedAvg (with the
-same weighting).
+With equal client sizes the two agree. In round 0 all control variates are zero,
+so that round equals FedAvg (with the same weighting).
+
+Option I (``control_variate="option1"``): c_k⁺ is the gradient of the client's
+local loss at the server model x, "an additional pass over the local data"
+(§3 of the paper): the mean per-sample gradient over all n_k samples, computed in
+mini-batches of B in the client's stored order (:func:`full_local_gradient`);
+dropout, if the model has any, is active with the client's key of the round.
 
 Control variate with other client optimizers (option ``control_variate``). For
 plain SGD, (x − y_k)/(K_k η) = mean_h (g_h − c_k + c), so option II's c_k⁺ is
@@ -43,7 +50,8 @@ quantity option II stands for directly,
 summed over the client's active steps whatever the optimizer. ``"option2"`` is
 the printed formula; ``"auto"`` (default) uses ``option2`` with plain SGD
 (``client.optimizer="sgd"``, the paper's setting, bit-identical to it) and
-``mean_gradient`` with any other client optimizer.
+``mean_gradient`` with any other client optimizer. ``"option1"`` does not depend
+on the client optimizer.
 """
 from __future__ import annotations
 
@@ -54,17 +62,18 @@ import optax
 from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 from fedfrac.ops import aggregate as agg
 
-WEIGHTINGS = ("samples", "uniform")
-CONTROL_VARIATES = ("auto", "option2", "mean_gradient")
+WEIGHTINGS = ("uniform", "samples")
+CONTROL_VARIATES = ("auto", "option1", "option2", "mean_gradient")
+OPTION1_KEY_TAG = 0x4F505431   # fold_in tag of option I's dropout key
 
 HPARAMS = schema.HParamSchema({
     "server_lr": schema.HParam(1.0, schema.positive, "server learning rate η_g; must be > 0"),
-    "weighting": schema.HParam("samples", schema.one_of(*WEIGHTINGS),
-                               "allowed values are 'samples', 'uniform'"),
+    "weighting": schema.HParam("uniform", schema.one_of(*WEIGHTINGS),
+                               "allowed values are 'uniform' (Alg. 1), 'samples'"),
     "control_variate": schema.HParam(
         "auto", schema.one_of(*CONTROL_VARIATES),
         "allowed values are 'auto' (option2 with plain SGD clients, else "
-        "mean_gradient), 'option2', 'mean_gradient'"),
+        "mean_gradient), 'option1', 'option2', 'mean_gradient'"),
 })
 
 
@@ -93,6 +102,34 @@ def with_gradient_sum(optimizer: optax.GradientTransformation, correction
     return updates, (trees.tree_add(grad_sum, grads), inner)
 
   return optax.GradientTransformation(init, update)
+
+
+def full_local_gradient(loss_fn, params, view, key, batch_size):
+  """g_k(x): the gradient of client k's mean loss over all its n_k samples at
+  ``params`` (SCAFFOLD option I), as a pytree like ``params``.
+
+  One pass over ``view.index[:view.size]`` in mini-batches of ``batch_size``
+  (``ceil(n_max / B)`` static steps, padding masked); batch j's mean-loss
+  gradient is weighted by its count of valid samples, so the result is the mean
+  per-sample gradient whatever B. ``loss_fn`` is ``local_train``'s
+  ``(params, x, y, mask, key) -> (loss, aux)``.
+  """
+  n_max = view.index.shape[0]
+  steps = -(-n_max // batch_size)
+  index = jnp.pad(view.index, (0, steps * batch_size - n_max))
+  grad_fn = jax.grad(lambda p, x, y, m, k: loss_fn(p, x, y, m, k)[0])
+
+  def body(total, j):
+    start = j * batch_size
+    rows = jax.lax.dynamic_slice(index, (start,), (batch_size,))
+    mask = start + jnp.arange(batch_size) < view.size
+    grads = grad_fn(params, view.x[rows], view.y[rows], mask, jax.random.fold_in(key, j))
+    count = jnp.sum(mask.astype(jnp.float32))
+    return jax.tree.map(lambda t, g: t + count * g, total, grads), None
+
+  total, _ = jax.lax.scan(body, trees.tree_zeros_like(params), jnp.arange(steps))
+  n = jnp.maximum(view.size.astype(jnp.float32), 1.0)
+  return trees.tree_scale(total, 1.0 / n)
 
 
 def cohort_weights(weights, mask, client_size, weighting):
@@ -139,7 +176,17 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
       # g − c_k + c   (Alg. 1, local update)
       return jax.tree.map(lambda g, ck, cs: g - ck + cs, grads, c_k, c)
 
-    if control_variate == "mean_gradient":
+    if control_variate == "option1":
+      y, _, metrics = local_training.local_train(
+          x, training.optimizer.init(x), view, key, lr, loss_fn, training,
+          step_hook=lambda grads, params, step: correct(grads))
+      steps = metrics["steps"]
+      g_x = full_local_gradient(loss_fn, x, view,
+                                jax.random.fold_in(key, OPTION1_KEY_TAG),
+                                training.batch_size)
+      # c_k⁺ = g_k(x)   (Alg. 1, option I; a client with no active step keeps c_k)
+      c_new = jax.tree.map(lambda ck, g: jnp.where(steps > 0, g, ck), c_k, g_x)
+    elif control_variate == "mean_gradient":
       optimizer = with_gradient_sum(training.optimizer, correct)
       y, (grad_sum, _), metrics = local_training.local_train(
           x, optimizer.init(x), view, key, lr, loss_fn, training, optimizer=optimizer)

@@ -13,6 +13,29 @@ Conventions used throughout:
   ``gates``) are indexed by client id, not by ring position.
 * ``apply_mixing`` applies ``M`` to a pytree of stacked leaves ``[n, ...]`` with one
   einsum; this is the only way the engine touches the stacked extractors.
+* Every matrix here is row-stochastic (rows are convex combinations). Which ones
+  are also column-stochastic, i.e. doubly stochastic, so that mixing keeps the
+  clients' mean (1ᵀM = 1ᵀ gives mean_i θ_i' = mean_i θ_i):
+
+  ========================================  ================  ===============
+  mode                                      doubly stochastic  keeps the mean
+  ========================================  ================  ===============
+  synchronous, one γ for all clients        yes (any passes)   yes
+  (FibFL, RDFL, FibFL++ synchronous)
+  sequential sweep (FibFL++ default)        no                 no
+  per-client γ ``[n]``                      no                 no
+  gated (FibFL+, ``gates`` given)           no                 no
+  ========================================  ================  ===============
+
+  With one γ, a synchronous pass is γI + (1−γ)(α P_L + β P_R) with P_L, P_R
+  permutation matrices (each client is the left neighbour of exactly one other),
+  so every column also sums to γ + (1−γ)(α + β) = 1, for any ring order and
+  n = 2 too. Otherwise column j sums to γ_j + α(1−γ_{R(j)}) + β(1−γ_{L(j)})
+  (per-client γ), the gated weights differ per row, and the in-place sweep's
+  elementary maps (identity with one row replaced) are not column-stochastic:
+  those modes move the clients' mean (one sequential pass with γ = 0.5 over 4
+  clients takes the mean of (1, 2, 4, 5) from 3 to 3.197;
+  tests/ops/test_ring.py checks each mode).
 
 Matrix builders are jittable in ``gamma``, ``gates``, ``tau`` and (unvalidated)
 a traced ``order``; ``n``, ``passes`` and ``sweep`` are static. ``two_opt_ring``,
@@ -206,7 +229,11 @@ def fibonacci_mixing_matrix(n: int, gamma: ArrayLike, order: ArrayLike | None = 
   from the previous pass), while position n−1 reads its right neighbour σ(0)
   *after* σ(0) was updated in this pass.
 
-  Every row is non-negative and sums to one (convex combinations of rows).
+  Every row is non-negative and sums to one (convex combinations of rows). The
+  matrix is also doubly stochastic (keeps the clients' mean) only for
+  ``sweep="synchronous"`` with one scalar γ and no gates; the sequential sweep,
+  a per-client γ and the FibFL+ gates give columns that do not sum to one (see
+  the module docstring).
 
   Args:
     n: number of clients (static), ``n ≥ 2``. With n = 2 the left and right
@@ -274,7 +301,8 @@ def mixing_matrix_ring_uniform(n: int, gamma: ArrayLike,
     gamma: self-retention in [0, 1], scalar or per-client ``[n]``.
     order: ring permutation ``[n]``; None = identity.
   Returns:
-    ``[n, n]`` float32 row-stochastic matrix.
+    ``[n, n]`` float32 row-stochastic matrix; doubly stochastic (keeps the
+    clients' mean) for a scalar γ, not for a per-client one.
   """
   return fibonacci_mixing_matrix(n, gamma, order=order, alpha=0.5, beta=0.5)
 

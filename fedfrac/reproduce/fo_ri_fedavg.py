@@ -677,6 +677,10 @@ class Suite:
 
   def study_timing(self):
     base = load_config_module("base")
+    light_label = ("FO-RI-FedAvg, light probe (M 4, m 20, B_probe 64, loss-difference "
+             "increments), R_probe 5, diagnostics off")
+    diffs_label = ("FO-RI-FedAvg, paper probe with loss-difference increments "
+             "(probe_increments='paper'), R_probe 5, diagnostics off")
     c = self.configure(load_config_module("main_table").get_config())
     fed = self.fed_data(c)
     variants = [("FedAvg", "fedavg", {})]
@@ -691,7 +695,8 @@ class Suite:
           ("FO-RI-FedAvg, paper probe, R_probe 10, diagnostics off", OURS,
            {**off, "probe_every": 10}),
           ("FO-RI-FedAvg, paper probe, R_probe 5 (main-table setting)", OURS, {}),
-          ("FO-RI-FedAvg, light probe, R_probe 5, diagnostics off", OURS,
+          (diffs_label, OURS, {**off, "probe_increments": "paper"}),
+          (light_label, OURS,
            {**off, **base.PROBE_LIGHT}),
       ]
     times = {}
@@ -724,13 +729,16 @@ class Suite:
       for r in (1, 5, 10):
         t = times[f"FO-RI-FedAvg, paper probe, R_probe {r}, diagnostics off"][0]
         shares.append(f"R_probe {r}: {100 * max(t - fo, 0) / t:.0f}%")
-      light = times["FO-RI-FedAvg, light probe, R_probe 5, diagnostics off"][0]
+      light = times[light_label][0]
+      diffs = times[diffs_label][0]
       nodiag = times["FO-RI-FedAvg, paper probe, R_probe 5, diagnostics off"][0]
       text += (
           "\n\nShare of an FO-RI-FedAvg round spent in roughness probes (paper probe: M "
-          "10, m 100, B_probe 128), from the difference to FO-FedAvg (the same client "
-          f"step without the probe and the tiny λ term): {', '.join(shares)}; light "
-          f"probe at R_probe 5: {100 * max(light - fo, 0) / light:.0f}%. Share spent on "
+          "10, m 100, B_probe 128, derivative increments), from the difference to "
+          "FO-FedAvg (the same client step without the probe and the tiny λ term): "
+          f"{', '.join(shares)}; the same probe with loss-difference increments at "
+          f"R_probe 5: {100 * max(diffs - fo, 0) / diffs:.0f}%; light probe at R_probe "
+          f"5: {100 * max(light - fo, 0) / light:.0f}%. Share spent on "
           f"the per-round drift/roughness diagnostics (main-table setting): "
           f"{100 * (full - nodiag) / full:.0f}%. A client probes on its 1st, "
           f"(R+1)-th, ... participation, so with C = 0.5 about one probe runs per "

@@ -41,3 +41,33 @@ def test_server_momentum_recursion():
 def test_momentum_out_of_range_is_rejected(value):
   with pytest.raises(ValueError, match="momentum=.*must be in \\[0, 1\\)"):
     algorithms.hparams("fedavgm", {"momentum": value})
+
+
+def test_nesterov_server_momentum_equals_per_client_loop():
+  # Clients: FedAvg's local SGD; server: v ← βv + Δ̄, w ← w + η_g (Δ̄ + βv).
+  beta, server_lr = 0.8, 0.7
+  sim = helpers.simulation(
+      helpers.unequal_digits(),
+      lambda ctx: algorithms.make("fedavgm", ctx, momentum=beta, server_lr=server_lr,
+                                  nesterov=True),
+      {"batch_size": 16, "lr": 0.1}, rounds=3, participation=0.75)
+  state = sim.init(1)
+  final, metrics = sim.run_chunk(state, 3)
+  ids = np.asarray(metrics["clients/ids"]).tolist()
+  grad = ref.supervised_grad(sim)
+  w = state.server["params"]
+  v = jax.tree.map(jnp.zeros_like, w)
+  for t, cohort in enumerate(ids):
+    deltas = [ref.tree_map(jnp.subtract, ref.local_sgd(sim, w, k, t, state.key, grad)[0],
+                           w) for k in cohort]
+    p, _ = ref.cohort_weights(sim, cohort, "samples")
+    mean = ref.tree_sum(p, deltas)
+    v = ref.tree_map(lambda a, b: beta * a + b, v, mean)
+    w = ref.tree_map(lambda a, d, b: a + server_lr * (d + beta * b), w, mean, v)
+  ref.assert_trees_close(final.server["params"], w)
+  ref.assert_trees_close(final.server["momentum"], v)
+
+
+def test_nesterov_must_be_a_bool():
+  with pytest.raises(ValueError, match="nesterov='yes': .*True or False"):
+    algorithms.hparams("fedavgm", {"nesterov": "yes"})

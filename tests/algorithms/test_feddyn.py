@@ -34,18 +34,25 @@ def reference_feddyn(sim, state, ids, alpha, weighting):
   return theta, h, h_k
 
 
+def test_default_weighting_is_the_papers_uniform_one():
+  # Alg. 1: h^t = h^{t−1} − α (1/m) Σ Δ_k, θ^t = (1/|P_t|) Σ θ_k^t − h^t/α.
+  assert algorithms.hparams("feddyn")["weighting"] == "uniform"
+
+
 # Both weightings share scaffold.cohort_weights (tested with both in
-# tests/algorithms/test_scaffold.py); the default is checked here.
-@pytest.mark.parametrize("weighting", ["samples"])
+# tests/algorithms/test_scaffold.py); the default (None) is the uniform one.
+@pytest.mark.parametrize("weighting", [None, "samples"])
 def test_feddyn_state_updates_equal_per_client_loop(weighting):
   alpha = 0.1
   fed = helpers.unequal_digits()
+  options = {} if weighting is None else {"weighting": weighting}
   sim = helpers.simulation(
-      fed, lambda ctx: algorithms.make("feddyn", ctx, alpha=alpha, weighting=weighting),
+      fed, lambda ctx: algorithms.make("feddyn", ctx, alpha=alpha, **options),
       {"batch_size": 16, "local_epochs": 1, "lr": 0.1}, rounds=3, participation=0.5)
   state = sim.init(4)
   final, metrics = sim.run_chunk(state, 3)
   ids = np.asarray(metrics["clients/ids"]).tolist()
+  weighting = weighting or "uniform"
   theta, h, h_k = reference_feddyn(sim, state, ids, alpha, weighting)
   ref.assert_trees_close(final.server["params"], theta)
   ref.assert_trees_close(final.server["h"], h)

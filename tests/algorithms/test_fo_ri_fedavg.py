@@ -275,3 +275,55 @@ def test_presets_and_validation():
     with pytest.raises(config_lib.ConfigError, match=f"methods.ri.{match}".replace("(", r"\(")):
       config_lib.validate(c)
   algorithms.hparams("fo_fedavg", {"probe": "off"})   # λ = 0: no probe needed
+
+
+# ------------------------------------------------- probes that measure rounding
+
+# The paper's radius and grid on a digits MLP: every slice changes the loss by
+# about one float32 spacing per grid step (M and B_probe kept small).
+ROUNDING_PROBE = dict(num_directions=3, grid=100, radius=0.01, probe_batch=8,
+                      probe_every=1, lam=0.5)
+
+
+def _rounding_run(fed, **options):
+  sim = helpers.simulation(fed, lambda ctx: algorithms.make(
+      "fo_ri_fedavg", ctx, **ROUNDING_PROBE, **options), CLIENT, rounds=2,
+      participation=0.5, hidden=(64,))
+  _, m = sim.run_chunk(sim.init(0), 2)
+  return jax.tree.map(np.asarray, m)
+
+
+def test_paper_increments_report_rounding_once_per_run(fed):
+  with pytest.warns(RuntimeWarning, match="I_k measures float rounding") as caught:
+    m = _rounding_run(fed, probe_increments="paper")
+  assert sum("float rounding" in str(w.message) for w in caught) == 1
+  assert np.all(m["server/roughness_rounding"] >= 0.5)
+  valid = m["clients/mask"].astype(bool)
+  np.testing.assert_allclose(m["server/roughness_rounding"],
+                             [m["clients/roughness_rounding"][t][valid[t]].mean()
+                              for t in range(2)], rtol=1e-6)
+
+
+def test_derivative_increments_are_the_default_and_do_not_warn(fed):
+  import warnings
+  assert algorithms.hparams("fo_ri_fedavg")["probe_increments"] == "derivative"
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", RuntimeWarning)
+    m = _rounding_run(fed)
+  # The same slices are flagged (their amplitude is at rounding level) ...
+  assert np.all(m["server/roughness_rounding"] >= 0.5)
+  # ... but resolved: nearly linear over [−ℓ, ℓ], so I_k and the pull are ~0.
+  assert np.all(m["clients/roughness"] < 0.05)
+
+
+def test_rounding_warning_is_shown_for_every_run_in_one_process():
+  import warnings
+  reports = [fo_ri_fedavg.rounding_reporter() for _ in range(2)]   # two runs
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("default")
+    for report in reports:
+      report(0.0, 0)          # nothing flagged yet: no warning
+      report(0.5, 3)
+      report(1.0, 4)          # already warned in this run
+  messages = [str(w.message) for w in caught]
+  assert len(messages) == 2 and all("at round 4, 50%" in m for m in messages)

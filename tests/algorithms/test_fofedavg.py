@@ -1,6 +1,7 @@
 """FOFedAvg: reductions to FedAvg, round-0 SGD, round memory via client state."""
 from __future__ import annotations
 
+import math
 import os
 
 import jax
@@ -196,3 +197,18 @@ def test_alpha_grid_as_traced_values_equals_separate_runs():
   other = many.record("fo[alpha=1.0]", 0).rows[-1]
   assert other["server/drift_mean"] > got["server/drift_mean"]   # s < 1 shrinks steps
 
+
+
+def test_mean_factor_is_public_in_optim():
+  # FOFedAvg's ``fractional_factor`` metric, for users: ff.optim.fractional_mean_factor
+  # reads it from any optax state holding the fractional transformation.
+  tx = optax.chain(ff.optim.fractional(0.5, 1e-5), optax.sgd(0.1))
+  w = jnp.ones(3)
+  state = tx.init(w)
+  assert float(ff.optim.fractional_mean_factor(state)) == 1.0
+  for _ in range(2):   # the first step has no previous iterate (factor 1, not counted)
+    updates, state = tx.update(jnp.ones(3), state, w)
+    w = optax.apply_updates(w, updates)
+  step = 0.1 * np.sqrt(3.0)          # ‖w_1 − w_0‖ of the first (plain SGD) step
+  want = (step + 1e-5) ** 0.5 / math.gamma(1.5)
+  assert float(ff.optim.fractional_mean_factor(state)) == pytest.approx(want, rel=1e-4)

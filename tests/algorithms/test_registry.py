@@ -228,7 +228,7 @@ def test_list_names_every_algorithm_with_its_schema_options():
 def test_option_lines_show_default_and_allowed_values():
   hp = algorithms.entry("scaffold").schema.options["weighting"]
   assert catalog.option_line("weighting", hp) == (
-      "weighting = 'samples'  (one of 'samples', 'uniform')")
+      "weighting = 'uniform'  (one of 'uniform', 'samples')")
   hp = algorithms.entry("fedprox").schema.options["mu"]
   assert catalog.option_line("mu", hp) == "mu = 0.01  (proximal weight μ; must be >= 0)"
 

@@ -21,13 +21,14 @@ def _sim(weighting, rounds=3, participation=0.5, **client):
   fed = helpers.unequal_digits()
   cfg = {"batch_size": 16, "local_epochs": 2, "lr": 0.1}
   cfg.update(client)
+  options = {} if weighting is None else {"weighting": weighting}
   return helpers.simulation(
-      fed, lambda ctx: algorithms.make("scaffold", ctx, weighting=weighting), cfg,
+      fed, lambda ctx: algorithms.make("scaffold", ctx, **options), cfg,
       rounds=rounds, participation=participation)
 
 
-def reference_scaffold(sim, state, ids, weighting, server_lr=1.0):
-  """Alg. 1 (option II) of Karimireddy et al. 2020 as plain Python loops."""
+def reference_scaffold(sim, state, ids, weighting, server_lr=1.0, option=2):
+  """Alg. 1 (option I or II) of Karimireddy et al. 2020 as plain Python loops."""
   grad_fn = ref.supervised_grad(sim)
   x = state.server["params"]
   c = jax.tree.map(jnp.zeros_like, x)
@@ -39,8 +40,11 @@ def reference_scaffold(sim, state, ids, weighting, server_lr=1.0):
       y, steps = ref.local_sgd(sim, x, k, t, state.key, grad_fn,
                                hook=lambda g, p, k=k: ref.tree_map(
                                    lambda gi, ci, cs: gi - ci + cs, g, c_k[k], c))
-      new = ref.tree_map(lambda ci, cs, a, b: ci - cs + (a - b) / (steps * lr),
-                         c_k[k], c, x, y)
+      if option == 1:
+        new = ref.full_local_gradient(sim, x, k)        # c_k⁺ = g_k(x)
+      else:                                             # c_k − c + (x − y)/(Kη)
+        new = ref.tree_map(lambda ci, cs, a, b: ci - cs + (a - b) / (steps * lr),
+                           c_k[k], c, x, y)
       dys.append(ref.tree_map(jnp.subtract, y, x))
       dcs.append(ref.tree_map(jnp.subtract, new, c_k[k]))
       c_k[k] = new
@@ -50,7 +54,12 @@ def reference_scaffold(sim, state, ids, weighting, server_lr=1.0):
   return x, c, c_k
 
 
-@pytest.mark.parametrize("weighting", ["samples", "uniform"])
+def test_default_weighting_is_the_papers_uniform_one():
+  # Alg. 1: x ← x + (η_g/|S|) Σ Δy_k, c ← c + (1/N) Σ Δc_k.
+  assert algorithms.hparams("scaffold")["weighting"] == "uniform"
+
+
+@pytest.mark.parametrize("weighting", [None, "samples"])
 def test_vectorised_scaffold_equals_per_client_loop(weighting):
   sim = _sim(weighting)
   assert len(set(sim.num_steps.tolist())) > 1, "clients must run different step counts"
@@ -58,6 +67,7 @@ def test_vectorised_scaffold_equals_per_client_loop(weighting):
   final, metrics = sim.run_chunk(state, 3)
   ids = np.asarray(metrics["clients/ids"])
   assert ids.shape == (3, 2)
+  weighting = weighting or "uniform"     # the default: Alg. 1 as printed
   x, c, c_k = reference_scaffold(sim, state, ids.tolist(), weighting)
   ref.assert_trees_close(final.server["params"], x)
   ref.assert_trees_close(final.server["c"], c)
@@ -72,6 +82,26 @@ def test_vectorised_scaffold_equals_per_client_loop(weighting):
   assert float(trees.tree_norm(final.server["c"])) > 0
 
 
+def test_option_one_control_variate_equals_per_client_loop():
+  # c_k⁺ = g_k(x): the client's full local gradient at the server model, here
+  # with unequal clients and a batch size that divides no n_k (13, 40, 75, 22),
+  # so the one pass in mini-batches ends on a partial batch.
+  fed = helpers.unequal_digits()
+  sim = helpers.simulation(
+      fed, lambda ctx: algorithms.make("scaffold", ctx, control_variate="option1"),
+      {"batch_size": 16, "local_epochs": 1, "lr": 0.1}, rounds=2, participation=0.5)
+  state = sim.init(3)
+  final, metrics = sim.run_chunk(state, 2)
+  ids = np.asarray(metrics["clients/ids"]).tolist()
+  x, c, c_k = reference_scaffold(sim, state, ids, "uniform", option=1)
+  ref.assert_trees_close(final.server["params"], x)
+  ref.assert_trees_close(final.server["c"], c)
+  for k in range(sim.num_clients):
+    ref.assert_trees_close(jax.tree.map(lambda a: a[k], final.clients["c"]), c_k[k])
+  seen = {k for cohort in ids for k in cohort}
+  assert seen and all(float(trees.tree_norm(c_k[k])) > 0 for k in seen)
+
+
 def test_uplink_and_downlink_carry_two_models():
   sim = _sim("samples", rounds=1)
   state = sim.init(0)
@@ -83,6 +113,8 @@ def test_uplink_and_downlink_carry_two_models():
 def test_invalid_options_are_rejected():
   with pytest.raises(ValueError, match="weighting='size'"):
     algorithms.hparams("scaffold", {"weighting": "size"})
+  with pytest.raises(ValueError, match="control_variate='option3'.*'option1'"):
+    algorithms.hparams("scaffold", {"control_variate": "option3"})
   with pytest.raises(ValueError, match="server_lr=0"):
     algorithms.hparams("scaffold", {"server_lr": 0})
 

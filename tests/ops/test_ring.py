@@ -511,3 +511,43 @@ def test_schedule_validation():
     ring.fibfl_pp_gamma(0, 1, 10, gamma_start=2.0)
   with pytest.raises(ValueError, match="n must be"):
     ring.fibfl_pp_passes(1)
+
+
+# ----------------------------------------------------------------------------
+# which modes keep the clients' mean (doubly stochastic), as the docs state
+# ----------------------------------------------------------------------------
+
+X4 = np.array([1.0, 2.0, 4.0, 5.0])
+GAMMAS4 = np.array([0.2, 0.5, 0.8, 0.4])
+GATES4 = np.array([0.9, 0.5, 0.8, 0.4])
+
+
+@pytest.mark.parametrize("n,passes,order", [(2, 1, None), (4, 1, [2, 0, 3, 1]),
+                                            (5, 3, None)])
+def test_synchronous_with_one_gamma_is_doubly_stochastic_and_keeps_the_mean(
+    n, passes, order):
+  for m in (ring.fibonacci_mixing_matrix(n, 0.3, order=order, passes=passes),
+            ring.mixing_matrix_ring_uniform(n, 0.3, order=order)):
+    m = np.asarray(m, np.float64)
+    np.testing.assert_allclose(m.sum(axis=0), 1.0, atol=1e-6)
+    x = np.arange(1.0, n + 1) ** 2
+    assert (m @ x).mean() == pytest.approx(x.mean(), rel=1e-6)
+
+
+@pytest.mark.parametrize("mode,options,mean", [
+    ("sequential", dict(gamma=0.5, sweep="sequential"), 3.1973624),
+    ("per-client gamma", dict(gamma=GAMMAS4), 3.2244679),
+    ("gated", dict(gamma=0.5, gates=GATES4), 2.9681373),
+    ("rdfl per-client gamma", dict(gamma=GAMMAS4, uniform=True), None)])
+def test_other_modes_are_not_doubly_stochastic_and_move_the_mean(mode, options, mean):
+  options = dict(options)
+  if options.pop("uniform", False):
+    m = ring.mixing_matrix_ring_uniform(4, options["gamma"])
+  else:
+    m = ring.fibonacci_mixing_matrix(4, **options)
+  m = np.asarray(m, np.float64)
+  np.testing.assert_allclose(m.sum(axis=1), 1.0, atol=1e-6)       # row-stochastic
+  assert np.max(np.abs(m.sum(axis=0) - 1.0)) > 0.01, mode          # not by columns
+  assert abs((m @ X4).mean() - X4.mean()) > 0.01, mode
+  if mean is not None:
+    assert (m @ X4).mean() == pytest.approx(mean, rel=1e-6)
