@@ -1,6 +1,10 @@
-"""Your own algorithm: ``ff.algorithms.register`` and the contract check before
-compiling."""
+"""Your own algorithm: ``ff.algorithms.register`` / ``ff.run(config,
+algorithms=...)``, the contract check before compiling, and shipping to worker
+processes (or running in this process, saying why)."""
 from __future__ import annotations
+
+import sys
+import types
 
 import jax
 import ml_collections
@@ -11,7 +15,7 @@ from fedfrac import algorithms
 from fedfrac import config as config_lib
 from fedfrac import data as data_lib
 from fedfrac.algorithms import contract, local_training, tasks
-from fedfrac.runner import factories
+from fedfrac.runner import factories, parallel
 from tests import helpers
 
 
@@ -35,10 +39,12 @@ def build_mean_of_deltas(ctx, hp):
 
 @pytest.fixture(autouse=True)
 def _clean_registry():
-  before = dict(algorithms.REGISTRY)
+  before, models_before = dict(algorithms.REGISTRY), dict(ff.models.USER_MODELS)
   yield
   algorithms.REGISTRY.clear()
   algorithms.REGISTRY.update(before)
+  ff.models.USER_MODELS.clear()
+  ff.models.USER_MODELS.update(models_before)
 
 
 def _config(name):
@@ -113,3 +119,60 @@ def test_contract_mistakes_are_named_before_compiling(kind, match):
     _check(_config("broken"))
   assert str(info.value).startswith("config.methods.mine: algorithm 'broken': ")
   assert "\n" not in str(info.value)
+
+
+def test_a_function_that_raises_while_traced_is_named():
+  def build(ctx, hp):
+    good = build_mean_of_deltas(ctx, hp)
+    return good._replace(eval_params=lambda server, cs: server["weights"])
+  with pytest.raises(config_lib.ConfigError,
+                     match=r"eval_params\(server_state, client_state\) raised KeyError"):
+    ff.run(_config("build"), algorithms={"build": build})
+
+
+def test_run_registers_its_algorithms_for_the_config():
+  res = ff.run(_config("mine_avg"), algorithms={"mine_avg": build_mean_of_deltas})
+  assert res.methods() == ["mine"] and res.records[0].algorithm == "mine_avg"
+  rounds, accuracy = res.record("mine", 0).curve("accuracy")
+  assert list(rounds) == [2] and accuracy[-1] > 0.15   # it trains (chance: 0.1)
+
+
+def test_registered_algorithms_reach_worker_processes():
+  """The old code's workers did not see a hand-registered name ("did you mean
+  'fedavg'?"); they now register what the parent packed."""
+  algorithms.register(build_mean_of_deltas, name="shipped")
+  blob, problem = parallel.pack_extensions()
+  assert problem is None and blob is not None
+  from fedfrac.runner import points
+  got = []
+  points.work_queue(["shipped", "fedavg"], "tests.algorithms.test_user_algorithm:_known",
+                    1, lambda index, payload: got.append(payload))
+  assert sorted(got) == [("fedavg", True), ("shipped", True)]
+
+
+def _known(name, emit):
+  """Worker target: whether ``name`` is an algorithm in that process."""
+  emit((name, name in algorithms.REGISTRY))
+
+
+def test_notebook_algorithms_that_cannot_be_sent_run_in_this_process(monkeypatch, capsys):
+  """A function defined in a notebook (``__main__`` without a file) cannot be
+  pickled by reference: without cloudpickle the run uses this process and says
+  why in one line."""
+  main = types.ModuleType("__main__")
+  def notebook_build(ctx, hp):
+    return build_mean_of_deltas(ctx, hp)
+  notebook_build.__module__ = "__main__"
+  notebook_build.__qualname__ = "notebook_build"
+  main.notebook_build = notebook_build   # type: ignore[attr-defined]
+  monkeypatch.setitem(sys.modules, "__main__", main)
+  monkeypatch.setitem(sys.modules, "cloudpickle", None)   # as if not installed
+  algorithms.register(notebook_build)
+  c = _config("notebook_build")
+  c.workers = 2
+  c.seeds = (0, 1)
+  assert parallel.worker_count(c, 2) == 1
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1
+  assert err[0].startswith("config.workers=2: running in this process: 'notebook_build' "
+                           "is defined in this session's __main__ (a notebook)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import fedfrac as ff
 from fedfrac import data as data_lib
 from fedfrac.algorithms.contract import star_communication
 from fedfrac.data import arrays, files
@@ -75,6 +76,15 @@ def test_a_federated_dataset_with_an_empty_client_is_refused():
   bad = fed.__class__(**{**fed.__dict__, "client_size": empty})
   with pytest.raises(DataError, match="data:clients"):
     arrays.user_data(bad)
+
+
+def test_run_refuses_bad_data_before_any_compute():
+  """The old ``run`` had no ``data=``; NaN inputs must not reach training."""
+  x, y = _table()
+  x[5, 2] = np.inf
+  c = helpers.tiny_config(rounds=2)
+  with pytest.raises(DataError, match=r"^data:x_train: "):
+    ff.run(c, data=(x, y))
 
 
 def test_npz_files_source_accepts_tabular_features(tmp_path):
