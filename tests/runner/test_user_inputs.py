@@ -106,3 +106,13 @@ def test_final_parameters_of_run_match_its_evaluation_and_no_parameters_kept():
   kept_none = ff.Results(res.config, [RunRecord("fedavg", "fedavg", 0, [], [])])
   with pytest.raises(ValueError, match="no parameters kept .*keep_params=False"):
     kept_none.final_params("fedavg")   # keep_params=False, or read from a workdir
+
+
+def test_a_client_lr_grid_runs_every_method_at_each_rate():
+  """``client.lr`` is every method's option; the old run_many ran it without a grid."""
+  c = helpers.tiny_config(rounds=2, eval_every=2)
+  res = ff.run_many(c, grid={"client.lr": [1e-6, 0.5]})
+  assert res.methods() == ["fedavg[client.lr=1e-06]", "fedavg[client.lr=0.5]"]
+  still, trained = (res.record(m, 0).curve("train_update_norm")[1][-1]
+                    for m in res.methods())
+  assert trained > 1e4 * still > 0   # the update scales with the rate
