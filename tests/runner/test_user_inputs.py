@@ -50,6 +50,18 @@ def test_an_unknown_metric_name_raises_with_the_names_there_are():
   assert rec.metric_names() == ["accuracy", "loss"]
 
 
+def test_a_sweep_metric_of_other_methods_is_an_empty_curve_not_an_error():
+  """A sweep's metric another method writes (DP's epsilon beside FedAvg) is asked
+  for explicitly as missing: the point's curve is empty, its value None."""
+  from fedfrac import sweep
+  rows = [{"method": "a", "algorithm": "fedavg", "seed": 0, "round": 1, "accuracy": 0.5}]
+  point = sweep.point_record(RunRecord("a", "fedavg", 0, rows, rows), ["accuracy", "epsilon"],
+                             {"axes": {}, "label": "a"}, None)
+  assert point["metrics"]["epsilon"] is None
+  assert point["curves"]["epsilon"]["value"] == [None]
+  assert point["metrics"]["accuracy"] == 0.5
+
+
 @pytest.mark.parametrize("grid,match", [
     ({"aplha": [0.5, 0.9]}, r"grid=\{'aplha': \.\.\.\}: no selected method \(fedavg, "
                             r"fofedavg\) has the option 'aplha'; did you mean 'alpha'\?"),
