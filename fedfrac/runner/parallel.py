@@ -19,6 +19,7 @@ the run use this process instead, saying why in one line.
 """
 from __future__ import annotations
 
+import os
 import pickle
 import signal
 import sys
@@ -34,6 +35,13 @@ def user_extensions() -> dict:
   "models": {name: adapter}}`` (empty dicts when nothing)."""
   from fedfrac import algorithms, models
   return {"algorithms": algorithms.user_entries(), "models": dict(models.USER_MODELS)}
+
+
+def _main_is_a_file(main) -> bool:
+  """Whether worker processes can import ``__main__`` (a script file; not a
+  notebook, an interactive interpreter or ``python -``)."""
+  path = getattr(main, "__file__", None)
+  return bool(path) and os.path.isfile(path)
 
 
 def _names(names) -> str:
@@ -63,13 +71,13 @@ def pack_extensions() -> tuple:
       except Exception:
         unpicklable.append(name)
         continue
-      if b"__main__" in blob and not getattr(main, "__file__", None):
+      if b"__main__" in blob and not _main_is_a_file(main):
         in_main.append(name)
   if unpicklable:
     return None, (f"{_names(unpicklable)} cannot be pickled by reference; install "
                   f"cloudpickle or define them in a module file")
   if in_main:
-    return None, (f"{_names(in_main)} defined in this session's __main__ (a notebook), "
+    return None, (f"{_names(in_main)} defined in this process's __main__ (a notebook), "
                   f"which worker processes cannot import; install cloudpickle or define "
                   f"them in a module file")
   return pickle.dumps(ext), None

@@ -175,4 +175,4 @@ def test_notebook_algorithms_that_cannot_be_sent_run_in_this_process(monkeypatch
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1
   assert err[0].startswith("config.workers=2: running in this process: 'notebook_build' "
-                           "is defined in this session's __main__ (a notebook)")
+                           "is defined in this process's __main__ (a notebook)")
