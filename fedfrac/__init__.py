@@ -2,6 +2,11 @@
 
     import fedfrac as ff
     results = ff.run(config)          # config from fedfrac.config.base_config()
+
+Your own arrays, flax module and algorithm (README: "Your own method, data and model"):
+
+    results = ff.run(config, data=(x, y), model=module, algorithms={"mine": build})
+    params = results.final_params("mine_label")
 """
 __version__ = "0.1.0"
 

@@ -42,7 +42,7 @@ GENERATED = "generated"
 # Packages whose every public function and class the reference documents.
 FULL_PACKAGES = ("fedfrac.ops", "fedfrac.optim")
 DATA_MODULES = ("fedfrac.data.sources", "fedfrac.data.partition", "fedfrac.data.files",
-                "fedfrac.data.federated")
+                "fedfrac.data.federated", "fedfrac.data.arrays")
 # The run API: (module, names); the classes with their members.
 RUN_API = (("fedfrac.runner.loop", ("run",)),
            ("fedfrac.runner.many", ("run_many",)),
@@ -50,10 +50,13 @@ RUN_API = (("fedfrac.runner.loop", ("run",)),
            ("fedfrac.runner.overview", ("ResultFigures", "results_figures", "rounds_figure",
                                         "ranking_figure", "save_sweep_figures")),
            ("fedfrac.runner.summary_table", ("format_table",)),
-           ("fedfrac.sweep", ("run_sweep", "run")))
+           ("fedfrac.sweep", ("run_sweep", "run")),
+           ("fedfrac.models.adapter", ("flax_model", "FlaxAdapter")))
 CONTRACT_API = (("fedfrac.algorithms.contract", ("FedAlgorithm", "ClientView", "BuildContext",
                                                  "AlgorithmEntry", "step_budget")),
-                ("fedfrac.algorithms", ("entry", "make", "hparams", "names")),
+                ("fedfrac.algorithms", ("entry", "make", "hparams", "names", "register",
+                                        "unregister")),
+                ("fedfrac.algorithms.check", ("check_algorithm", "ContractError")),
                 ("fedfrac.algorithms.schema", ("HParam", "HParamSchema")),
                 ("fedfrac.catalog", ("Family", "family")))
 

@@ -307,14 +307,14 @@ def point_record(rec, metric_names, spec, value):
          "final": rec.rows[-1] if rec.rows else {}, "curves": {}}
   for name in metric_names:
     if not name.startswith("mean:") and rec.rows:
-      rounds, values = rec.curve(name)
+      rounds, values = rec.curve(name, default=np.nan)   # a metric of other methods
       out["curves"][name] = {"round": rounds.tolist(),
                              "value": [None if not np.isfinite(v) else float(v)
                                        for v in values]}
     v = _run_value(rec, name)
     out["metrics"][name] = None if v is None or not np.isfinite(v) else float(v)
     if name == "accuracy":
-      curve = rec.curve(name)[1] if rec.rows else np.asarray([])
+      curve = rec.curve(name, default=np.nan)[1] if rec.rows else np.asarray([])
       out["metrics"]["best_accuracy"] = float(np.nanmax(curve)) if curve.size else None
   return out
 

@@ -70,9 +70,17 @@ def test_notebook_runs_without_warnings(path):
     matplotlib.use("Agg")
     with open(path) as f:
       nb = json.load(f)
+    from fedfrac import algorithms, models
+    registered = dict(algorithms.REGISTRY), dict(models.USER_MODELS)
     namespace = {"__name__": "__main__"}
-    for cell in _code_cells(nb):
-      exec(compile("".join(cell["source"]), path, "exec"), namespace)
+    try:
+      for cell in _code_cells(nb):
+        exec(compile("".join(cell["source"]), path, "exec"), namespace)
+    finally:   # what a notebook registers stays in its own kernel, not in later tests
+      algorithms.REGISTRY.clear()
+      algorithms.REGISTRY.update(registered[0])
+      models.USER_MODELS.clear()
+      models.USER_MODELS.update(registered[1])
     return
   nb = execute(path)
   assert not warning_outputs(nb), warning_outputs(nb)

@@ -5,6 +5,16 @@ Every algorithm module lists its :class:`AlgorithmEntry` values in ``ENTRIES``
 options, and its capabilities); one module may register several names that
 differ only in defaults (RI-FedAvg = FO-RI-FedAvg with α = 1). ``make`` builds an
 algorithm from a name and options; ``entry(name)`` is the registry's one way in.
+
+Your own algorithm joins the registry with :func:`register` (or
+``ff.run(config, algorithms={name: entry})``): an :class:`AlgorithmEntry`, or
+just a ``build(ctx, hp) -> FedAlgorithm`` function (no options). Its name then
+works as ``config.methods.<label>.name`` everywhere a built-in name does; before
+anything compiles, its functions are traced once on abstract arrays
+(:func:`fedfrac.algorithms.check.check_algorithm`), so a mistake in what they
+return is named in one line. Runs spread over worker processes
+(``config.workers``) receive the registered entries
+(:mod:`fedfrac.runner.parallel`).
 """
 from __future__ import annotations
 
@@ -34,6 +44,8 @@ def _register(modules) -> dict:
 
 
 REGISTRY: dict = _register(_MODULES)   # name -> AlgorithmEntry
+BUILTIN = frozenset(REGISTRY)          # the names fedfrac itself registers
+_BUILTIN_ENTRIES = dict(REGISTRY)
 
 # Options each algorithm runs with in configs/quickstart.py (digits, 10 clients);
 # a "client" entry overrides the shared client optimizer settings.
@@ -77,6 +89,78 @@ def quickstart_methods():
 
 def names():
   return tuple(REGISTRY)
+
+
+def _as_entry(entry, name=None) -> AlgorithmEntry:
+  """``entry`` as an :class:`AlgorithmEntry` named ``name`` (default its own);
+  a plain ``build(ctx, hp)`` function becomes an entry without options."""
+  if isinstance(entry, AlgorithmEntry):
+    if name is not None and entry.name != name:
+      import dataclasses
+      entry = dataclasses.replace(entry, name=name)
+    return entry
+  if callable(entry):
+    label = name or getattr(entry, "__name__", "")
+    return AlgorithmEntry(label, entry, HParamSchema({}),
+                          summary=f"{label}: user algorithm ({_where(entry)})")
+  raise TypeError(f"algorithm {name or entry!r}: expected an AlgorithmEntry or a "
+                  f"build(ctx, hp) -> FedAlgorithm function, got "
+                  f"{type(entry).__name__}")
+
+
+def _where(fn) -> str:
+  module = getattr(fn, "__module__", None) or "?"
+  return f"{module}.{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
+
+
+def register(entry, *, name=None, replace=False) -> AlgorithmEntry:
+  """Add your own algorithm to the registry; returns its entry.
+
+  Args:
+    entry: an :class:`AlgorithmEntry` (name, ``build(ctx, hp) -> FedAlgorithm``,
+      :class:`HParamSchema` of its options, capabilities), or a ``build(ctx, hp)``
+      function (registered under ``name`` or its ``__name__``, with no options).
+    name: register under this name instead of the entry's own.
+    replace: allow replacing a built-in algorithm of the same name. A name you
+      registered before is always replaced (re-running a notebook cell).
+  Raises:
+    ValueError: the name is empty or not an identifier, or a built-in name
+      without ``replace``; TypeError: ``entry`` is neither of the above.
+  """
+  e = _as_entry(entry, name)
+  if not (isinstance(e.name, str) and e.name.isidentifier()):
+    raise ValueError(f"algorithm name={e.name!r}: must be a Python identifier "
+                     f"(letters, digits, underscores), e.g. 'my_fedavg'")
+  if not callable(e.build):
+    raise TypeError(f"algorithm {e.name!r}: build={e.build!r} is not callable; "
+                    f"expected build(ctx, hp) -> FedAlgorithm")
+  if not isinstance(e.schema, HParamSchema):
+    raise TypeError(f"algorithm {e.name!r}: schema is a {type(e.schema).__name__}; "
+                    f"expected an HParamSchema (HParamSchema({{}}) for no options)")
+  if e.name in BUILTIN and not replace and REGISTRY.get(e.name) is not e:
+    raise ValueError(f"algorithm name={e.name!r} is a built-in algorithm; choose "
+                     f"another name, or pass replace=True to replace it")
+  REGISTRY[e.name] = e
+  return e
+
+
+def unregister(name) -> None:
+  """Remove an algorithm you registered (a replaced built-in comes back)."""
+  if name in BUILTIN:
+    REGISTRY[name] = _BUILTIN_ENTRIES[name]
+  else:
+    REGISTRY.pop(name, None)
+
+
+def user_entries() -> dict:
+  """``{name: entry}`` of the algorithms registered with :func:`register`
+  (replaced built-ins included), in registration order."""
+  return {n: e for n, e in REGISTRY.items() if _BUILTIN_ENTRIES.get(n) is not e}
+
+
+def is_builtin(name) -> bool:
+  """Whether ``name`` is fedfrac's own algorithm (not registered or replaced by you)."""
+  return name in _BUILTIN_ENTRIES and REGISTRY.get(name) is _BUILTIN_ENTRIES[name]
 
 
 def entry(name) -> AlgorithmEntry:

@@ -35,7 +35,7 @@ HPARAMS = schema.HParamSchema({
     "noise_multiplier": schema.HParam(1.0, schema.non_negative,
                                       "noise multiplier σ; must be >= 0"),
     "clip_norm": schema.HParam(1.0, schema.positive, "clip norm S; must be > 0"),
-    "delta": schema.HParam(1e-5, lambda v: schema.positive(v) and v < 1,
+    "delta": schema.HParam(1e-5, schema.interval(0, 1, lo_open=True, hi_open=True),
                            "target δ of the (ε, δ) guarantee; must be in (0, 1)"),
     "accountant": schema.HParam("rdp", schema.one_of(*dp.ACCOUNTANTS),
                                 f"allowed values are {', '.join(dp.ACCOUNTANTS)}"),

@@ -32,8 +32,7 @@ from fedfrac.algorithms import contract, local_training, schema, server, tasks, 
 SERVER_OPTIMIZERS = ("adam", "yogi", "adagrad", "sgd")
 
 
-def _decay(v):
-  return schema.non_negative(v) and v < 1
+_decay = schema.interval(0, 1, hi_open=True)   # [0, 1)
 
 
 HPARAMS = schema.HParamSchema({

@@ -49,10 +49,23 @@ from fedfrac.optim.fractional import (alpha_range_error, fractional,
                                       fractional_mean_factor, fractional_set_reference)
 
 
-def alpha_in_range(v):
+class _AlphaRange:
   """Per-key check of α: a number in the widest range, (0, 2) (whether α > 1 is
-  allowed depends on ``allow_heuristic_alpha``: :func:`check_alpha`)."""
-  return schema.is_number(v) and alpha_range_error(v, allow_heuristic_alpha=True) is None
+  allowed depends on ``allow_heuristic_alpha``: :func:`check_alpha`). A traced α
+  (a vmapped grid) outside (0, 1] — (0, 2) with ``allow_heuristic_alpha`` —
+  becomes NaN (:func:`fedfrac.algorithms.schema.nan_outside`), so the run
+  diverges instead of training with an order the method does not define."""
+
+  def __call__(self, v):
+    return schema.is_number(v) and alpha_range_error(v, allow_heuristic_alpha=True) is None
+
+  def traced(self, v, hp):
+    high = 2.0 if hp.get("allow_heuristic_alpha") else 1.0
+    below = v < high if high == 2.0 else v <= high
+    return jnp.isfinite(v) & (v > 0) & below
+
+
+alpha_in_range = _AlphaRange()
 
 
 def check_alpha(hp):

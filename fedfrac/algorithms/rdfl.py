@@ -26,7 +26,7 @@ from fedfrac.ops import ring
 
 
 HPARAMS = schema.HParamSchema({
-    "gamma": schema.HParam(None, lambda v: v is None or schema.unit_interval(v),
+    "gamma": schema.HParam(None, schema.interval(0, 1, optional=True),
                            "self-retention γ; None (by compat) or in [0, 1]"),
     **firma.COMPAT_HPARAMS,
 })

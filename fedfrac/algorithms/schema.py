@@ -5,13 +5,23 @@ An algorithm's options are one :class:`HParamSchema` of named :class:`HParam`
 options. :meth:`HParamSchema.resolve` fills defaults, checks every concrete
 value and raises a one-line ``ValueError`` naming the key, the value and what is
 allowed; an unknown option name gets the closest known name ("did you mean").
-Traced values (a vmapped grid of runs) are not checked here: they are checked
-concretely before tracing.
+Traced values (a vmapped grid of runs) cannot be checked in Python: the runner
+checks a grid's values concretely before tracing, and a traced value that
+reaches :meth:`HParamSchema.resolve` anyway (your own ``jax.vmap`` over a
+``Simulation``) becomes NaN where it is outside its range, when its check has a
+traced form (:class:`Interval`: ``positive``, ``non_negative``,
+``unit_interval``, ... , and FOFedAvg's α): the run then diverges visibly
+instead of training with a value the algorithm does not define (an α of 3
+trained to 10 % accuracy, like a plausible bad run).
 """
 from __future__ import annotations
 
 import difflib
 from typing import Any, Callable, ItemsView, Mapping, NamedTuple, Optional
+
+import math
+
+import jax.numpy as jnp
 
 from fedfrac._validation import finite_in_float32, is_traced, not_finite_note
 
@@ -74,6 +84,9 @@ class HParamSchema:
         raise ValueError(f"{prefix}{key}={value!r}: {not_finite_note(value)}"
                          f"{hp.allowed or 'invalid value'}")
       out[key] = value
+    for key, hp in self.options.items():   # traced: NaN outside the range
+      if hp.check is not None and is_traced(out[key]):
+        out[key] = nan_outside(hp.check, out[key], out)
     for check in self.checks:
       message = check(out)
       if message:
@@ -106,16 +119,52 @@ def is_number(v: Any) -> bool:
   return isinstance(v, (int, float)) and finite_in_float32(v)
 
 
-def positive(v: Any) -> bool:
-  return is_number(v) and v > 0
+class Interval:
+  """Check ``lo <= v <= hi`` (``<`` at an open end) for a number finite in
+  float32 (``optional``: ``None`` passes too). :meth:`traced` is the same test
+  on a traced value, as a JAX boolean (see :func:`nan_outside`)."""
+
+  def __init__(self, lo: float = -math.inf, hi: float = math.inf, *,
+               lo_open: bool = False, hi_open: bool = False, optional: bool = False):
+    self.lo, self.hi, self.lo_open, self.hi_open = lo, hi, lo_open, hi_open
+    self.optional = optional
+
+  def __call__(self, v: Any) -> bool:
+    if v is None:
+      return self.optional
+    if not is_number(v):
+      return False
+    above = v > self.lo if self.lo_open else v >= self.lo
+    below = v < self.hi if self.hi_open else v <= self.hi
+    return bool(above and below)
+
+  def traced(self, v: Any, hp: Optional[Mapping] = None) -> Any:
+    ok = jnp.isfinite(v)
+    if self.lo > -math.inf:
+      ok = ok & ((v > self.lo) if self.lo_open else (v >= self.lo))
+    if self.hi < math.inf:
+      ok = ok & ((v < self.hi) if self.hi_open else (v <= self.hi))
+    return ok
 
 
-def non_negative(v: Any) -> bool:
-  return is_number(v) and v >= 0
+def interval(lo: float = -math.inf, hi: float = math.inf, *, lo_open: bool = False,
+             hi_open: bool = False, optional: bool = False) -> Interval:
+  """An :class:`Interval` check (e.g. ``interval(0, 1, hi_open=True)``: [0, 1))."""
+  return Interval(lo, hi, lo_open=lo_open, hi_open=hi_open, optional=optional)
 
 
-def unit_interval(v: Any) -> bool:
-  return is_number(v) and 0 <= v <= 1
+def nan_outside(check: Callable, value: Any, hp: Mapping) -> Any:
+  """A traced float ``value`` where ``check.traced(value, hp)`` holds, else NaN
+  (unchanged when the check has no traced form or the value is not a float)."""
+  traced = getattr(check, "traced", None)
+  if traced is None or not jnp.issubdtype(jnp.result_type(value), jnp.floating):
+    return value
+  return jnp.where(traced(value, hp), value, jnp.nan)
+
+
+positive = interval(0, lo_open=True)      # > 0
+non_negative = interval(0)                # >= 0
+unit_interval = interval(0, 1)            # [0, 1]
 
 
 def boolean(v: Any) -> bool:

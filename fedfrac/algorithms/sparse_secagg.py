@@ -56,7 +56,7 @@ from jax.flatten_util import ravel_pytree
 from fedfrac.algorithms import contract, local_training, schema, tasks, trees
 
 HPARAMS = schema.HParamSchema({
-    "fraction": schema.HParam(0.1, lambda v: schema.is_number(v) and 0 < v <= 1,
+    "fraction": schema.HParam(0.1, schema.interval(0, 1, lo_open=True),
                               "sparsification fraction k; must be in (0, 1]"),
     "masking": schema.HParam(True, schema.boolean, "pairwise masks on; must be a bool"),
     "frac_bits": schema.HParam(20, lambda v: schema.positive_int(v) and 8 <= v <= 30,

@@ -73,7 +73,8 @@ def jobs_table(title, metrics, paths, root) -> str:
       rec = jobs.decode_record(enc)
       cell = rows.setdefault((obj["config_name"], rec.method, dev), {m: [] for m in metrics})
       for m in metrics:
-        cell[m].append(float(rec.curve(m)[1][-1]) if rec.rows else float("nan"))
+        final = rec.curve(m, default=float("nan"))[1] if rec.rows else [float("nan")]
+        cell[m].append(float(final[-1]))
   lines = [f"# {title} (devices: {'; '.join(sorted(devices)) or 'none yet'})", "",
            "Rendered by `fedfrac-campaign collect` from the campaign's item files "
            "(`results/campaign/`); final value of each metric, mean ± std over seeds.", "",

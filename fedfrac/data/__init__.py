@@ -7,6 +7,8 @@ from fedfrac.data.partition import (SCHEMES, class_counts, dirichlet, iid, label
 from fedfrac.data import partition
 from fedfrac.data.sources import Dataset, sklearn_digits, synthetic, tfds_source
 from fedfrac.data.files import DataFileError, load_files
+from fedfrac.data.arrays import user_data
+from fedfrac.data.validate import DataError
 from fedfrac.data.bev import BEVData, make_windows
 from fedfrac.data.synthetic_bev import simulate_fleet
 from fedfrac.data.ved import load_ved_csv

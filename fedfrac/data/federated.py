@@ -286,7 +286,8 @@ def pad_tables(fed: FederatedData, n_max: int, m_max: int) -> FederatedData:
                              client_test_index=pad(fed.client_test_index, m_max))
 
 
-def build(data_cfg: ConfigDict, seed: int) -> FederatedData:
+def build(data_cfg: ConfigDict, seed: int,
+          dataset: Optional[sources.Dataset] = None) -> FederatedData:
   """Config -> :class:`FederatedData`: load the source, partition, split the test set.
 
   ``data_cfg.partition`` picks the scheme; ``data_cfg.test_split`` picks how the
@@ -297,10 +298,11 @@ def build(data_cfg: ConfigDict, seed: int) -> FederatedData:
   pipeline (:func:`reference_code_parts`; digits split by one permutation).
   BEV sources (``synthetic_bev``, ``ved_csv``) need ``partition="natural"`` (one
   client per vehicle) and go through :func:`federate_bev`; ``test_split`` does
-  not apply.
+  not apply. ``dataset`` (your own arrays, :func:`fedfrac.data.arrays.user_data`)
+  replaces ``data_cfg.source``.
   """
   data_seed = seed if data_cfg.get("seed", -1) < 0 else data_cfg.seed
-  if data_cfg.source in sources.BEV_SOURCES:
+  if dataset is None and data_cfg.source in sources.BEV_SOURCES:
     # Vehicles are the clients (natural partition); test/val are their own trips.
     if data_cfg.partition != "natural":
       raise ValueError(
@@ -309,7 +311,9 @@ def build(data_cfg: ConfigDict, seed: int) -> FederatedData:
     return federate_bev(sources.load_bev(data_cfg, data_seed),
                         eval_split=data_cfg.bev.eval_split,
                         input_clip=data_cfg.bev.get("input_clip", 0.0))
-  dataset = sources.load(data_cfg, data_seed)
+  source = data_cfg.source if dataset is None else "data= (your arrays)"
+  if dataset is None:
+    dataset = sources.load(data_cfg, data_seed)
   if data_cfg.get("compat", "paper") == "reference_code":
     train_parts, test_parts = reference_code_parts(dataset, data_cfg, data_seed)
     return with_validation(federate(dataset, train_parts, test_parts), data_cfg,
@@ -321,7 +325,7 @@ def build(data_cfg: ConfigDict, seed: int) -> FederatedData:
   if scheme == "natural":
     if dataset.train_groups is None:
       raise ValueError(
-          f"data.partition='natural': source {data_cfg.source!r} has no natural "
+          f"data.partition='natural': source {source!r} has no natural "
           f"client ids; use iid, dirichlet, shards or label_skew")
     kwargs["group_ids"] = dataset.train_groups
   train_parts = partition_lib.partition(dataset.y_train if dataset.task == "classification"
@@ -331,7 +335,7 @@ def build(data_cfg: ConfigDict, seed: int) -> FederatedData:
   if test_mode == "natural":
     if dataset.test_groups is None:
       raise ValueError(
-          f"data.test_split='natural': source {data_cfg.source!r} has no per-client "
+          f"data.test_split='natural': source {source!r} has no per-client "
           f"test data; use 'like_train' or 'iid'")
     test_parts = [np.flatnonzero(dataset.test_groups == g)
                   for g in np.unique(np.asarray(dataset.train_groups))]

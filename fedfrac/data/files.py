@@ -17,7 +17,8 @@ The ``files`` source (``data.source="files"``, ``data.dir=DIR``,
   ``fine_labels``, ``coarse_labels``), in ``DIR``, ``DIR/cifar-100-python`` or
   inside ``cifar-100-python.tar.gz``; ``data.files.cifar100_labels`` picks fine
   (100 classes) or coarse (20).
-* ``npz``: one NumPy ``.npz`` holding ``x_train``, ``y_train``, ``x_test``, ``y_test``.
+* ``npz``: one NumPy ``.npz`` holding ``x_train``, ``y_train``, ``x_test``, ``y_test``:
+  images, or tabular features ``[N, D]`` (e.g. a scikit-learn or pandas table).
 * ``mnist_pkl``: the ``mnist.pkl.gz`` layout (a pickle of ``(train, valid, test)``,
   each ``(x [n, 784] float32 = pixel/256, y [n])``); train + valid form the
   60,000 training images.
@@ -495,22 +496,28 @@ def _npz_arrays(path):
 def load_npz(path: str, num_classes: int = 0) -> LoadedArrays:
   """A ``.npz`` with ``x_train, y_train, x_test, y_test`` -> arrays.
 
-  Images ``[N, H, W]`` gain a channel axis; ``[N, H, W, C]`` are kept (NHWC).
-  ``num_classes`` 0 means ``max(label) + 1`` over both splits.
+  Tabular features ``[N, D]`` are kept as they are (float, or integer read as
+  float32; uint8 counts as pixels, scaled by 1/255); images ``[N, H, W]`` gain
+  a channel axis; ``[N, H, W, C]`` are kept (NHWC). ``num_classes`` 0 means
+  ``max(label) + 1`` over both splits.
   """
   path = _npz_path(path)
   arrays = _npz_arrays(path)
   x_tr, x_te = arrays["x_train"], arrays["x_test"]
   for key, x in (("x_train", x_tr), ("x_test", x_te)):
-    if x.ndim not in (3, 4) or not (x.dtype == np.uint8 or np.issubdtype(x.dtype, np.floating)):
+    real = x.dtype == np.uint8 or np.issubdtype(x.dtype, np.floating)
+    tabular = x.ndim == 2 and (real or np.issubdtype(x.dtype, np.integer))
+    if not (tabular or (x.ndim in (3, 4) and real)):
       _fail(f"{path}:{key}", f"has shape {x.shape} and dtype {x.dtype}",
-            "uint8 or float images [N, H, W] or [N, H, W, C]")
+            "tabular features [N, D] (float or integer), or uint8 or float images "
+            "[N, H, W] or [N, H, W, C]")
   if x_tr.ndim == 3:
     x_tr = x_tr[..., None]
   if x_te.ndim == 3:
     x_te = x_te[..., None]
   if x_tr.shape[1:] != x_te.shape[1:]:
-    _fail(f"{path}:x_test", f"has images of shape {x_te.shape[1:]}",
+    what = "features" if x_tr.ndim == 2 else "images"
+    _fail(f"{path}:x_test", f"has {what} of shape {x_te.shape[1:]}",
           f"the shape of x_train's, {x_tr.shape[1:]}")
   if x_tr.dtype != x_te.dtype:
     _fail(f"{path}:x_test", f"has dtype {x_te.dtype}", f"x_train's dtype {x_tr.dtype}")

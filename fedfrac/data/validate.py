@@ -8,6 +8,7 @@ import os
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedfrac.config import check, int_at_least, is_int, is_num
 from fedfrac.data import augment, sources
@@ -220,7 +221,8 @@ def check_labels(y: np.ndarray, name: str, num_classes: int = 0, examples: int =
   return count
 
 
-def check_arrays(x_train, y_train, x_test, y_test, *, num_classes: int = 0,
+def check_arrays(x_train: ArrayLike, y_train: ArrayLike, x_test: ArrayLike,
+                 y_test: ArrayLike, *, num_classes: int = 0,
                  regression: bool = False,
                  client_indices: Optional[Sequence[np.ndarray]] = None,
                  where: str = "data", names: Optional[Mapping[str, str]] = None,

@@ -1,6 +1,12 @@
-"""Models: flax.linen modules whose params split into ``extractor`` and ``head``."""
+"""Models: flax.linen modules whose params split into ``extractor`` and ``head``.
+
+The protocol every model follows is :class:`fedfrac.models.base.Model`; your own
+plain flax module joins it through :func:`flax_model` (:mod:`fedfrac.models.adapter`)
+and runs with ``ff.run(config, model=...)`` or :func:`register`.
+"""
 from __future__ import annotations
 
+from fedfrac.models.adapter import FlaxAdapter, adapted_model, flax_model
 from fedfrac.models.base import Model, SplitModel, param_bytes, param_count
 from fedfrac.models.cnn import (CNN4Extractor, CNNCifarExtractor, CNNMnistExtractor,
                                 VGG11Extractor, max_pool_2x2)
@@ -43,6 +49,27 @@ def input_normalisation(input_shape, input_mean=(), input_std=()) -> tuple:
   return mean, std
 
 
+# Models registered with :func:`register` (name -> FlaxAdapter), usable as model.name.
+USER_MODELS: dict = {}
+
+
+def register(name: str, model) -> FlaxAdapter:
+  """Make your flax module (or :func:`flax_model` adapter) usable as
+  ``config.model.name = name``; a name you registered before is replaced."""
+  adapter = model if isinstance(model, FlaxAdapter) else flax_model(model)
+  if not (isinstance(name, str) and name):
+    raise ValueError(f"model name={name!r}: must be a non-empty string")
+  if name in MODELS:
+    raise ValueError(f"model name={name!r} is a built-in model; choose another name")
+  USER_MODELS[name] = adapter
+  return adapter
+
+
+def names() -> tuple:
+  """Every model name: the built-in ones, then those registered with :func:`register`."""
+  return MODELS + tuple(n for n in USER_MODELS if n not in MODELS)
+
+
 def build(model_cfg, input_shape, num_outputs, input_scale=1.0, input_mean=(),
           input_std=()) -> Model:
   """Config -> :class:`Model` with input shape taken from the dataset; inputs are
@@ -50,6 +77,9 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0, input_mean=(),
   ``input_std`` (see :func:`input_normalisation`)."""
   mean, std = input_normalisation(input_shape, input_mean, input_std)
   name = model_cfg.name
+  if name in USER_MODELS:
+    return adapted_model(USER_MODELS[name], input_shape, num_outputs, input_scale, mean,
+                         std, name)
   conv_impl = model_cfg.get("conv_impl", "auto")
   if name in WINDOW_MODELS:
     from fedfrac.models import regression

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 from fedfrac.config import check, is_int, is_num
-from fedfrac.models import MODELS, WINDOW_MODELS
+from fedfrac.models import MODELS, USER_MODELS, WINDOW_MODELS, names
 from fedfrac.models.cnn import CONV_IMPLS
 
 
 def validate_model(config) -> None:
   """Check ``config.model`` (a window model needs a regression ``task.loss``)."""
   m = config.model
-  check(m.name in MODELS, "model.name", m.name, f"allowed values are {', '.join(MODELS)}")
+  check(m.name in MODELS or m.name in USER_MODELS, "model.name", m.name,
+        f"allowed values are {', '.join(names())}")
   check(isinstance(m.hidden, (tuple, list)) and all(is_int(h) and h > 0 for h in m.hidden),
         "model.hidden", m.hidden, "must be a tuple of positive integers")
   check(m.padding in ("VALID", "SAME"), "model.padding", m.padding,

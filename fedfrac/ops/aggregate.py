@@ -32,12 +32,23 @@ def weighted_mean(stacked: PyTree, weights: ArrayLike,
   """Σ_k p_k x_k over the leading axis (FedAvg, McMahan et al. 2017, Alg. 1).
 
   Args:
-    stacked: pytree with leaves ``[S, ...]``.
+    stacked: pytree with leaves ``[S, ...]`` (every leaf the same S; a tree
+      without leaves is returned as it is).
     weights: ``[S]`` non-negative (e.g. n_k); normalised internally.
     mask: optional ``[S]`` 0/1 participation mask.
   Returns:
     pytree with leaves ``[...]``.
+  Raises:
+    ValueError: leaves without one common leading axis S, or ``weights`` /
+      ``mask`` not of shape ``[S]`` (checked at trace time, as the robust rules do).
   """
+  if not jax.tree.leaves(stacked):   # e.g. a parameter-free extractor
+    return stacked
+  s = _num_rows(stacked)
+  if tuple(jnp.shape(weights)) != (s,):
+    raise ValueError(f"weights: shape {tuple(jnp.shape(weights))}, expected ({s},) for "
+                     f"S={s} rows.")
+  _participation(stacked, mask)
   p = normalize_weights(weights, mask)
   return jax.tree.map(
       lambda x: jnp.tensordot(p.astype(x.dtype), x, axes=(0, 0)), stacked)

@@ -23,7 +23,7 @@ from fedfrac.optim import schedules
 from fedfrac.sim import attacks, devices
 from fedfrac.sim.evaluate import task_evaluation
 from fedfrac.sim.simulation import Simulation
-from fedfrac.sim.state import EngineConfig
+from fedfrac.sim.state import EngineConfig, cohort_size
 
 
 def make_task(config):
@@ -179,20 +179,32 @@ def check_methods(config, fed_data) -> None:
   method that cannot run with its merged config (e.g. FedNova with
   ``client.optimizer='adamw'``) stops the run before any method computes.
 
+  An algorithm registered with :func:`fedfrac.algorithms.register` is also
+  traced once on abstract arrays (:func:`fedfrac.algorithms.check.check_algorithm`).
+
   Raises:
-    ConfigError naming the method, the key and what is allowed.
+    ConfigError naming the method, the key and what is allowed (or the function
+    of your algorithm that returned what the engine cannot use).
   """
+  from fedfrac.algorithms import check
   for label in config_lib.method_labels(config):
     method = config.methods[label]
     try:
       ctx = build_context(config, label, fed_data)
-      algorithms.make(method.name, ctx, **config_lib.method_options(method))
+      algorithm = algorithms.make(method.name, ctx, **config_lib.method_options(method))
     except config_lib.ConfigError:
       raise
     except ValueError as e:
       raise config_lib.ConfigError(
           f"config.{e} (method {label!r}, algorithm {method.name!r}); nothing has run "
           f"yet") from None
+    if not algorithms.is_builtin(method.name):   # your own: traced once, abstractly
+      try:
+        check.check_algorithm(algorithm, ctx, fed_data,
+                              cohort_size(config.participation, fed_data.num_clients))
+      except check.ContractError as e:
+        raise config_lib.ConfigError(f"config.methods.{label}: {e}; nothing has run "
+                                     f"yet") from e
 
 
 def build_context(config, label, fed_data, all_client_sizes=None) -> contract.BuildContext:

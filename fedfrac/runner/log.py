@@ -86,6 +86,17 @@ class PointProgress:
       self.bar.close()
 
 
+def divergence_advice(round_number) -> str:
+  """What to check when a run's metrics stop being finite at ``round_number``:
+  from round 1 on, the data and labels as much as the learning rate."""
+  if round_number <= 1:
+    return ("not finite from the first round: check the data as well as the learning "
+            "rate: labels in 0..C-1 and finite inputs on a sensible scale (standardise "
+            "features), then lower client.lr or check the method's options (a traced "
+            "option outside its range gives NaN)")
+  return "lower client.lr or check the method's options"
+
+
 class RunLog:
   """Rows, cumulative traffic, wall time and status of one (method, seed) run."""
 
@@ -163,7 +174,7 @@ class RunLog:
         diverged_at = row["round"]
     if diverged_at is not None:
       msg = (f"method {self.label!r} seed {self.seed} diverged at round {diverged_at}: "
-             f"{', '.join(bad)} not finite (lower client.lr or check the method's options)")
+             f"{', '.join(bad)} not finite ({divergence_advice(diverged_at)})")
       self.status = f"diverged at round {diverged_at}"
       if self.on_divergence == "error":
         raise FloatingPointError(msg)

@@ -23,11 +23,12 @@ import numpy as np
 
 from fedfrac import config as config_lib
 from fedfrac import data as data_lib
-from fedfrac.runner import factories, outputs, parallel, signals, stored, written
+from fedfrac.runner import (factories, outputs, parallel, signals, stored, user_inputs,
+                            written)
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.checkpoint import Checkpointer, DiskFullError, NoIntactCheckpoint
 from fedfrac.runner.log import Progress, RunLog
-from fedfrac.runner.records import Results, RunRecord
+from fedfrac.runner.records import Results, RunRecord, final_params
 
 
 def _to_host(tree):
@@ -118,14 +119,15 @@ def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds:
 
 
 def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
-            progress=None, stop=None) -> RunRecord:
+            progress=None, stop=None, keep_params=True) -> RunRecord:
   """Run one method for one seed; resume from ``workdir`` if it has a checkpoint
   (saying so in one line on stderr: ``resuming fedavg seed 0 from round 950``).
 
   The record's status is ``ok``, ``diverged at round r`` or ``partial`` (stopped
   by ``stop_after_round`` or ``stop()`` before ``config.rounds``). With
   ``on_divergence="error"`` the raised ``FloatingPointError`` carries the run's
-  record as ``.record``.
+  record as ``.record``. ``keep_params``: the record holds the final parameters
+  (:meth:`Results.final_params`).
   """
   try:
     sim = factories.build_simulation(config, label, fed_data)
@@ -167,7 +169,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
       ckpt.save(r, sim.host_state(state), {**log.history(), "rounds": config.rounds})
   done = start_round
   try:
-    _, log.compile_s, done = chunk_loop(
+    state, log.compile_s, done = chunk_loop(
         sim, state, [log], start_round=start_round, end_round=end_round,
         rounds=config.rounds, eval_every=config.eval_every,
         compile_fn=lambda n, _: sim.compile(n), bar=bar, after_chunk=save, stop=stop)
@@ -176,14 +178,23 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
     raise
   finally:
     bar.close()
-  return log.record(partial=log.status == "ok" and done < config.rounds)
+  record = log.record(partial=log.status == "ok" and done < config.rounds)
+  if keep_params:
+    host = sim.host_state(state)
+    record.params = final_params(sim.algorithm, host.server, host.clients,
+                                 sim.num_clients)
+  return record
 
 
-def _build_data(config, data_seed):
-  """``data_lib.build``; a request the data cannot meet (e.g. more clients than
-  samples allow) is a :class:`ConfigError` naming the data section."""
+def _build_data(config, data_seed, user_data=None):
+  """``data_lib.build`` (of ``user_data``, your own data checked by
+  :func:`fedfrac.data.arrays.user_data`, when given: a FederatedData is used as
+  it is); a request the data cannot meet (e.g. more clients than samples allow)
+  is a :class:`ConfigError` naming the data section."""
+  if isinstance(user_data, data_lib.FederatedData):
+    return user_data
   try:
-    return data_lib.build(config.data, data_seed)
+    return data_lib.build(config.data, data_seed, dataset=user_data)
   except (config_lib.ConfigError, data_lib.DataFileError):
     raise
   except ValueError as e:
@@ -195,7 +206,8 @@ def _data_seed(config, seed):
 
 
 def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] = None,
-        progress: Optional[bool] = None, overwrite: bool = False) -> Results:
+        progress: Optional[bool] = None, overwrite: bool = False, *, data=None,
+        algorithms: Optional[dict] = None, model=None, keep_params: bool = True) -> Results:
   """Run every method × seed of ``config`` (validated first); see module docstring.
 
   Args:
@@ -209,6 +221,18 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
     overwrite: clear the workdir's earlier results and checkpoints first:
       ``True`` every method's, a label or labels (``"fedavg"``,
       ``"fedavg,fedprox"``) only those methods' (the others' are kept).
+    data: your own data instead of ``config.data.source``: arrays (a dict
+      ``{"x_train", "y_train"[, "x_test", "y_test"]}`` or a tuple), a
+      :class:`fedfrac.data.Dataset` (split over clients by ``config.data``, per
+      seed) or a :class:`fedfrac.data.FederatedData` (used as it is); checked
+      before any compute (:mod:`fedfrac.data.arrays`).
+    algorithms: ``{name: entry}`` of your own algorithms
+      (:func:`fedfrac.algorithms.register`), usable as
+      ``config.methods.<label>.name``.
+    model: your own flax module (or :func:`fedfrac.models.flax_model` with its
+      head named) instead of ``config.model`` (:mod:`fedfrac.models.adapter`).
+    keep_params: keep every run's final parameters
+      (:meth:`Results.final_params`).
   With ``config.workers`` > 1 (0: one per CPU core or local device) the (method,
   seed) runs are spread over that many worker processes
   (:func:`fedfrac.runner.parallel.run_in_workers`);
@@ -222,6 +246,8 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
       that finished before it (and its own rows) is written first (with workers,
       every other run finishes first).
   """
+  own = user_inputs.prepare(config, data, algorithms, model, digest=bool(workdir))
+  config = own.config
   config_lib.validate(config)
   workdir_lib.check_name(workdir)
   if stop_after_round is not None:
@@ -233,7 +259,8 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   jobs = [(label, seed) for label in labels for seed in seeds]
   left_out = set()
   if workdir:
-    workdir_lib.prepare(config, workdir, overwrite=overwrite, runs=jobs)
+    workdir_lib.prepare(config, workdir, overwrite=overwrite, runs=jobs,
+                        extra=own.fingerprint)
     # Kept records that fail verification and have no checkpoint run again here.
     again, left_out = stored.check_records(
         workdir, workdir_lib.stored_labels(workdir),
@@ -244,7 +271,7 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   for _, seed in jobs:   # every split up front: a bad data request stops before compute
     ds = _data_seed(config, seed)
     if ds not in data_cache:
-      data_cache[ds] = _build_data(config, ds)
+      data_cache[ds] = _build_data(config, ds, own.data)
   # every method, before any runs
   factories.check_methods(config, data_cache[_data_seed(config, seeds[0])])
   records = []
@@ -262,12 +289,13 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   workers = parallel.worker_count(config, len(jobs))
   if workers > 1:
     return parallel.run_in_workers(config, jobs, workdir, stop_after_round, progress,
-                                   workers, records, finish)
+                                   workers, records, finish, own.data, keep_params)
   with signals.Signals(graceful=True) as stop:
     for label, seed in jobs:
       try:
         rec = run_one(config, label, seed, data_cache[_data_seed(config, seed)], workdir,
-                      stop_after_round, progress, stop=lambda: stop.requested is not None)
+                      stop_after_round, progress, stop=lambda: stop.requested is not None,
+                      keep_params=keep_params)
       except FloatingPointError as e:
         records.append(e.record)
         finish()

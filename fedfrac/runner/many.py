@@ -8,21 +8,52 @@ import numpy as np
 
 from fedfrac import algorithms
 from fedfrac import config as config_lib
-from fedfrac import data as data_lib
-from fedfrac.runner import factories, outputs, stored
+from fedfrac.runner import factories, outputs, stored, user_inputs
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.log import Progress, RunLog
-from fedfrac.runner.loop import _data_seed, _slice_run, chunk_loop
-from fedfrac.runner.records import Results
+from fedfrac.runner.loop import _build_data, _data_seed, _slice_run, _to_host, chunk_loop
+from fedfrac.runner.records import Results, final_params
 from fedfrac.sim.batched import BatchedSimulation
+
+
+def _check_grid(grid, config) -> None:
+  """Refuse (one line, before any compute) a grid that is not one option with a
+  list of values, or whose option no selected method has ("did you mean")."""
+  if grid is None:
+    return
+  if not isinstance(grid, dict) or len(grid) != 1:
+    raise ValueError(f"grid={grid!r}: give exactly one option and its values")
+  key, vals = next(iter(grid.items()))
+  if isinstance(vals, (str, bytes)) or not hasattr(vals, "__iter__") or not len(vals):
+    raise config_lib.ConfigError(f"grid={grid!r}: give a non-empty list of values for "
+                                 f"{key!r}")
+  if key == factories.CLIENT_LR:
+    return
+  labels = config_lib.method_labels(config)
+  options = {o for l in labels for o in algorithms.hparams(
+      config.methods[l].name, config_lib.method_options(config.methods[l]))}
+  if key not in options:
+    import difflib
+    known = sorted(options) + [factories.CLIENT_LR]
+    close = difflib.get_close_matches(str(key), known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise config_lib.ConfigError(
+        f"grid={{{key!r}: ...}}: no selected method ({', '.join(labels)}) has the option "
+        f"{key!r}; {hint}their options are {', '.join(known)}")
 
 
 def _grid_values(grid, method, options, label):
   """``(option, values)`` of ``grid`` for this method (``(None, [None])`` when the
-  method lacks the option); every value checked up front."""
+  method lacks the option; ``"client.lr"``, the client learning rate η0, every
+  method has); every value checked up front."""
   if not grid:
     return None, [None]
   key, vals = next(iter(grid.items()))
+  if key == factories.CLIENT_LR:
+    for v in vals:
+      if not (config_lib.is_num(v) and v > 0):
+        raise config_lib.ConfigError(f"grid.{key}={v!r}: must be > 0 (method {label!r})")
+    return key, list(vals)
   if key not in algorithms.hparams(method.name, options):
     return None, [None]
   for v in vals:
@@ -35,7 +66,9 @@ def _grid_values(grid, method, options, label):
 
 def run_many(config, seeds=None, grid: Optional[dict] = None,
              workdir: Optional[str] = None, progress: Optional[bool] = None,
-             data_cache: Optional[dict] = None, overwrite: bool = False) -> Results:
+             data_cache: Optional[dict] = None, overwrite: bool = False, *, data=None,
+             algorithms: Optional[dict] = None, model=None,
+             keep_params: bool = True) -> Results:
   """Every method's runs over ``seeds`` (× a ``grid``) vmapped as ONE compiled program.
 
   Args:
@@ -43,8 +76,11 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     seeds: seeds to run (default ``config.seeds``); each seed gets its own
       initial model, sampling stream and (with ``data.seed=-1``) partition.
     grid: optional ``{option: [values]}`` for one continuous algorithm option
-      (e.g. ``{"alpha": [0.5, 0.8, 1.0]}``); methods that have the option run
-      every value (labelled ``method[option=value]``), the others run once.
+      (e.g. ``{"alpha": [0.5, 0.8, 1.0]}``) or ``"client.lr"`` (every method's
+      client learning rate η0); methods that have the option run every value
+      (labelled ``method[option=value]``), the others run once. An option no
+      selected method has is refused before any compute.
+    data, algorithms, model, keep_params: as for :func:`fedfrac.runner.loop.run`.
     data_cache: optional dict reused across calls (sweep scripts): federated
       datasets are memoised in it by (data config, data seed), so a sweep
       generates or loads each dataset once.
@@ -57,29 +93,33 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     :class:`Results` equal (to float rounding) to separate ``run`` calls.
     No checkpoints are written (a batched job restarts from scratch).
   """
+  own = user_inputs.prepare(config, data, algorithms, model, digest=bool(workdir))
+  config = own.config
   config_lib.validate(config)
   workdir_lib.check_name(workdir)
   factories.apply_cpu_devices(config)
   seeds = tuple(config.seeds if seeds is None else seeds)
-  if grid is not None and len(grid) != 1:
-    raise ValueError(f"grid={grid!r}: give exactly one option and its values")
+  _check_grid(grid, config)
   if workdir:
     workdir_lib.prepare(config, workdir, overwrite=overwrite,
-                        runs=[(l, s) for l in config_lib.method_labels(config) for s in seeds])
+                        runs=[(l, s) for l in config_lib.method_labels(config) for s in seeds],
+                        extra=own.fingerprint)
   data_cache = {} if data_cache is None else data_cache
   records = []
   data_key = config.data.to_json_best_effort(sort_keys=True)
+  if own.data is not None:   # your own arrays: not cached across calls
+    data_cache, data_key = {}, "data="
   show = config.progress if progress is None else progress
   first = (data_key, _data_seed(config, seeds[0]))
   if first not in data_cache:
-    data_cache[first] = data_lib.build(config.data, first[1])
+    data_cache[first] = _build_data(config, first[1], own.data)
   factories.check_methods(config, data_cache[first])   # every method, before any runs
   for label in config_lib.method_labels(config):
     feds = []
     for seed in seeds:
       ds = (data_key, _data_seed(config, seed))
       if ds not in data_cache:
-        data_cache[ds] = data_lib.build(config.data, ds[1])
+        data_cache[ds] = _build_data(config, ds[1], own.data)
       feds.append(data_cache[ds])
     method = config.methods[label]
     options = config_lib.method_options(method)
@@ -104,15 +144,20 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     # Compile evaluation up front so wall_s counts only running rounds and evals.
     compile_s = batch.compile_eval(states)
     try:
-      _, chunks_s, _ = chunk_loop(batch, states, logs, start_round=0, end_round=config.rounds,
+      states, chunks_s, _ = chunk_loop(batch, states, logs, start_round=0, end_round=config.rounds,
                                rounds=config.rounds, eval_every=config.eval_every,
                                compile_fn=batch.compile, split=_slice_run, bar=bar)
       compile_s += chunks_s
     finally:
       bar.close()
-    for log in logs:
+    for i, log in enumerate(logs):
       log.compile_s = compile_s / len(logs)
-      records.append(log.record())
+      rec = log.record()
+      if keep_params:
+        run_state = _to_host(_slice_run(states, i))
+        rec.params = final_params(sim.algorithm, run_state.server, run_state.clients,
+                                  sim.num_clients)
+      records.append(rec)
   results = Results(config, records)
   if workdir:
     for rec in records:

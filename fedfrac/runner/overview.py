@@ -229,7 +229,7 @@ def results_curves(results, metric: str) -> list:
   out = []
   for method in results.methods():
     recs = [rec for rec in results.records if rec.method == method]
-    pairs = [rec.curve(metric) for rec in recs]
+    pairs = [rec.curve(metric, default=np.nan) for rec in recs]
     length = min(len(r) for r, _ in pairs)
     if length:
       out.append(Curve(method, recs[0].algorithm, pairs[0][0][:length],

@@ -197,8 +197,9 @@ def _pin_to_core():
     os.sched_setaffinity(0, {int(core)})
 
 
-def _queue_worker(target, tasks, results, graceful=False):
-  """A worker process: pin to its CPU core (if given one), then run
+def _queue_worker(target, tasks, results, graceful=False, extensions=None):
+  """A worker process: pin to its CPU core (if given one), register the parent's
+  own algorithms and models (``extensions``), then run
   ``target(item, emit)`` on items until a ``None``; ``emit(payload)`` sends a
   message to the parent. ``graceful``: SIGINT / SIGTERM ask the current item
   to stop at its next safe point (:func:`fedfrac.runner.signals.stop_requested`),
@@ -206,6 +207,7 @@ def _queue_worker(target, tasks, results, graceful=False):
   if graceful:
     signals.install_in_worker()
   _pin_to_core()
+  importlib.import_module("fedfrac.runner.parallel").install_extensions(extensions)
   function = resolve(target)
   while True:
     task = tasks.get()
@@ -251,6 +253,8 @@ def work_queue(items: list, target: str, workers: int,
   workers at once.
   """
   import multiprocessing as mp
+  from fedfrac.runner.parallel import extensions_for_workers
+  extensions = extensions_for_workers()   # your own algorithms and models, pickled
   order = list(range(len(items))) if order is None else list(order)
   envs = local_workers()
   n = max(1, min(int(workers), len(items)))
@@ -267,7 +271,8 @@ def work_queue(items: list, target: str, workers: int,
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)    # a spawned child starts with this environment
     try:
-      p = ctx.Process(target=_queue_worker, args=(target, tasks, results, graceful),
+      p = ctx.Process(target=_queue_worker,
+                      args=(target, tasks, results, graceful, extensions),
                       daemon=True, name=f"{name}-{kind}{w}")
       p.start()
     finally:
@@ -349,6 +354,8 @@ def execute(batches: list, store: PointStore, workers: Optional[int] = None,
   envs = local_workers()
   n = len(envs) if workers is None else int(workers)
   n = max(1, min(n, len(batches))) if batches else 1
+  if n > 1 and importlib.import_module("fedfrac.runner.parallel").cannot_ship(log):
+    n = 1
   t0 = time.perf_counter()
   if n <= 1 or len(batches) <= 1:
     with signals.Signals(graceful=False):   # SIGTERM stops at once, like Ctrl-C

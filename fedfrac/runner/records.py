@@ -11,6 +11,28 @@ from fedfrac.metrics import statistics
 from fedfrac.runner.summary_table import format_table
 
 FIRST_COLUMNS = ("method", "algorithm", "seed", "round")
+_RAISE = object()
+
+
+class UnknownMetric(KeyError):
+  """A metric name no row holds (the message lists the names there are)."""
+
+  def __str__(self):
+    return str(self.args[0]) if self.args else ""
+
+
+def metric_names_of(rows) -> list:
+  """Metric columns of ``rows`` (every key but method, algorithm, seed, round), in
+  the order they first appear."""
+  return list(dict.fromkeys(k for r in rows for k in r if k not in FIRST_COLUMNS))
+
+
+def unknown_metric(name, names) -> UnknownMetric:
+  import difflib
+  close = difflib.get_close_matches(str(name), names, n=1)
+  hint = f"did you mean {close[0]!r}? " if close else ""
+  return UnknownMetric(f"metric {name!r}: no evaluated row holds it; {hint}the metrics "
+                       f"are {', '.join(names) or '(none: no rows)'}")
 
 
 def nonfinite_keys(row, allowed=()):
@@ -43,14 +65,26 @@ class RunRecord:
   wall_s: float = 0.0
   client_arrays: dict = dataclasses.field(default_factory=dict)
   nonfinite_allowed: tuple = ()
+  params: Any = dataclasses.field(default=None, compare=False, repr=False)
 
   @property
   def diverged(self) -> bool:
     return self.status.startswith("diverged")
 
-  def curve(self, name):
+  def metric_names(self) -> list:
+    """The metrics of this run's evaluated rows (what :meth:`curve` takes)."""
+    return metric_names_of(self.rows)
+
+  def curve(self, name, default=_RAISE):
+    """``(rounds, values)`` of metric ``name`` over the evaluated rows (float64;
+    NaN in a row without it). A name no row holds raises :class:`UnknownMetric`
+    listing the metrics there are, unless a ``default`` value is given (a run
+    without rows gives empty arrays)."""
+    if self.rows and default is _RAISE and not any(name in r for r in self.rows):
+      raise unknown_metric(name, self.metric_names())
+    fill = np.nan if default is _RAISE else default
     return (np.asarray([r["round"] for r in self.rows]),
-            np.asarray([r.get(name, np.nan) for r in self.rows], np.float64))
+            np.asarray([r.get(name, fill) for r in self.rows], np.float64))
 
   def finite_rows(self, rows=None):
     """``rows`` (default: the evaluated rows) up to, not including, the first
@@ -85,6 +119,41 @@ class Results:
   def methods(self):
     return list(dict.fromkeys(rec.method for rec in self.records))
 
+  def metric_names(self) -> list:
+    """Every metric some run's evaluated rows hold."""
+    return metric_names_of(self.rows)
+
+  def final_params(self, method, seed=None, client=None):
+    """The parameters ``method`` (its label) ended with, for ``seed`` (None: its
+    only seed), as host NumPy arrays: the model every client evaluates for a
+    global method; for a personalised method (FedRep, the FIRMA ring, ...) one
+    model per client stacked on a leading ``[K]`` axis, or client ``client``'s.
+    In fedfrac's ``{"extractor", "head"}`` structure; for a model given as a
+    flax module (``ff.run(config, model=...)``) in that module's own structure,
+    so ``module.apply({"params": p}, x)`` runs it. Kept by ``run`` and
+    ``run_many`` unless ``keep_params=False``; records read back from a
+    workdir have none (checkpoints hold the full state)."""
+    seeds = [rec.seed for rec in self.records if rec.method == method]
+    if not seeds:
+      raise KeyError(f"method {method!r}: no such run; the methods are "
+                     f"{', '.join(map(repr, self.methods()))}")
+    if seed is None:
+      if len(seeds) > 1:
+        raise ValueError(f"method {method!r} ran seeds {seeds}: give seed=")
+      seed = seeds[0]
+    rec = self.record(method, seed)
+    if rec.params is None:
+      raise ValueError(f"method {method!r} seed {seed}: no parameters kept (a record "
+                       f"read back from a workdir, or keep_params=False); a workdir's "
+                       f"checkpoints hold the full state")
+    params, per_client = rec.params
+    if client is not None:
+      if not per_client:
+        raise ValueError(f"method {method!r} is not personalised: every client "
+                         f"evaluates the same model; leave client= out")
+      params = _tree_map(lambda x: x[client], params)
+    return _module_params(self.config, params)
+
   def summary(self) -> dict:
     return summarize(self.records, self.config)
 
@@ -99,6 +168,33 @@ class Results:
     ``.save(directory)`` writes ``accuracy.png`` and ``ranking.png``."""
     from fedfrac.runner import overview
     return overview.results_figures(self, metric)
+
+
+def _tree_map(fn, tree):
+  import jax
+  return jax.tree.map(fn, tree)
+
+
+def _module_params(config, params):
+  """``params`` in the structure of a model given as a flax module (identity
+  for fedfrac's own models)."""
+  from fedfrac import models
+  adapter = models.USER_MODELS.get(config.model.name) if config is not None else None
+  if adapter is None:
+    return params
+  return adapter.module_params(params)
+
+
+def final_params(algorithm, server, clients, num_clients):
+  """``(params, per_client)`` a finished run's evaluation uses, as host NumPy:
+  one model (``eval_params(server, client 0)``) for a global algorithm, ``[K]``
+  stacked models for a personalised one (``algorithm.personalized``)."""
+  import jax
+  host = lambda t: _tree_map(np.asarray, jax.device_get(t))   # noqa: E731
+  if algorithm.personalized:
+    return host(jax.vmap(algorithm.eval_params, in_axes=(None, 0))(server, clients)), True
+  first = _tree_map(lambda x: x[0], clients) if num_clients else clients
+  return host(algorithm.eval_params(server, first)), False
 
 
 def _final_metric_names(records):

@@ -82,11 +82,14 @@ def method_fingerprint(config, label) -> dict:
   return _plain({"name": method.name, "options": options, **sections})
 
 
-def fingerprint(config) -> dict:
+def fingerprint(config, extra=None) -> dict:
   """``{"shared": {dotted key: value}, "methods": {label: ...}, "rounds": int}``
-  of the selected methods (``rounds``: informative, the most ever asked for)."""
+  of the selected methods (``rounds``: informative, the most ever asked for);
+  ``extra`` adds shared entries (a run's own data digest and model,
+  :mod:`fedfrac.runner.user_inputs`)."""
   shared = {k: v for k, v in _flatten(_plain(config.to_dict())).items()
             if not _is_output_key(k)}
+  shared.update(_plain(dict(extra or {})))
   return {"shared": shared, "rounds": int(config.rounds),
           "methods": {label: method_fingerprint(config, label)
                       for label in config_lib.method_labels(config)}}
@@ -178,7 +181,7 @@ def check_lengths(config, workdir, runs, skip=()) -> None:
             f"--overwrite={label} to run it again for {config.rounds} rounds")
 
 
-def prepare(config, workdir, overwrite=False, runs=()) -> None:
+def prepare(config, workdir, overwrite=False, runs=(), extra=None) -> None:
   """Make ``workdir`` ready for ``config``, before any compute.
 
   Checks it is writable; with ``overwrite`` (see :func:`overwrite_labels`)
@@ -186,7 +189,8 @@ def prepare(config, workdir, overwrite=False, runs=()) -> None:
   compares the stored fingerprint and raises :class:`ConfigError` (one line
   naming the keys that differ) on a mismatch; refuses a run of ``runs``
   [(label, seed)] that already ran more than ``config.rounds``. Then stores
-  the merged fingerprint and the resolved ``config.json``.
+  the merged fingerprint and the resolved ``config.json``. ``extra``: see
+  :func:`fingerprint`.
   """
   check_name(workdir)
   check_writable(workdir)
@@ -194,7 +198,7 @@ def prepare(config, workdir, overwrite=False, runs=()) -> None:
   if mode == "all":
     written.remove(workdir)
   restart = () if mode in (None, "all") else mode
-  new = fingerprint(config)
+  new = fingerprint(config, extra)
   path = os.path.join(workdir, FINGERPRINT_FILE)
   if os.path.exists(path):
     advice = ("give --overwrite to start afresh" if not restart else

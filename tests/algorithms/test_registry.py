@@ -21,7 +21,8 @@ from fedfrac.algorithms import contract, schema
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # fedfrac.optim re-exports a function named ``fractional``; this is the module.
 fractional_lib = importlib.import_module("fedfrac.optim.fractional")
-_SHARED = {"contract", "schema", "local_training", "tasks", "trees", "server", "firma"}
+_SHARED = {"contract", "schema", "local_training", "tasks", "trees", "server", "firma",
+           "check"}
 
 
 def _lr_below_10_with_samples(hp):
@@ -78,16 +79,34 @@ def test_defaults_fill_missing_options_and_given_values_win():
   assert hp == {"server_lr": 1.0, "weighting": "uniform"}
 
 
-def test_traced_values_are_not_checked():
+def test_traced_values_outside_their_range_become_nan():
+  """A traced value cannot raise; outside its range it becomes NaN, so the run
+  diverges visibly instead of training with a value the algorithm does not define."""
   s = _toy_schema()
 
   @jax.jit
   def f(lr):
     return s.resolve("toy", {"server_lr": lr})["server_lr"] * 2
 
-  assert float(f(jnp.float32(-3.0))) == -6.0   # a concrete -3 would be refused
+  assert float(f(jnp.float32(3.0))) == 6.0
+  assert jnp.isnan(f(jnp.float32(-3.0)))   # a concrete -3 is refused
   with pytest.raises(ValueError):
     s.resolve("toy", {"server_lr": -3.0})
+
+
+@pytest.mark.parametrize("heuristic,alphas,expected", [
+    (False, [0.5, 1.0, 1.5, 3.0, -0.2], [0.5, 1.0, None, None, None]),
+    (True, [0.5, 1.5, 2.0], [0.5, 1.5, None]),
+])
+def test_a_vmapped_fractional_alpha_out_of_range_is_nan(heuristic, alphas, expected):
+  """The old code trained an α of 3 traced under vmap to ~10 % accuracy, like a
+  plausible bad run; now such an α is NaN and the run diverges."""
+  def alpha(a):
+    return algorithms.hparams("fofedavg", {"alpha": a,
+                                           "allow_heuristic_alpha": heuristic})["alpha"]
+  got = jax.vmap(alpha)(jnp.asarray(alphas, jnp.float32))
+  for g, e in zip(got.tolist(), expected):
+    assert (g != g) if e is None else g == pytest.approx(e)
 
 
 def test_with_defaults_sets_a_preset_and_refuses_unknown_names():

@@ -178,3 +178,20 @@ def test_krum_validates_cohort_size():
     aggregate.krum(_tree(x), np.array([1, 1, 1, 1, 1, 0, 0, 0]), num_byzantine=2)
   with pytest.raises(ValueError, match="multi"):
     aggregate.krum(_tree(x), None, num_byzantine=1, multi=0)
+
+
+@pytest.mark.parametrize("weights,mask,match", [
+    (jnp.ones(3), None, r"weights: shape \(3,\), expected \(4,\) for S=4 rows"),
+    (jnp.ones((4, 1)), None, r"weights: shape \(4, 1\), expected \(4,\)"),
+    (jnp.ones(4), jnp.ones(5), r"mask: shape \(5,\), expected \(4,\)"),
+])
+def test_weighted_mean_checks_its_weights_and_mask_like_its_siblings(weights, mask, match):
+  """The old weighted_mean gave [4, 1] weights a wrong-shaped mean ([1, ...])
+  without a word, and [3] weights a dot_general TypeError instead of a line
+  naming ``weights``."""
+  stacked = {"w": jnp.ones((4, 2)), "b": jnp.ones((4,))}
+  with pytest.raises(ValueError, match=match):
+    aggregate.weighted_mean(stacked, weights, mask)
+  with pytest.raises(ValueError, match=r"same leading client axis"):
+    aggregate.weighted_mean({"w": jnp.ones((4, 2)), "b": jnp.ones((3,))}, jnp.ones(4))
+  assert aggregate.weighted_mean({}, jnp.ones(4)) == {}   # no leaves: unchanged

@@ -1,0 +1,130 @@
+"""What a notebook brings to ``ff.run`` / ``ff.run_many`` besides the config
+(arrays, a flax module) and what it takes out (final parameters), and inputs
+that were silently ignored: an unknown metric name, a misspelt grid option."""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import ml_collections
+import numpy as np
+import pytest
+
+import fedfrac as ff
+from fedfrac import config as config_lib
+from fedfrac.runner.records import RunRecord, UnknownMetric
+from tests import helpers
+
+
+class TwoLayer(nn.Module):
+  @nn.compact
+  def __call__(self, x):
+    return nn.Dense(3, name="head")(nn.relu(nn.Dense(8)(x)))
+
+
+@pytest.fixture(autouse=True)
+def _forget_registered_models():
+  before = dict(ff.models.USER_MODELS)
+  yield
+  ff.models.USER_MODELS.clear()
+  ff.models.USER_MODELS.update(before)
+
+
+def _arrays(n=240, d=6, seed=0):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(n, d)).astype(np.float32)
+  return x, np.argmax(x[:, :3], axis=1)   # 3 classes, learnable
+
+
+def test_an_unknown_metric_name_raises_with_the_names_there_are():
+  """The old ``curve("test_accuracy")`` returned all NaN (the key is ``accuracy``)."""
+  rows = [{"method": "a", "algorithm": "fedavg", "seed": 0, "round": r, "accuracy": 0.5,
+           "loss": 1.0} for r in (1, 2)]
+  rec = RunRecord("a", "fedavg", 0, rows, rows)
+  with pytest.raises(UnknownMetric, match=r"metric 'test_accuracy': no evaluated row "
+                                          r"holds it; did you mean 'accuracy'\? the "
+                                          r"metrics are accuracy, loss"):
+    rec.curve("test_accuracy")
+  assert isinstance(UnknownMetric("x"), KeyError)
+  assert rec.curve("accuracy")[1].tolist() == [0.5, 0.5]
+  assert np.isnan(rec.curve("test_accuracy", default=np.nan)[1]).all()   # asked for
+  assert rec.metric_names() == ["accuracy", "loss"]
+
+
+def test_a_sweep_metric_of_other_methods_is_an_empty_curve_not_an_error():
+  """A sweep's metric another method writes (DP's epsilon beside FedAvg) is asked
+  for explicitly as missing: the point's curve is empty, its value None."""
+  from fedfrac import sweep
+  rows = [{"method": "a", "algorithm": "fedavg", "seed": 0, "round": 1, "accuracy": 0.5}]
+  point = sweep.point_record(RunRecord("a", "fedavg", 0, rows, rows), ["accuracy", "epsilon"],
+                             {"axes": {}, "label": "a"}, None)
+  assert point["metrics"]["epsilon"] is None
+  assert point["curves"]["epsilon"]["value"] == [None]
+  assert point["metrics"]["accuracy"] == 0.5
+
+
+@pytest.mark.parametrize("grid,match", [
+    ({"aplha": [0.5, 0.9]}, r"grid=\{'aplha': \.\.\.\}: no selected method \(fedavg, "
+                            r"fofedavg\) has the option 'aplha'; did you mean 'alpha'\?"),
+    ({"alpha": []}, "give a non-empty list of values"),
+    ({"client.lr": [0.1, -1.0]}, r"grid.client.lr=-1.0: must be > 0"),
+])
+def test_a_grid_option_no_selected_method_has_is_refused(grid, match):
+  """The old ``run_many(grid={"aplha": ...})`` ran every method once, without a grid."""
+  c = helpers.tiny_config(rounds=2)
+  c.methods = ml_collections.ConfigDict({"fedavg": {"name": "fedavg"},
+                                         "fofedavg": {"name": "fofedavg"}})
+  with pytest.raises(config_lib.ConfigError, match=match):
+    ff.run_many(c, grid=grid)
+
+
+def test_own_arrays_and_flax_module_give_final_parameters_out():
+  """FedAvg (one model) and FedRep (a head per client) on numpy arrays with a
+  plain flax module; the final parameters come back in the module's structure."""
+  x, y = _arrays()
+  c = helpers.tiny_config(rounds=2, eval_every=2, **{"data.partition": "iid"})
+  c.data.num_clients = 3
+  c.methods = ml_collections.ConfigDict({"fedavg": {"name": "fedavg"},
+                                         "fedrep": {"name": "fedrep"}})
+  module = TwoLayer()
+  res = ff.run_many(c, data=(x, y), model=ff.models.flax_model(module, head="head"))
+  assert res.config.model.name == "TwoLayer"
+  shared = res.final_params("fedavg")
+  assert jax.tree.map(np.shape, shared) == {
+      "Dense_0": {"kernel": (6, 8), "bias": (8,)}, "head": {"kernel": (8, 3), "bias": (3,)}}
+  logits = module.apply({"params": shared}, x[:5])
+  assert logits.shape == (5, 3) and np.isfinite(logits).all()
+  per_client = res.final_params("fedrep")
+  assert per_client["head"]["kernel"].shape == (3, 8, 3)   # [K] stacked heads
+  one = res.final_params("fedrep", client=1)
+  np.testing.assert_array_equal(one["head"]["kernel"], per_client["head"]["kernel"][1])
+  with pytest.raises(ValueError, match="'fedavg' is not personalised"):
+    res.final_params("fedavg", client=0)
+  with pytest.raises(KeyError, match="no such run; the methods are 'fedavg', 'fedrep'"):
+    res.final_params("fedprox")
+
+
+def test_final_parameters_of_run_match_its_evaluation_and_no_parameters_kept():
+  x, y = _arrays()
+  c = helpers.tiny_config(rounds=2, eval_every=2)
+  c.data.num_clients = 3
+  res = ff.run(c, data={"x_train": x[:200], "y_train": y[:200], "x_test": x[200:],
+                        "y_test": y[200:]}, model=TwoLayer())
+  params = res.final_params("fedavg")
+  predicted = np.argmax(TwoLayer().apply({"params": params}, x[200:]), axis=1)
+  # data.test_split="like_train" spreads the 40 test rows over the clients;
+  # the evaluated accuracy is the sample-weighted mean over them: the test set's
+  assert res.record("fedavg", 0).curve("accuracy")[1][-1] == pytest.approx(
+      float(np.mean(predicted == y[200:])), abs=1e-6)
+  kept_none = ff.Results(res.config, [RunRecord("fedavg", "fedavg", 0, [], [])])
+  with pytest.raises(ValueError, match="no parameters kept .*keep_params=False"):
+    kept_none.final_params("fedavg")   # keep_params=False, or read from a workdir
+
+
+def test_a_client_lr_grid_runs_every_method_at_each_rate():
+  """``client.lr`` is every method's option; the old run_many ran it without a grid."""
+  c = helpers.tiny_config(rounds=2, eval_every=2)
+  res = ff.run_many(c, grid={"client.lr": [1e-6, 0.5]})
+  assert res.methods() == ["fedavg[client.lr=1e-06]", "fedavg[client.lr=0.5]"]
+  still, trained = (res.record(m, 0).curve("train_update_norm")[1][-1]
+                    for m in res.methods())
+  assert trained > 1e4 * still > 0   # the update scales with the rate
