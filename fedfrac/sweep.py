@@ -86,6 +86,7 @@ from fedfrac import metrics as metrics_lib
 from fedfrac import sweep_checks
 from fedfrac.config import ConfigError
 from fedfrac.data.validate import DataError
+from fedfrac.runner import compile_cache
 from fedfrac.runner import points as points_lib
 from fedfrac.runner import signals
 from fedfrac.runner.checkpoint import DiskFullError, atomic_write
@@ -723,6 +724,7 @@ def main(argv=None):
     base, axes, grid, grid_methods, seeds, metric_names, directory = checked_inputs(args)
   except (ConfigError, DataError, sweep_checks.UsageError) as e:
     _exit_with_error(e)
+  compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
 
   try:
     outcome = run_sweep(base, axes, seeds, metric_names, grid, grid_methods,
