@@ -24,6 +24,10 @@ parse, a config file that is missing, raises, returns no ConfigDict or sets a ke
 the base config does not have (:mod:`fedfrac.config_files`), a dataset that is
 not available or holds bad data — prints one line ``error: ...`` to stderr and
 exits with status 2; ``--debug`` shows the Python traceback instead.
+
+Compiled programs are kept in a persistent cache (``~/.cache/fedfrac/jax``;
+``FEDFRAC_COMPILE_CACHE=DIR`` or ``=off``, :mod:`fedfrac.runner.compile_cache`),
+so running the same methods again skips compiling them.
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ from ml_collections import config_flags
 from fedfrac import config_files, config_keys, runner
 from fedfrac.config import ConfigError
 from fedfrac.data.validate import DataError
-from fedfrac.runner import signals
+from fedfrac.runner import compile_cache, signals
 from fedfrac.runner.checkpoint import DiskFullError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
@@ -285,6 +289,7 @@ def main(argv):
   if _CONFIG.value is None:
     _exit_with_error("--config=None: a config file is required (or give --list)")
   logging.set_verbosity(logging.WARNING)
+  compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
   # Several processes (FEDFRAC_COORDINATOR/NUM_PROCESSES/PROCESS_ID, docs/scaling.md):
   # join them before JAX runs anything; only process 0 writes the workdir.
   from fedfrac.sim import distributed

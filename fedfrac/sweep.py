@@ -38,6 +38,18 @@ Flags:
                         as fit the device's memory by a simple bytes model,
                         ``run_bytes``).
   --no_progress         no progress bar.
+  --shard I/N           run as shard I of N (0 <= I < N), e.g. one per host of a
+                        cluster, all sharing one point directory (--dir, or the
+                        FILE.points/ of --out): each batch runs once, on the shard
+                        that claims it (its own share first, then any batch not
+                        claimed yet); the shard that finishes last writes the
+                        table. --shard=auto: I and N from a SLURM job array
+                        (SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT).
+  --claim_timeout S     a claim whose heartbeat is older than S seconds (a host
+                        that died) is taken over by the next shard that meets it
+                        (default 600).
+  --table               run nothing: write the table of the finished points (of
+                        the shards, once they are all done).
 
 Bad input (a flag, a key, a value at any sweep point, an unwritable --out, a
 --metrics name no method writes, a bad data file) is one line ``error: ...``
@@ -59,6 +71,11 @@ the points, so a resumed sweep's table equals an uninterrupted one's. Each
 point file carries its SHA-256: a truncated or edited one is named in one line
 and run again. SIGINT (Ctrl-C) and SIGTERM stop the sweep at once, keep the
 finished points, stop the workers and exit with status 130 / 143.
+Across hosts (``--shard``, :mod:`fedfrac.runner.claims`, docs/scaling.md): claims
+are files created with ``O_EXCL`` in DIR/claims, kept alive by a heartbeat, so
+two hosts never run the same batch; every shard packs the batches the same way
+(the first shard's layout, kept in DIR), so the table equals the one a single
+process writes with that layout, bit for bit.
 ``python -m fedfrac.sweep`` is the same command; from Python,
 ``points = run(base, axes, seeds, metrics)`` and ``markdown(points, ...)``.
 """
@@ -86,6 +103,8 @@ from fedfrac import metrics as metrics_lib
 from fedfrac import sweep_checks
 from fedfrac.config import ConfigError
 from fedfrac.data.validate import DataError
+from fedfrac.runner import claims as claims_lib
+from fedfrac.runner import compile_cache
 from fedfrac.runner import points as points_lib
 from fedfrac.runner import signals
 from fedfrac.runner.checkpoint import DiskFullError, atomic_write
@@ -202,7 +221,8 @@ def fingerprint(base, axes, grid, grid_methods, metric_names, batch):
           "fedfrac": ff.__version__}
 
 
-def pack(points, done, metric_names, batch=True, batch_size=0, workers=1):
+def pack(points, done, metric_names, batch=True, batch_size=0, workers=1,
+         memory_bytes=None):
   """The batches (:class:`fedfrac.runner.points.Batch`) that hold a missing point.
 
   Points of one (config point, method) share a compiled program; their seeds
@@ -218,7 +238,10 @@ def pack(points, done, metric_names, batch=True, batch_size=0, workers=1):
   bits can depend on how many runs share its program, so this keeps a resumed
   sweep's points bit-identical to an uninterrupted sweep's (same ``workers``
   and ``batch_size``), at the cost of rerunning the finished runs of a batch
-  that was cut short.
+  that was cut short. Each batch's ``key`` (a digest of all its point ids)
+  and ``position`` name it in this layout, the same on every host (a sharded
+  sweep's claims); ``memory_bytes`` (a sharded sweep's agreed memory of one
+  worker) replaces this host's in sizing a batch's vmapped chunks.
   """
   groups = {}
   for p in points:
@@ -246,17 +269,18 @@ def pack(points, done, metric_names, batch=True, batch_size=0, workers=1):
     half = len(seeds) // 2
     pieces += [(first, values, seeds[:half], ids), (first, values, seeds[half:], ids)]
   batches = []
-  for first, values, seeds, ids in pieces:
+  for position, (first, values, seeds, ids) in enumerate(pieces):
     spec = {"config": first["config"], "label": first["label"], "axes": first["axes"],
             "option": first["option"] if values != [None] else None, "values": values,
             "seeds": seeds, "ids": {k: v for k, v in ids.items() if k[0] in seeds},
             "metrics": list(metric_names), "batch": batch, "batch_size": batch_size,
-            "workers": workers}
+            "workers": workers, "memory_bytes": memory_bytes}
     missing = tuple(pid for pid in spec["ids"].values() if pid not in done)
     if missing:
       batches.append(points_lib.Batch(
           "fedfrac.sweep:run_batch", spec, missing,
-          cost=len(seeds) * len(values) * first["config"].rounds))
+          cost=len(seeds) * len(values) * first["config"].rounds,
+          key=points_lib.digest(sorted(spec["ids"].values())), position=position))
   return batches
 
 
@@ -292,9 +316,12 @@ def run_bytes(config, label, seed, data_cache=None):
   return int(data_bytes + 4 * _tree_bytes(state) + 4 * sim.cohort * _tree_bytes(state.server))
 
 
-def runs_that_fit(config, label, seed, workers=1, data_cache=None, fraction=0.5):
-  """How many runs of one batch fit in ``fraction`` of one worker's memory."""
-  budget = fraction * points_lib.worker_memory_bytes(workers)
+def runs_that_fit(config, label, seed, workers=1, data_cache=None, fraction=0.5,
+                  memory_bytes=None):
+  """How many runs of one batch fit in ``fraction`` of one worker's memory
+  (``memory_bytes``, default this host's share for ``workers``)."""
+  memory = memory_bytes or points_lib.worker_memory_bytes(workers)
+  budget = fraction * memory
   return max(1, int(budget // max(1, run_bytes(config, label, seed, data_cache))))
 
 
@@ -328,7 +355,8 @@ def run_batch(spec):
   grid = {option: values} if option else None
   cache = {}
   limit = spec["batch_size"] or (
-      runs_that_fit(config, spec["label"], seeds[0], spec["workers"], cache)
+      runs_that_fit(config, spec["label"], seeds[0], spec["workers"], cache,
+                    memory_bytes=spec.get("memory_bytes"))
       if len(seeds) * len(values) > 1 else 1)
   per_chunk = max(1, limit // len(values)) if spec["batch"] else 1
   for start in range(0, len(seeds), per_chunk):
@@ -554,7 +582,9 @@ def progress_bar(enabled, total, done):
 @dataclasses.dataclass
 class SweepOutcome:
   """What :func:`run_sweep` did: the table rows, how many points it ran and
-  how many an earlier (interrupted) sweep had already finished."""
+  how many an earlier (interrupted) sweep or other shards had already
+  finished; ``missing``: points not finished yet (a shard that is not the last:
+  no table rows then)."""
   points: list
   total: int
   ran: int
@@ -563,11 +593,23 @@ class SweepOutcome:
   wall_s: float
   directory: str
   records: list = dataclasses.field(default_factory=list)   # point records, in order
+  missing: int = 0
+
+
+def shard_order(batches, index, count) -> list:
+  """Indices of ``batches`` in the order shard ``index`` of ``count`` starts
+  them: its own share first (every ``count``-th batch of the sweep's layout,
+  from ``index``), then the next shards' shares (batches their shards have not
+  claimed yet, or left behind); each share longest first."""
+  return sorted(range(len(batches)),
+                key=lambda i: ((batches[i].position - index) % count, -batches[i].cost,
+                               batches[i].position))
 
 
 def run_sweep(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch=True,
               directory=None, overwrite=False, workers=None, batch_size=0,
-              progress=True, log=print) -> SweepOutcome:
+              progress=True, log=print, shard=None, claim_timeout=claims_lib.TIMEOUT_S,
+              run_points=True) -> SweepOutcome:
   """Run every missing point of the sweep and tabulate all of them.
 
   Args:
@@ -577,6 +619,14 @@ def run_sweep(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch
     overwrite: replace the points of a different sweep in ``directory``.
     workers: worker processes (None: one per local device or CPU core).
     batch_size: most runs per vmapped batch (0: sized by ``run_bytes``).
+    shard: ``(I, N)``: run as shard I of N hosts sharing ``directory``: the
+      batch layout is the first shard's (``layout-<sweep>.json``: it packs for
+      N × its workers, and sizes chunks by its memory), each batch runs once
+      claimed (:mod:`fedfrac.runner.claims`; stale after ``claim_timeout``
+      seconds without a heartbeat), own share first, then the others' batches
+      not claimed yet. The table rows come back only when every point is
+      finished (the last shard), else ``missing`` says how many are not.
+    run_points: False: run nothing, tabulate the finished points (``--table``).
   """
   if not batch and grid:
     raise SystemExit("--grid needs batched runs; drop --no_batch")
@@ -588,26 +638,55 @@ def run_sweep(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch
                                                          metric_names, batch), overwrite)
   except points_lib.SweepMismatch as e:
     raise SystemExit(str(e)) from None
-  done = store.done() & {p["id"] for p in points}
+  ids = [p["id"] for p in points]
+  done = store.done() & set(ids)
   n_workers = len(points_lib.local_workers()) if workers is None else max(1, int(workers))
-  batches = pack(points, done, metric_names, batch, batch_size, n_workers)
-  log(f"sweep: {len(points)} points, {len(done)} already done in {store.directory}, "
-      f"{len(points) - len(done)} to run in {len(batches)} batches", flush=True)
-  bar = progress_bar(progress, len(points), len(done))
+  layout = {"workers": n_workers, "memory_bytes": None}
+  claims, order, where = None, None, ""
+  if shard is not None and run_points:
+    index, count = shard
+    layout = claims_lib.agree(
+        os.path.join(store.directory, f"layout-{store.hash}.json"),
+        {"workers": n_workers * count,
+         "memory_bytes": points_lib.worker_memory_bytes(n_workers)})
+    claims = claims_lib.Claims(store.directory, f"{index}/{count}", claim_timeout)
+    where = f"shard {index}/{count}: "
+  batches = pack(points, done, metric_names, batch, batch_size, layout["workers"],
+                 layout["memory_bytes"]) if run_points else []
+  if claims is not None:
+    order = shard_order(batches, *shard)
+    own = sum(b.position % shard[1] == shard[0] for b in batches)
+    log(f"sweep: {where}{len(points)} points, {len(done)} already done in "
+        f"{store.directory}, {len(points) - len(done)} to run in {len(batches)} batches "
+        f"({own} of them this shard's share, then any other not claimed yet)", flush=True)
+  elif run_points:
+    log(f"sweep: {len(points)} points, {len(done)} already done in {store.directory}, "
+        f"{len(points) - len(done)} to run in {len(batches)} batches", flush=True)
+  bar = progress_bar(progress and run_points, len(points), len(done))
+  written = []
+
+  def on_point(pid):
+    written.append(pid)
+    bar.update(1)
   try:
-    stats = points_lib.execute(batches, store, workers=n_workers,
-                               on_point=lambda pid: bar.update(1), log=log)
+    stats = points_lib.execute(batches, store, workers=n_workers, on_point=on_point,
+                               log=log, claims=claims, order=order)
   except signals.Interrupted as e:   # SIGINT / SIGTERM: finished points are kept
     bar.close()
-    kept = len(store.done() & {p["id"] for p in points})
-    e.message = (f"interrupted ({signals.name(e.signum)}): {kept} of {len(points)} points "
-                 f"finished and kept in {store.directory}; rerun the same command to "
-                 f"run the rest")
+    kept = len(store.done() & set(ids))
+    e.message = (f"interrupted ({signals.name(e.signum)}): {where}{kept} of {len(points)} "
+                 f"points finished and kept in {store.directory}; rerun the same command "
+                 f"to run the rest")
     raise
   finally:
     bar.close()
+  missing = [pid for pid in ids if pid not in done and pid not in written
+             and not store.has(pid)] if (claims is not None or not run_points) else []
+  if missing:
+    return SweepOutcome([], len(points), len(written), len(done), stats["workers"],
+                        time.perf_counter() - t0, store.directory, missing=len(missing))
   try:
-    records = {p["id"]: store.load(p["id"]) for p in points}
+    records = {pid: store.load(pid) for pid in ids}
   except points_lib.SweepMismatch as e:
     raise SystemExit(str(e)) from None
   table = summarize_points(points, records, metric_names)
@@ -615,9 +694,10 @@ def run_sweep(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch
     for label, entry in summary.items():
       log(" ".join(f"{k}={v}" for k, v in point.items()), label,
           " ".join(f"{m}={fmt(entry[m])}" for m in metric_names), flush=True)
-  return SweepOutcome(table, len(points), len(points) - len(done), len(done),
-                      stats["workers"], time.perf_counter() - t0, store.directory,
-                      [{**records[p["id"]], "axes_index": p["axes_index"]} for p in points])
+  return SweepOutcome(table, len(points), len(written), len(done), stats["workers"],
+                      time.perf_counter() - t0, store.directory,
+                      [{**records[pid], "axes_index": p["axes_index"]}
+                       for pid, p in zip(ids, points)])
 
 
 def run(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch=True,
@@ -628,9 +708,23 @@ def run(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch=True,
                    **kwargs).points
 
 
+# Flags that say how a sweep runs, not what it computes: a table does not quote them.
+RUN_ONLY_FLAGS = ("--shard", "--table", "--claim_timeout")
+
+
 def command_line(argv):
-  """The command a table quotes."""
-  return "fedfrac-sweep " + " ".join(a if " " not in a else repr(a) for a in argv)
+  """The command a table quotes (without the flags of :data:`RUN_ONLY_FLAGS`,
+  so every shard's table, and ``--table``'s, equals the one-process sweep's)."""
+  kept, skip = [], False
+  for a in argv:
+    if skip:
+      skip = False
+      continue
+    if a.split("=", 1)[0] in RUN_ONLY_FLAGS:
+      skip = "=" not in a and a != "--table"   # "--shard 0/2": its value follows
+      continue
+    kept.append(a)
+  return "fedfrac-sweep " + " ".join(a if " " not in a else repr(a) for a in kept)
 
 
 def _shown_path(path: str) -> str:
@@ -668,6 +762,9 @@ def checked_inputs(args):
     sweep_checks.check_output("--out", args.out)
   if args.dir:
     sweep_checks.check_output("--dir", args.dir, directory=True)
+  if args.shard or args.table:
+    sweep_checks.check_sharding(args)
+  args.shard_index = sweep_checks.parse_shard(args.shard) if args.shard else None
   sets = [parse_assignment(t, "--set") for t in args.sets]
   axes = [parse_assignment(t, "--sweep", many=True) for t in args.sweep]
   sweep_checks.check_axes(sets, axes)
@@ -717,25 +814,42 @@ def main(argv=None):
   parser.add_argument("--workers", type=int, default=None)
   parser.add_argument("--batch_size", type=int, default=0)
   parser.add_argument("--no_progress", action="store_true")
+  parser.add_argument("--shard", default="")
+  parser.add_argument("--claim_timeout", type=float, default=claims_lib.TIMEOUT_S)
+  parser.add_argument("--table", action="store_true")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parser.parse_args(argv)
   try:
     base, axes, grid, grid_methods, seeds, metric_names, directory = checked_inputs(args)
   except (ConfigError, DataError, sweep_checks.UsageError) as e:
     _exit_with_error(e)
+  compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
 
   try:
     outcome = run_sweep(base, axes, seeds, metric_names, grid, grid_methods,
                         not args.no_batch, directory=directory, overwrite=args.overwrite,
                         workers=args.workers, batch_size=args.batch_size,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, shard=args.shard_index,
+                        claim_timeout=args.claim_timeout, run_points=not args.table)
   except SystemExit as e:   # a point directory of another sweep: refused before compute
     if isinstance(e.code, str):
       _exit_with_error(e.code)
     raise
-  print(f"sweep: ran {outcome.ran} of {outcome.total} points ({outcome.skipped} "
-        f"already done) with {outcome.workers} workers in {outcome.wall_s:.0f} s",
-        flush=True)
+  shard = f"shard {args.shard_index[0]}/{args.shard_index[1]}: " if args.shard_index else ""
+  if args.table and outcome.missing:
+    print(f"error: --table: {outcome.missing} of {outcome.total} points are not finished "
+          f"in {outcome.directory} (shards still running, or stopped: rerun any shard "
+          f"to run them)", file=sys.stderr)
+    sys.exit(1)
+  if not args.table:
+    print(f"sweep: {shard}ran {outcome.ran} of {outcome.total} points ({outcome.skipped} "
+          f"already done) with {outcome.workers} workers in {outcome.wall_s:.0f} s",
+          flush=True)
+  if outcome.missing:
+    print(f"sweep: {shard}{outcome.missing} points are not finished yet (other shards' "
+          f"batches); the shard that finishes last writes the table, or run the same "
+          f"command with --table once every shard is done", flush=True)
+    return []
   notes = [f"Config: {base.name}; seeds {tuple(seeds)}; {base.rounds} rounds. "
            f"Mean ± sample std over seeds of each metric's final-round value. "
            f"Points are kept in `{_shown_path(outcome.directory)}`.", ""]

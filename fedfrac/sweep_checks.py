@@ -3,6 +3,9 @@ any point runs, and a fault is one line (``error: ...``, exit status 2), as
 ``fedfrac-run`` reports bad input.
 
 * :func:`parse_seeds`: ``--seeds`` are distinct integers >= 0;
+* :func:`parse_shard`: ``--shard`` is ``I/N`` with ``0 <= I < N``, or ``auto`` in a
+  SLURM job array; :func:`check_sharding`: a sharded sweep names its shared point
+  directory and does not ``--overwrite`` it;
 * :func:`check_output`: ``--out`` / ``--dir`` can be written (no file in the way);
 * :func:`check_axes`: no key is both ``--set`` twice, swept twice, or set and swept;
 * :func:`set_key`: ``--set`` / ``--sweep`` keys exist (or are method options the
@@ -57,6 +60,65 @@ def parse_seeds(text: str) -> list:
   if not seeds:
     raise UsageError(f"--seeds={text!r}: no seeds; give integers >= 0, e.g. --seeds=0,1,2")
   return seeds
+
+
+SHARD_FORM = "give I/N with 0 <= I < N (shard I of N, e.g. --shard=0/4)"
+SHARD_HELP = SHARD_FORM + ", or auto in a SLURM job array"
+
+
+def parse_shard(text: str, environ=None) -> tuple:
+  """``--shard=I/N`` -> ``(I, N)``; ``--shard=auto``: from a SLURM job array,
+  ``I = (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP``
+  (the minimum and step default to 0 and 1) and ``N = SLURM_ARRAY_TASK_COUNT``."""
+  environ = os.environ if environ is None else environ
+  if text.strip() == "auto":
+    names = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT")
+    missing = [n for n in names if not environ.get(n)]
+    if missing:
+      raise UsageError(f"--shard=auto: {' and '.join(missing)} not set (not a SLURM job "
+                       f"array task); {SHARD_FORM}")
+    values = {}
+    for name, default in (*((n, None) for n in names), ("SLURM_ARRAY_TASK_MIN", "0"),
+                          ("SLURM_ARRAY_TASK_STEP", "1")):
+      raw = environ.get(name) or default
+      try:
+        values[name] = int(raw)
+      except ValueError:
+        raise UsageError(f"--shard=auto: {name}={raw!r} is not an integer") from None
+    offset = values["SLURM_ARRAY_TASK_ID"] - values["SLURM_ARRAY_TASK_MIN"]
+    step = max(values["SLURM_ARRAY_TASK_STEP"], 1)
+    index, count = offset // step, values["SLURM_ARRAY_TASK_COUNT"]
+    if offset % step or not 0 <= index < count:
+      raise UsageError(f"--shard=auto: task {values['SLURM_ARRAY_TASK_ID']} of an array "
+                       f"of {count} is not one of 0..{count - 1} after its minimum and "
+                       f"step (an irregular --array list?); {SHARD_FORM}")
+    return index, count
+  parts = text.split("/")
+  try:
+    index, count = (int(p) for p in parts) if len(parts) == 2 else (None, None)
+  except ValueError:
+    index = count = None
+  if index is None or count is None:
+    raise UsageError(f"--shard={text}: not I/N or auto; {SHARD_HELP}")
+  if count < 1 or not 0 <= index < count:
+    raise UsageError(f"--shard={text}: shard {index} of {count} does not exist; "
+                     f"{SHARD_HELP}")
+  return index, count
+
+
+def check_sharding(args) -> None:
+  """A sharded sweep (``--shard``) or its table (``--table``) reads and writes a
+  point directory every shard shares, so it needs ``--dir`` or ``--out``; shards
+  never ``--overwrite`` it (one would delete the others' points)."""
+  flag = f"--shard={args.shard}" if args.shard else "--table"
+  if not (args.dir or args.out):
+    raise UsageError(f"{flag}: needs --dir=DIR or --out=FILE.md (points in FILE.points/): "
+                     f"the point directory every shard shares")
+  if args.shard and args.overwrite:
+    raise UsageError(f"{flag} with --overwrite: a shard would delete the points other "
+                     f"shards wrote; clear the directory once, before the shards start")
+  if args.claim_timeout <= 0:
+    raise UsageError(f"--claim_timeout={args.claim_timeout}: need seconds > 0")
 
 
 def check_output(flag: str, path: str, directory: bool = False) -> None:

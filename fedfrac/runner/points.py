@@ -37,6 +37,7 @@ import time
 import traceback
 from typing import Any, Callable, Iterable, Optional
 
+from fedfrac.runner import claims as claims_lib
 from fedfrac.runner import sealed, signals
 from fedfrac.runner.checkpoint import DiskFullError, atomic_write, json_default
 from fedfrac.runner.local_devices import local_workers, worker_memory_bytes  # noqa: F401
@@ -67,12 +68,16 @@ class Batch:
   ``executor``: ``"package.module:function"``; ``function(spec)`` yields
   ``(point id, record dict)`` for every id in ``point_ids``. ``spec`` must be
   picklable (it is sent to a worker process). ``cost``: relative run time,
-  used to start the longest batches first.
+  used to start the longest batches first. ``key``: the batch's identity in
+  the sweep's layout (the same on every host; a sharded sweep's claims,
+  :mod:`fedfrac.runner.claims`) and ``position`` its place there.
   """
   executor: str
   spec: Any
   point_ids: tuple
   cost: float = 1.0
+  key: str = ""
+  position: int = 0
 
 
 class PointStore:
@@ -92,6 +97,7 @@ class PointStore:
     self.fingerprint = fingerprint
     self.hash = digest(fingerprint)
     manifest = os.path.join(self.directory, MANIFEST)
+    old = None
     if os.path.exists(manifest):
       try:
         with open(manifest) as f:
@@ -118,11 +124,15 @@ class PointStore:
               f"directory, or pass overwrite (--overwrite) to delete its points")
         shutil.rmtree(self.points_dir, ignore_errors=True)
     os.makedirs(self.points_dir, exist_ok=True)
-    self._write(manifest, {"hash": self.hash, "fingerprint": fingerprint})
-
-  @staticmethod
-  def _write(path, obj):
-    atomic_write(path, json.dumps(obj, default=json_default))
+    text = json.dumps({"hash": self.hash, "fingerprint": fingerprint}, default=json_default)
+    if old is None:   # shards starting at once: one creates it, of this sweep
+      if not claims_lib.write_new(manifest, text):
+        with open(manifest) as f:
+          if json.load(f).get("hash") != self.hash:
+            raise SweepMismatch(f"point directory {self.directory!r}: another sweep "
+                                f"started in it at the same time; use a new directory")
+    elif old.get("hash") != self.hash:
+      atomic_write(manifest, text)
 
   def path(self, pid: str) -> str:
     return os.path.join(self.points_dir, f"{pid}.json")
@@ -159,6 +169,14 @@ class PointStore:
             f"running {'it' if n == 1 else 'them'} again", file=sys.stderr)
     return ids
 
+  def has(self, pid: str) -> bool:
+    """Whether point ``pid`` is finished (its file verifies)."""
+    try:
+      self._check(pid)
+      return True
+    except (OSError, sealed.Damaged):
+      return False
+
   def write(self, pid: str, record: dict):
     """Write point ``pid`` sealed and atomically (temporary file, then rename)."""
     sealed.write(self.path(pid), {"id": pid, "sweep": self.hash, "record": record})
@@ -183,12 +201,17 @@ def resolve(executor: str) -> Callable:
   return getattr(importlib.import_module(module), name)
 
 
-def _run_batch(batch: Batch, store: PointStore) -> Iterable[str]:
+def _run_batch(batch: Batch, store: PointStore, claims=None) -> Iterable[str]:
+  """Run ``batch`` and write its points; with ``claims`` (a sharded sweep) only
+  after claiming it, and not when another shard holds it or finished it."""
   wanted = set(batch.point_ids)
-  for pid, record in resolve(batch.executor)(batch.spec):
-    if pid in wanted:
-      store.write(pid, record)
-      yield pid
+  with claims_lib.holding(claims, batch.key or digest(sorted(wanted))) as held:
+    if not held or (claims is not None and all(store.has(p) for p in wanted)):
+      return
+    for pid, record in resolve(batch.executor)(batch.spec):
+      if pid in wanted:
+        store.write(pid, record)
+        yield pid
 
 
 def _pin_to_core():
@@ -326,21 +349,27 @@ def work_queue(items: list, target: str, workers: int,
 def _batch_task(item, emit):
   """:func:`work_queue` target of :func:`execute`: run one batch, write its
   points, emit each point id."""
-  store_args, batch = item
+  store_args, batch, claims = item
   store = PointStore.__new__(PointStore)
   store.__dict__.update(store_args)
-  for pid in _run_batch(batch, store):
+  for pid in _run_batch(batch, store, claims):
     emit(pid)
 
 
 def execute(batches: list, store: PointStore, workers: Optional[int] = None,
-            on_point: Optional[Callable] = None, log: Callable = print) -> dict:
+            on_point: Optional[Callable] = None, log: Callable = print,
+            claims=None, order: Optional[list] = None) -> dict:
   """Run ``batches`` (longest ``cost`` first) and write their points to ``store``.
 
   Args:
     workers: number of worker processes; ``None``: one per local device
       (:func:`local_workers`); ``0`` or ``1``: run in this process.
     on_point: ``on_point(point id)`` after each point is written (progress).
+    claims: a :class:`fedfrac.runner.claims.Claims` (a sharded sweep): each
+      batch runs only once claimed; the claims still held are released when
+      the sweep stops early.
+    order: the indices of ``batches`` in the order to start them (default:
+      longest ``cost`` first).
   Returns:
     ``{"workers": n, "wall_s": seconds}``.
   Raises:
@@ -350,23 +379,27 @@ def execute(batches: list, store: PointStore, workers: Optional[int] = None,
       are abandoned, the finished points kept, the workers stopped.
   """
   on_point = on_point or (lambda pid: None)
-  order = sorted(range(len(batches)), key=lambda i: -batches[i].cost)
+  if order is None:
+    order = sorted(range(len(batches)), key=lambda i: -batches[i].cost)
   envs = local_workers()
   n = len(envs) if workers is None else int(workers)
   n = max(1, min(n, len(batches))) if batches else 1
   if n > 1 and importlib.import_module("fedfrac.runner.parallel").cannot_ship(log):
     n = 1
   t0 = time.perf_counter()
-  if n <= 1 or len(batches) <= 1:
-    with signals.Signals(graceful=False):   # SIGTERM stops at once, like Ctrl-C
-      for i in order:
-        for pid in _run_batch(batches[i], store):
-          on_point(pid)
-    return {"workers": 1, "wall_s": time.perf_counter() - t0}
-  items = [(dict(store.__dict__), b) for b in batches]
   try:
+    if n <= 1 or len(batches) <= 1:
+      with signals.Signals(graceful=False):   # SIGTERM stops at once, like Ctrl-C
+        for i in order:
+          for pid in _run_batch(batches[i], store, claims):
+            on_point(pid)
+      return {"workers": 1, "wall_s": time.perf_counter() - t0}
+    items = [(dict(store.__dict__), b, claims) for b in batches]
     n = work_queue(items, "fedfrac.runner.points:_batch_task", n,
                    lambda index, pid: on_point(pid), order=order, name="fedfrac-sweep")
   except RuntimeError as e:
     raise RuntimeError(str(e).replace("task ", "sweep batch ", 1)) from None
+  finally:
+    if claims is not None:   # workers stopped at once leave theirs behind
+      claims.release_owned()
   return {"workers": n, "wall_s": time.perf_counter() - t0}

@@ -74,8 +74,9 @@ class BatchedSimulation:
                       in_axes=(in_axes, STATE_AXES, hp_axes),
                       out_axes=(STATE_AXES, 0))(arrays, states, hp)
     self._chunk = jax.jit(chunk, static_argnums=(3,))
-    self._eval = jax.jit(jax.vmap(sim._evaluate,
-                                  in_axes=(self.in_axes, STATE_AXES, hp_axes)))
+    # Evaluation: each run's evaluated parameters, then their metrics in a
+    # program shared with every simulation of the same structure in this process.
+    self._eval_params = jax.jit(jax.vmap(sim._eval_params, in_axes=(STATE_AXES, hp_axes)))
     self._compiled = {}
     self._eval_compiled = None
 
@@ -109,11 +110,11 @@ class BatchedSimulation:
     if self._eval_compiled is not None:
       return 0.0
     t0 = time.perf_counter()
-    self._eval_compiled = self._eval.lower(self.arrays, states, self.hp).compile()
+    params = self._eval_params(states, self.hp)
+    self._eval_compiled = self.sim.shared_eval_program(self.arrays, params, (self.in_axes, 0))
     return time.perf_counter() - t0
 
   def evaluate(self, states):
     """Test metrics of every run: each gains a leading ``[R]`` axis."""
-    if self._eval_compiled is not None:
-      return self._eval_compiled(self.arrays, states, self.hp)
-    return self._eval(self.arrays, states, self.hp)
+    self.compile_eval(states)
+    return self._eval_compiled(self.arrays, self._eval_params(states, self.hp))

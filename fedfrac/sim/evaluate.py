@@ -12,6 +12,7 @@ Per-client arrays are under ``clients/*``.
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Callable, NamedTuple
 
 import jax
@@ -116,33 +117,69 @@ def example_stats(apply, task, params, x, y, scale, center, batch_size):
   return jax.tree.map(lambda s: s.reshape(-1)[:n], stats)
 
 
-def evaluate(algorithm, model, task, arrays, state, batch_size):
-  """Test metrics of ``state`` (see the module docstring).
+def eval_params(algorithm, state):
+  """The parameters :func:`evaluate` evaluates: the global model's
+  (``algorithm.eval_params(server, client 0)``, one parameter tree) or, for a
+  personalised algorithm, every client's (a tree whose leaves gain a leading
+  ``[K]`` axis)."""
+  if not algorithm.personalized:
+    first = jax.tree.map(lambda x: x[0], state.clients)
+    return algorithm.eval_params(state.server, first)
+  return jax.vmap(lambda client: algorithm.eval_params(state.server, client))(state.clients)
 
-  A global model (``algorithm.personalized`` False) is evaluated once on the
-  whole test set; personalised models each on their client's test split.
-  """
+
+def evaluate_params(model, task, personalized, arrays, params, batch_size):
+  """Test metrics of ``params`` (from :func:`eval_params`; see the module
+  docstring): global parameters are evaluated once on the whole test set,
+  personalised ones (``personalized``, a leading ``[K]`` axis) each on their
+  client's test split. Depends on the algorithm only through ``params``, so
+  every method whose evaluated parameters have the same structure runs the
+  same program (:func:`shared_program`)."""
   evaluation = task_evaluation(task)
   test_index, test_size = arrays["client_test_index"], arrays["client_test_size"]
   valid = jnp.arange(test_index.shape[1])[None, :] < test_size[:, None]
   has_test = test_size > 0
-  if not algorithm.personalized:
-    first = jax.tree.map(lambda x: x[0], state.clients)
-    params = algorithm.eval_params(state.server, first)
+  if not personalized:
     stats = example_stats(model.apply, task, params, arrays["x_test"], arrays["y_test"],
                           arrays["y_test_scale"], arrays["y_test_center"], batch_size)
     sums = {k: jnp.sum(v * valid, axis=1) for k, v in
             ((k, v[test_index]) for k, v in stats.items())}
     out = {k: jnp.mean(v) for k, v in stats.items()}
   else:
-    def client_stats(client_state, index, ok):
-      params = algorithm.eval_params(state.server, client_state)
-      out = model.apply(params, arrays["x_test"][index])
+    def client_stats(client_params, index, ok):
+      out = model.apply(client_params, arrays["x_test"][index])
       s = evaluation.stats(task, out, arrays["y_test"][index],
                            arrays["y_test_scale"][index], arrays["y_test_center"][index])
       return {k: jnp.sum(v * ok) for k, v in s.items()}
-    sums = jax.vmap(client_stats)(state.clients, test_index, valid)
+    sums = jax.vmap(client_stats)(params, test_index, valid)
     total = jnp.maximum(test_size.sum(), 1)
     out = {k: jnp.sum(v) / total for k, v in sums.items()}
   per_client = {k: v / jnp.maximum(test_size, 1) for k, v in sums.items()}
   return evaluation.summarise(out, per_client, has_test)
+
+
+def evaluate(algorithm, model, task, arrays, state, batch_size):
+  """Test metrics of ``state`` (see the module docstring): :func:`evaluate_params`
+  of the algorithm's :func:`eval_params`."""
+  return evaluate_params(model, task, algorithm.personalized, arrays,
+                         eval_params(algorithm, state), batch_size)
+
+
+_PROGRAMS: dict = {}   # digest of a lowered program's text -> its executable
+MAX_PROGRAMS = 64
+
+
+def shared_program(function, *args):
+  """``jax.jit(function)`` compiled for ``args``, shared by every caller in this
+  process whose program is the same: the lowered program's text (shapes,
+  dtypes, shardings and every operation) is the key, so the evaluation of two
+  methods whose evaluated parameters have the same structure compiles once.
+  Trace ``function`` under the same settings (e.g. the matmul precision scope)
+  as its callers."""
+  lowered = jax.jit(function).lower(*args)
+  key = hashlib.sha256(lowered.as_text().encode()).hexdigest()
+  if key not in _PROGRAMS:
+    while len(_PROGRAMS) >= MAX_PROGRAMS:
+      _PROGRAMS.pop(next(iter(_PROGRAMS)))
+    _PROGRAMS[key] = lowered.compile()
+  return _PROGRAMS[key]

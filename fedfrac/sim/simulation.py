@@ -107,6 +107,8 @@ class Simulation:
     self._run_chunk_jit = jax.jit(self._run_chunk, static_argnums=(3,))
     self._compiled = {}
     self._evaluate_jit = jax.jit(self._evaluate)
+    self._eval_params_jit = jax.jit(self._eval_params)
+    self._eval_program = None
     self._comm = None
 
   # ------------------------------------------------------------------ state
@@ -236,9 +238,36 @@ class Simulation:
     return evaluate.evaluate(self._algorithm_for(hp), self.model, self.task, arrays,
                              state, self.config.eval_batch_size)
 
+  def _eval_params(self, state, hp=None):
+    with precision_lib.scope(self.config.matmul_precision):
+      return evaluate.eval_params(self._algorithm_for(hp), state)
+
+  def shared_eval_program(self, arrays, params, in_axes=None):
+    """The compiled metrics of evaluated ``params`` (``in_axes``: vmapped over
+    runs, as :class:`~fedfrac.sim.batched.BatchedSimulation` does), shared with
+    every simulation of this process that runs the same program
+    (:func:`fedfrac.sim.evaluate.shared_program`)."""
+    metrics = functools.partial(evaluate.evaluate_params, self.model, self.task,
+                                self.algorithm.personalized,
+                                batch_size=self.config.eval_batch_size)
+    if in_axes is not None:
+      metrics = jax.vmap(metrics, in_axes=in_axes)
+    with precision_lib.scope(self.config.matmul_precision):
+      return evaluate.shared_program(metrics, arrays, params)
+
   def evaluate(self, state: SimState):
-    """Test metrics of the current state (global test set and per-client splits)."""
-    return self._evaluate_jit(self.arrays, state)
+    """Test metrics of the current state (global test set and per-client splits).
+
+    Two programs: the algorithm's evaluated parameters (small, this method's
+    own), then their metrics, one program shared by every simulation in the
+    process whose evaluated parameters have the same structure
+    (:func:`fedfrac.sim.evaluate.shared_program`)."""
+    if self.client_rows is not None:   # rows sharded by client: one program of its own
+      return self._evaluate_jit(self.arrays, state)
+    params = self._eval_params_jit(state)
+    if self._eval_program is None:
+      self._eval_program = self.shared_eval_program(self.arrays, params)
+    return self._eval_program(self.arrays, params)
 
   # ---------------------------------------------------------- communication
   def communication_bytes(self, state: SimState):

@@ -1,0 +1,62 @@
+"""fedfrac.sim.evaluate: one evaluation program shared by the methods whose
+evaluated parameters have the same structure, with the numbers of each method's
+own program."""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import ml_collections
+import numpy as np
+
+from fedfrac.runner import factories
+from fedfrac.runner.loop import _build_data
+from tests.helpers import tiny_config
+
+# Global models of one structure (fedavg; scaffold, whose states also hold
+# control variates) and a personalised one (fibfl: each client's model).
+METHODS = ("fedavg", "scaffold", "fibfl")
+
+
+def _simulations(methods=METHODS):
+  config = tiny_config(rounds=2)
+  for name in methods:
+    config.methods[name] = ml_collections.ConfigDict(dict(name=name))
+  fed = _build_data(config, 0)
+  return {name: factories.build_simulation(config, name, fed) for name in methods}
+
+
+def test_methods_with_the_same_evaluated_structure_share_one_program_with_equal_numbers():
+  sims = _simulations()
+  states = {}
+  for name, sim in sims.items():
+    state = states[name] = sim.init(0)
+    shared = jax.tree.map(np.asarray, sim.evaluate(state))
+    own = jax.tree.map(np.asarray, jax.jit(sim._evaluate)(sim.arrays, state))
+    assert shared.keys() == own.keys()
+    for key in own:   # the method's own one-program evaluation, bit for bit
+      np.testing.assert_array_equal(shared[key], own[key], err_msg=f"{name} {key}")
+  programs = {name: sim._eval_program for name, sim in sims.items()}
+  assert programs["fedavg"] is programs["scaffold"]
+  assert programs["fibfl"] is not programs["fedavg"]   # every client's model: its own
+  # A program is keyed by what it computes: another batch size is another program.
+  other = _simulations(("fedavg",))["fedavg"]
+  other.config = dataclasses.replace(other.config, eval_batch_size=7)
+  other.evaluate(states["fedavg"])
+  assert other._eval_program is not programs["fedavg"]
+
+
+def test_batched_runs_share_the_program_too_with_the_numbers_of_one_vmapped_program():
+  from fedfrac.sim.batched import BatchedSimulation
+  from fedfrac.sim.state import STATE_AXES
+  sims = _simulations(("fedavg", "scaffold"))
+  batches = {name: BatchedSimulation(sim, [sim.data, sim.data]) for name, sim in sims.items()}
+  for name, batch in batches.items():
+    states = batch.init([0, 1])
+    shared = jax.tree.map(np.asarray, batch.evaluate(states))
+    own = jax.jit(jax.vmap(sims[name]._evaluate, in_axes=(batch.in_axes, STATE_AXES, None)))(
+        batch.arrays, states, None)
+    for key, value in jax.tree.map(np.asarray, own).items():
+      assert value.shape[0] == 2
+      np.testing.assert_array_equal(shared[key], value, err_msg=f"{name} {key}")
+  assert batches["fedavg"]._eval_compiled is batches["scaffold"]._eval_compiled
