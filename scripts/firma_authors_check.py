@@ -10,6 +10,12 @@ into the torch modules; the torch LayerNorm epsilon set to flax's 1e-6) and run
 R rounds of FibFL or FibFL+ with E_h = 1, E_e = 3, persistent Adam lr 0.01.
 Prints both per-round accuracy curves and the largest extractor difference.
 
+``fedfrac``: fedfrac's run of the same protocol (``configs/firma/digits.py`` with
+N = 10 on the ``files`` source, the authors' inputs unless ``--set=inputs=unit``),
+one run without batch padding, with method options set by ``--set=key=value``
+(``init=shared``, ``gamma=1.0``, ...; ``mode=paper`` for the paper mode), printing
+the mean per-client test accuracy after each round.
+
 ``fmnist``: the authors' FibFL / FibFL+ / FibFL++ on the real Fashion-MNIST IDX
 files (``--data``, Debian's ``dataset-fashion-mnist``), their partition and
 their torchvision normalisation ((x/255 - 0.5) / 0.5), Table 4 settings, printing
@@ -18,14 +24,17 @@ the mean per-client test accuracy after each round (compare with
 
   python scripts/firma_authors_check.py parity --authors=DIR --method=fibfl --rounds=4
   python scripts/firma_authors_check.py fmnist --authors=DIR --method=fibfl --rounds=6
+  python scripts/firma_authors_check.py fedfrac --method=fibfl --rounds=3 --set=gamma=1.0
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import gzip
 import json
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -172,19 +181,62 @@ def fmnist(args):
                     "wall_s": round(time.time() - t0, 1)}))
 
 
+# ------------------------------------------------------------ fedfrac, one run
+
+
+def fedfrac_run(args):
+  from fedfrac import config as config_lib
+  from fedfrac import data as data_lib
+  from fedfrac import runner
+  from fedfrac.reproduce import firma
+
+  opts = {}
+  for item in args.set:
+    key, _, value = item.partition("=")
+    try:
+      opts[key] = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+      opts[key] = value
+  mode, inputs = opts.pop("mode", "reference_code"), opts.pop("inputs", "authors")
+  digits = firma.load_digits_config()
+  cfg = digits.firma_config(mode, args.scenario, num_clients=10, rounds=args.rounds)
+  config_lib.files_source(cfg, args.data)
+  if inputs == "authors":
+    digits.authors_inputs(cfg, "grey")
+  cfg.engine.client_parallelism = "vmap"
+  for key, value in opts.items():
+    cfg.methods[args.method][key] = value
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    fed = data_lib.build(cfg.data, args.seed if cfg.data.seed < 0 else cfg.data.seed)
+  sim = runner.build_simulation(cfg, args.method, fed)
+  state, curve, t0 = sim.init(args.seed), [], time.time()
+  for r in range(args.rounds):
+    state, _ = sim.run_chunk(state, 1)
+    curve.append(round(float(sim.evaluate(state)["client_accuracy_mean"]), 4))
+    print(f"round {r + 1}: {curve[-1]}", file=sys.stderr, flush=True)
+  print(json.dumps({"method": args.method, "scenario": args.scenario, "seed": args.seed,
+                    "mode": mode, "inputs": inputs, "options": opts, "curve": curve,
+                    "wall_s": round(time.time() - t0, 1)}))
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  p.add_argument("check", choices=("parity", "fmnist"))
-  p.add_argument("--authors", required=True, help="checkout of Hedjrachid/FIRMA")
+  p.add_argument("check", choices=("parity", "fmnist", "fedfrac"))
+  p.add_argument("--authors", help="checkout of Hedjrachid/FIRMA (parity, fmnist)")
   p.add_argument("--method", default="fibfl", choices=("fibfl", "fibfl_plus", "fibfl_pp"))
   p.add_argument("--rounds", type=int, default=4)
   p.add_argument("--scenario", default="iid", help="fmnist: iid, dir0.8, ls1, ...")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+  p.add_argument("--set", action="append", default=[],
+                 help="fedfrac: a method option key=value (or mode=paper, inputs=unit)")
   args = p.parse_args(argv)
   if args.check == "parity" and args.method == "fibfl_pp":
     p.error("--method: parity covers fibfl and fibfl_plus")
-  (parity if args.check == "parity" else fmnist)(args)
+  if args.check != "fedfrac" and not args.authors:
+    p.error(f"--authors: {args.check} needs a checkout of the authors' code")
+  {"parity": parity, "fmnist": fmnist, "fedfrac": fedfrac_run}[args.check](args)
 
 
 if __name__ == "__main__":
