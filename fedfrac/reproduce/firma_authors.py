@@ -1,5 +1,7 @@
-"""fedfrac's FIRMA FibFL / FibFL+ (``compat="reference_code"``) beside the authors'
-own PyTorch code (github.com/Hedjrachid/FIRMA, ``fibfl/fibfl.py`` run unchanged).
+"""``fedfrac-reproduce firma_authors``: fedfrac's FIRMA FibFL / FibFL+
+(``compat="reference_code"``) beside the authors' own PyTorch code
+(github.com/Hedjrachid/FIRMA, ``fibfl/fibfl.py`` run unchanged); docs/design.md
+§3.3, "FibFL / FibFL+ below Tables 7–8".
 
 Needs a checkout of the authors' repository (``--authors=DIR``) and PyTorch.
 
@@ -22,9 +24,9 @@ their torchvision normalisation ((x/255 - 0.5) / 0.5), Table 4 settings, printin
 the mean per-client test accuracy after each round (compare with
 ``fedfrac-reproduce firma_files --modes=reference_code``).
 
-  python scripts/firma_authors_check.py parity --authors=DIR --method=fibfl --rounds=4
-  python scripts/firma_authors_check.py fmnist --authors=DIR --method=fibfl --rounds=6
-  python scripts/firma_authors_check.py fedfrac --method=fibfl --rounds=3 --set=gamma=1.0
+  fedfrac-reproduce firma_authors parity --authors=DIR --method=fibfl --rounds=4
+  fedfrac-reproduce firma_authors fmnist --authors=DIR --method=fibfl --rounds=6
+  fedfrac-reproduce firma_authors fedfrac --method=fibfl --rounds=3 --set=gamma=1.0
 """
 from __future__ import annotations
 
@@ -184,19 +186,26 @@ def fmnist(args):
 # ------------------------------------------------------------ fedfrac, one run
 
 
+def set_options(items):
+  """``--set`` items ``key=value`` -> dict (values read as Python literals when
+  they parse as one, else kept as strings)."""
+  opts = {}
+  for item in items:
+    key, _, value = item.partition("=")
+    try:
+      opts[key] = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+      opts[key] = value
+  return opts
+
+
 def fedfrac_run(args):
   from fedfrac import config as config_lib
   from fedfrac import data as data_lib
   from fedfrac import runner
   from fedfrac.reproduce import firma
 
-  opts = {}
-  for item in args.set:
-    key, _, value = item.partition("=")
-    try:
-      opts[key] = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-      opts[key] = value
+  opts = set_options(args.set)
   mode, inputs = opts.pop("mode", "reference_code"), opts.pop("inputs", "authors")
   digits = firma.load_digits_config()
   cfg = digits.firma_config(mode, args.scenario, num_clients=10, rounds=args.rounds)
@@ -221,7 +230,8 @@ def fedfrac_run(args):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  p = argparse.ArgumentParser(prog="fedfrac-reproduce firma_authors",
+                              description=__doc__.split("\n\n")[0])
   p.add_argument("check", choices=("parity", "fmnist", "fedfrac"))
   p.add_argument("--authors", help="checkout of Hedjrachid/FIRMA (parity, fmnist)")
   p.add_argument("--method", default="fibfl", choices=("fibfl", "fibfl_plus", "fibfl_pp"))
@@ -236,8 +246,16 @@ def main(argv=None):
     p.error("--method: parity covers fibfl and fibfl_plus")
   if args.check != "fedfrac" and not args.authors:
     p.error(f"--authors: {args.check} needs a checkout of the authors' code")
+  if args.check == "fedfrac":
+    from fedfrac import algorithms
+    opts = set_options(args.set)
+    if opts.get("mode", "reference_code") not in ("paper", "reference_code"):
+      p.error(f"--set: mode={opts['mode']!r}; allowed values are 'paper', 'reference_code'")
+    if opts.get("inputs", "authors") not in ("authors", "unit"):
+      p.error(f"--set: inputs={opts['inputs']!r}; allowed values are 'authors', 'unit'")
+    given = {k: v for k, v in opts.items() if k not in ("mode", "inputs")}
+    try:
+      algorithms.hparams(args.method, given)
+    except ValueError as e:
+      p.error(f"--set: {e}")
   {"parity": parity, "fmnist": fmnist, "fedfrac": fedfrac_run}[args.check](args)
-
-
-if __name__ == "__main__":
-  main()
