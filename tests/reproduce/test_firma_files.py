@@ -77,7 +77,7 @@ def test_fashion_mnist_table_has_the_fibfl_note_under_its_title(tmp_path):
   path = tmp_path / "a.json"
   path.write_text(json.dumps(run))
   note = firma_files.NOTES["fashion_mnist"]
-  assert "FibFL / FibFL+" in note and "scripts/firma_authors_check.py" in note
+  assert "FibFL / FibFL+" in note and "fedfrac-reproduce firma_authors" in note
   for dataset, name in (("fashion_mnist", "f.md"), ("mnist", "m.md")):
     firma_files.write_table([str(path)], str(tmp_path / name), dataset=dataset)
   lines = (tmp_path / "f.md").read_text().splitlines()
