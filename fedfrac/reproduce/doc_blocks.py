@@ -340,7 +340,11 @@ def firma_t78_differs():
           f"gives {acc(unit)} with [0, 1] inputs and {acc(authors)} with the authors' "
           f"(published {pub:.3f}); with the authors' inputs its accuracy peaks at round "
           f"{rnd} ({acc(peak)}) and falls over the 30 rounds of E_e = 20 Adam epochs. "
-          f"The FibFL/FibFL+ gap stays unexplained; on digits (`reference_code`, 5 "
+          f"Nor is the FibFL/FibFL+ gap a departure of `reference_code`: run against "
+          f"the authors' own code (`firma_authors` in `fedfrac.reproduce`) it computes the "
+          f"same accuracy step for step and the same curve on this data, so the gap "
+          f"lies between the public code and the published cells (docs/design.md "
+          f"§3.3); on digits (`reference_code`, 5 "
           f"seeds) FibFL's seven accuracy cells read {digits['fibfl']} and FibFL+'s "
           f"{digits['fibfl_plus']}")
 

@@ -4,6 +4,7 @@ IDX files a test wrote that keeps finished scenarios on a rerun."""
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 
@@ -67,6 +68,25 @@ def test_table_has_every_published_cell_per_mode_and_inputs(tmp_path):
   mnist = tmp_path / "m.md"
   firma_files.write_table(paths, str(mnist), dataset="mnist")
   assert mnist.read_text().startswith("# FIRMA Tables 9–10 on the real MNIST-60k")
+
+
+def test_fashion_mnist_table_has_the_fibfl_note_under_its_title(tmp_path):
+  run = {"args": {"seeds": 1, "rounds": 30, "device": "cpu", "inputs": "unit"},
+         "scenarios": {"iid": {"results": {"reference_code": {
+             "iid/fibfl": _cell([0.72], [0.02])}}}}}
+  path = tmp_path / "a.json"
+  path.write_text(json.dumps(run))
+  note = firma_files.NOTES["fashion_mnist"]
+  assert "FibFL / FibFL+" in note and "fedfrac-reproduce firma_authors" in note
+  for dataset, name in (("fashion_mnist", "f.md"), ("mnist", "m.md")):
+    firma_files.write_table([str(path)], str(tmp_path / name), dataset=dataset)
+  lines = (tmp_path / "f.md").read_text().splitlines()
+  assert lines[0].startswith("# FIRMA Tables 7–8") and lines[1:4] == ["", note, ""]
+  assert note not in (tmp_path / "m.md").read_text()
+  # The committed table carries the note its renderer writes, under the title.
+  root = pathlib.Path(__file__).resolve().parents[2]
+  committed = (root / "results" / "firma_fashion_mnist.md").read_text().splitlines()
+  assert committed[1:4] == ["", note, ""]
 
 
 def test_a_run_on_idx_files_is_kept_per_scenario_and_resumed(tmp_path, capsys):
