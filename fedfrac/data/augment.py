@@ -36,7 +36,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from fedfrac.config import fail
+from fedfrac._validation import fail
 
 OPS = {"crop": 2, "flip": 0, "cutout": 1}       # op -> number of integer arguments
 SYNTAX = "crop:SIZE:PAD, flip, cutout:SIZE"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
 
-from fedfrac.config import check, int_at_least, is_int, is_num
+from fedfrac._validation import check, int_at_least, is_int, is_num
 from fedfrac.data import augment, sources
 from fedfrac.data.partition import LABEL_SKEW_RULES, PATHOLOGICAL_LEVELS, SCHEMES
 
