@@ -1,5 +1,5 @@
 """``run_many``: every seed (and grid value) of a method vmapped as ONE compiled
-program, driving the same :func:`fedfrac.runner.loop.chunk_loop` as ``run``."""
+program, driving the same :func:`fedfrac.runner.chunked.chunk_loop` as ``run``."""
 from __future__ import annotations
 
 from typing import Optional
@@ -12,7 +12,7 @@ from fedfrac import data as data_lib
 from fedfrac.runner import factories, outputs, stored
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.log import Progress, RunLog
-from fedfrac.runner.loop import _data_seed, _slice_run, chunk_loop
+from fedfrac.runner.chunked import _data_seed, _slice_run, chunk_loop
 from fedfrac.runner.records import Results
 from fedfrac.sim.batched import BatchedSimulation
 

@@ -2,7 +2,7 @@
 spread over worker processes.
 
 Each worker process (:func:`fedfrac.runner.points.work_queue`, spawned, one per
-CPU core or accelerator device) runs :func:`fedfrac.runner.loop.run_one` on
+CPU core or accelerator device) runs :func:`fedfrac.runner.chunked.run_one` on
 its share of the runs, exactly as one process would, with the same workdir
 checkpoints; the parent gathers the records and writes the outputs. What it
 buys is parallel compilation: XLA's CPU compiler is single-threaded and
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 
+from fedfrac.runner import chunked
 from fedfrac.runner import points as points_lib
 from fedfrac.runner import signals
 from fedfrac.runner.checkpoint import DiskFullError
@@ -44,11 +45,10 @@ def job_task(item, emit):
   a worker process; emits ``(label, seed, record, divergence message or "")``,
   or ``(label, seed, None, disk-full message)``. SIGINT / SIGTERM stop the run
   after its current chunk (checkpointed; the record is ``partial``)."""
-  from fedfrac.runner import loop
   config, label, seed, workdir, stop_after_round = item
-  fed_data = loop._build_data(config, loop._data_seed(config, seed))
+  fed_data = chunked._build_data(config, chunked._data_seed(config, seed))
   try:
-    rec = loop.run_one(config, label, seed, fed_data, workdir, stop_after_round,
+    rec = chunked.run_one(config, label, seed, fed_data, workdir, stop_after_round,
                        progress=False, stop=signals.stop_requested)
     emit((label, seed, rec, ""))
   except FloatingPointError as e:   # on_divergence="error": re-raised by the parent
@@ -67,7 +67,6 @@ def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, r
   there. Ctrl-C or SIGTERM stops every worker after its current chunk, each
   writing a checkpoint; the parent then writes the rows so far (a second signal
   stops them at once)."""
-  from fedfrac.runner import loop
   items = [(config, label, seed, workdir, stop_after_round) for label, seed in jobs]
   show = config.progress if progress is None else progress
   bar = PointProgress(show, len(jobs), desc=f"runs on {workers} workers")
@@ -92,9 +91,9 @@ def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, r
     finished = sum(r.status != "partial" for r in done.values())
     stopped = len(done) - finished
     part = f", {stopped} stopped after a chunk and checkpointed" if stopped else ""
-    raise loop.RunInterrupted(f"interrupted: {finished} of {len(jobs)} runs finished{part} "
-                              f"({signals.name(signum)}); {loop.resume_hint(workdir)}",
-                              results, signum) from None
+    raise chunked.RunInterrupted(
+      f"interrupted: {finished} of {len(jobs)} runs finished{part} "
+      f"({signals.name(signum)}); {chunked.resume_hint(workdir)}", results, signum) from None
   finally:
     bar.close()
   records.extend(done[j] for j in jobs if j in done)
