@@ -3,7 +3,7 @@
     import fedfrac as ff
     results = ff.run(config)          # config from fedfrac.config.base_config()
 """
-__version__ = "0.1.0"
+from fedfrac._version import __version__  # noqa: F401
 
 from fedfrac import algorithms, data, metrics, models, ops, optim, runner, sim
 from fedfrac.algorithms.contract import ClientView, FedAlgorithm

@@ -139,7 +139,7 @@ def precision_accuracy(methods=("fedavg", "fibfl_pp"), scenarios=("iid", "dir0.1
   """FIRMA digits (configs/firma/digits.py, N = 5) final mean per-client accuracy
   per precision, mean ± std over ``seeds``; a precision is within noise of the
   first one when |Δmean| <= 2 × the larger std (and <= 0.005 with one seed)."""
-  import fedfrac as ff
+  from fedfrac import runner
   from fedfrac.reproduce import common
   digits = common.config_module("firma/digits.py")
   rows = []
@@ -151,7 +151,7 @@ def precision_accuracy(methods=("fedavg", "fibfl_pp"), scenarios=("iid", "dir0.1
         c.only = m
         c.progress = False
         c.engine.matmul_precision = p
-        recs = ff.run_many(c, seeds=tuple(range(seeds)), progress=False).records
+        recs = runner.run_many(c, seeds=tuple(range(seeds)), progress=False).records
         acc = [float(r.curve("client_accuracy_mean")[1][-1]) for r in recs]
         mean = float(np.mean(acc))
         std = float(np.std(acc, ddof=1)) if len(acc) > 1 else 0.0
