@@ -15,11 +15,7 @@ from fedfrac.reproduce.bev_tables import OURS, PAPER_NAMES
 # Studies with per-round curves (one panel per configuration) and studies whose
 # configurations are numbers (a sweep figure: final RMSE vs that number).
 ROUND_STUDIES = ("main", "participation", "churn", "architectures", "scaling")
-
-
 SWEEP_STUDIES = {"participation": "client fraction C", "scaling": "vehicles K"}
-
-
 ABLATION_SYMBOLS = {"alpha": "α", "lam": "λ", "probe_every": "R_probe",
                     "beta_kappa": "β_κ"}
 

@@ -16,8 +16,6 @@ PAPER_NAMES = {
     "ri_fedavg": "RI-FedAvg", "fo_fedavg": "FO-FedAvg", "fo_ri_fedavg": "FO-RI-FedAvg",
     "fo_ri_fedavg_lr05": "FO-RI-FedAvg (η = 0.05)",
 }
-
-
 OURS = "fo_ri_fedavg"
 
 
