@@ -47,7 +47,6 @@ LONG_MODULES = {
   "_apidoc.py": "to be split: docstring to reST / algorithm pages / config page",
   "algorithms/fo_ri_fedavg.py": "one algorithm (FO-RI-FedAvg and its reductions): the "
                                 "roughness probe, spectral gate and step share its options",
-  "reproduce/firma.py": "to be split: the FIRMA runs / its sweep points and batches",
   "reproduce/firma_tables.py": "to be split: FIRMA's tables / its figures and JSON loading",
   "reproduce/tuned.py": "to be split: learning-rate tuning / its tables",
   "reproduce/doc_blocks.py": "to be split: shared formatting / the FIRMA blocks",
