@@ -8,7 +8,7 @@ Your own arrays, flax module and algorithm (README: "Your own method, data and m
     results = ff.run(config, data=(x, y), model=module, algorithms={"mine": build})
     params = results.final_params("mine_label")
 """
-__version__ = "0.1.0"
+from fedfrac._version import __version__  # noqa: F401
 
 from fedfrac import algorithms, data, metrics, models, ops, optim, runner, sim
 from fedfrac.algorithms.contract import ClientView, FedAlgorithm

@@ -41,8 +41,8 @@ import zlib
 GENERATED = "generated"
 # Packages whose every public function and class the reference documents.
 FULL_PACKAGES = ("fedfrac.ops", "fedfrac.optim")
-DATA_MODULES = ("fedfrac.data.sources", "fedfrac.data.partition", "fedfrac.data.files",
-                "fedfrac.data.federated", "fedfrac.data.arrays")
+DATA_MODULES = ("fedfrac.data.dataset", "fedfrac.data.sources", "fedfrac.data.partition",
+                "fedfrac.data.files", "fedfrac.data.federated", "fedfrac.data.arrays")
 # The run API: (module, names); the classes with their members.
 RUN_API = (("fedfrac.runner.loop", ("run",)),
            ("fedfrac.runner.many", ("run_many",)),
@@ -52,8 +52,9 @@ RUN_API = (("fedfrac.runner.loop", ("run",)),
            ("fedfrac.runner.summary_table", ("format_table",)),
            ("fedfrac.sweep", ("run_sweep", "run")),
            ("fedfrac.models.adapter", ("flax_model", "FlaxAdapter")))
-CONTRACT_API = (("fedfrac.algorithms.contract", ("FedAlgorithm", "ClientView", "BuildContext",
-                                                 "AlgorithmEntry", "step_budget")),
+CONTRACT_API = (("fedfrac.algorithms.contract", ("FedAlgorithm", "BuildContext",
+                                                 "AlgorithmEntry")),
+                ("fedfrac.algorithms.client_view", ("ClientView", "step_budget")),
                 ("fedfrac.algorithms", ("entry", "make", "hparams", "names", "register",
                                         "unregister")),
                 ("fedfrac.algorithms.check", ("check_algorithm", "ContractError")),
@@ -402,10 +403,11 @@ def _path(node) -> str:
 
 def config_notes() -> tuple:
   """``({key: note}, {section: intro})`` from the comments of
-  ``fedfrac.config.base_config``: a key's note is the comment beside it, a
-  section's intro the comment blocks above its assignments."""
-  from fedfrac import config as config_lib
-  with open(config_lib.__file__, encoding="utf-8") as f:
+  ``fedfrac.config.base_config`` (defined in :mod:`fedfrac.config_base`): a key's
+  note is the comment beside it, a section's intro the comment blocks above its
+  assignments."""
+  from fedfrac import config_base
+  with open(config_base.__file__, encoding="utf-8") as f:
     source = f.read()
   trailing, alone = _comments(source)
   func = next(n for n in ast.parse(source).body

@@ -1,4 +1,6 @@
-"""Small helpers shared by argument checks across fedfrac."""
+"""Small helpers shared by argument checks across fedfrac: number tests, and
+:class:`ConfigError` with :func:`check` / :func:`fail`, the one way a config check
+reports a bad value (re-exported by :mod:`fedfrac.config`)."""
 from __future__ import annotations
 
 import math
@@ -63,3 +65,42 @@ def is_traced(x) -> bool:
   """Whether ``x`` is a traced JAX value (under jit/vmap/eval_shape): its number
   is not known yet, so range checks skip it. The one traced-value test of fedfrac."""
   return isinstance(x, jax.core.Tracer)
+
+
+class ConfigError(ValueError):
+  """A config value is invalid; the message names the key, value and allowed range."""
+
+
+def fail(key, value, allowed):
+  """Raise :class:`ConfigError` ``config.<key>=<value>: <allowed>`` (a number that
+  is not finite in float32 is said to be so first)."""
+  raise ConfigError(f"config.{key}={value!r}: {not_finite_note(value)}{allowed}")
+
+
+def is_int(v):
+  return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_num(v):
+  """An int or float (not a bool) that is finite in float32, the precision every
+  hyper-parameter is used in (``1e308`` would become inf)."""
+  return isinstance(v, (int, float)) and finite_in_float32(v)
+
+
+def check(cond, key, value, allowed):
+  """:func:`fail` unless ``cond``."""
+  if not cond:
+    fail(key, value, allowed)
+
+
+def get(c, dotted):
+  """``c["a"]["b"]`` for ``dotted="a.b"``."""
+  for part in dotted.split("."):
+    c = c[part]
+  return c
+
+
+def int_at_least(c, key, lo):
+  """Check that ``config.<key>`` is an integer >= ``lo``."""
+  v = get(c, key)
+  check(is_int(v) and v >= lo, key, v, f"must be an integer >= {lo}")

@@ -95,12 +95,12 @@ import time
 
 import numpy as np
 
-import fedfrac as ff
 from fedfrac import algorithms
 from fedfrac import config as config_lib
 from fedfrac import config_files
 from fedfrac import metrics as metrics_lib
-from fedfrac import sweep_checks
+from fedfrac import runner, sweep_checks
+from fedfrac._version import __version__
 from fedfrac.config import ConfigError
 from fedfrac.data.validate import DataError
 from fedfrac.runner import claims as claims_lib
@@ -218,7 +218,7 @@ def fingerprint(base, axes, grid, grid_methods, metric_names, batch):
   return {"config": config_key(base), "axes": [k for k, _ in axes],
           "grid": sorted(grid) if grid else None, "grid_methods": sorted(grid_methods),
           "metrics": list(metric_names), "batch": bool(batch),
-          "fedfrac": ff.__version__}
+          "fedfrac": __version__}
 
 
 def pack(points, done, metric_names, batch=True, batch_size=0, workers=1,
@@ -362,12 +362,12 @@ def run_batch(spec):
   for start in range(0, len(seeds), per_chunk):
     chunk = seeds[start:start + per_chunk]
     if spec["batch"]:
-      records = ff.run_many(config, seeds=chunk, grid=grid, progress=False,
-                            data_cache=cache).records
+      records = runner.run_many(config, seeds=chunk, grid=grid, progress=False,
+                                data_cache=cache).records
     else:
       single = config.copy_and_resolve_references()
       single.seeds = tuple(chunk)
-      records = ff.run(single, progress=False).records
+      records = runner.run(single, progress=False).records
     runs = [(seed, v) for seed in chunk for v in values]
     for (seed, v), rec in zip(runs, records):
       yield spec["ids"][(seed, v)], point_record(rec, spec["metrics"], spec, v)
@@ -383,12 +383,12 @@ def run_point(config, seeds, grid, grid_methods, batch):
     single.only = label
     g = grid if label in targets else None
     if batch:
-      res = ff.run_many(single, seeds=seeds, grid=g)
+      res = runner.run_many(single, seeds=seeds, grid=g)
     else:
       if g:
         raise SystemExit("--grid needs batched runs; drop --no_batch")
       single.seeds = tuple(seeds)
-      res = ff.run(single)
+      res = runner.run(single)
     records.extend(res.records)
   return records
 

@@ -127,7 +127,7 @@ def _inventory(path, entries):
 def test_inventory_check_fails_when_an_object_is_missing(tmp_path, capsys):
   expected = _apidoc.expected_objects()
   assert ("py:function", "fedfrac.ops.ring.fibonacci_mixing_matrix") in expected
-  assert ("py:function", "fedfrac.runner.loop.run_many") in expected
+  assert ("py:function", "fedfrac.runner.many.run_many") in expected
   assert ("std:doc", "generated/algorithms/fibfl_pp") in expected
   full = tmp_path / "objects.inv"
   _inventory(full, expected)

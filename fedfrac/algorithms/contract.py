@@ -63,6 +63,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 import jax
 from jax.typing import ArrayLike
 
+from fedfrac.algorithms.client_view import ClientView, step_budget  # noqa: F401
 from fedfrac.algorithms.schema import HParamSchema
 from fedfrac.algorithms.local_training import LocalTraining
 from fedfrac.algorithms.tasks import Task
@@ -113,41 +114,6 @@ class FedAlgorithm(NamedTuple):
   prepare_cohort: Optional[Callable] = None
   cohort_metrics: Optional[Callable] = None
   elastic: bool = False
-
-
-class ClientView(NamedTuple):
-  """What one client sees of the data inside ``client_update``.
-
-  Attributes:
-    x: ``[N, ...]`` the flat train inputs of all clients (shared, never copied).
-    y: ``[N]`` the flat train targets.
-    index: ``[n_max]`` int32 rows owned by this client (padded).
-    size: ``[]`` int32 number of valid rows n_k.
-    num_steps: ``[]`` int32 local steps this client runs this round (under
-      ``config.system.policy="partial"`` already cut to what fits before the
-      deadline; 0 for a client dropped by ``"drop"``; for an ``elastic``
-      algorithm always the full local work τ_k, see :class:`FedAlgorithm`).
-    client_id: ``[]`` int32.
-    step_budget: ``[]`` int32 local steps this client can afford before the
-      round's deadline, ⌊T·s_k⌋ for deadline T and speed s_k
-      (:mod:`fedfrac.ops.system`; may exceed ``num_steps``), e.g. FedEL's
-      per-client runtime budget; ``None`` when the engine sets no budget (read
-      it with :func:`step_budget`, which then gives ``num_steps``).
-  """
-  x: jax.Array
-  y: jax.Array
-  index: jax.Array  # type: ignore[assignment]  # a field, shadows tuple.index
-  size: jax.Array
-  num_steps: jax.Array
-  client_id: jax.Array
-  step_budget: Optional[jax.Array] = None
-
-
-def step_budget(view: ClientView) -> jax.Array:
-  """``[]`` int32 local steps ``view``'s client can afford this round:
-  ``view.step_budget``, or ``view.num_steps`` when there is no deadline."""
-  return view.num_steps if view.step_budget is None else view.step_budget
-
 
 
 @dataclasses.dataclass(frozen=True)

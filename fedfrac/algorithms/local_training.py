@@ -3,7 +3,7 @@ loop (:func:`local_train`) and the FedAvg client (:func:`local_delta`)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional, TYPE_CHECKING, cast
+from typing import Any, Callable, Optional, cast
 
 import jax
 import jax.numpy as jnp
@@ -11,10 +11,8 @@ from jax.typing import ArrayLike
 import numpy as np
 import optax
 
+from fedfrac.algorithms.client_view import ClientView
 from fedfrac.algorithms.trees import select_tree, tree_norm, tree_sub
-
-if TYPE_CHECKING:
-  from fedfrac.algorithms.contract import ClientView
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,9 +4,9 @@ tiny ones:
 
 * :func:`vs_torch`: fedfrac against sequential and batched PyTorch on the same
   device, rounds interleaved (CNNMnist 10 clients, the 100-client cohort of
-  1,000, the FIRMA-sized MLP; ``fedfrac.bench.rounds.bench_workload``);
+  1,000, the FIRMA-sized MLP; ``fedfrac.bench.timing.bench_workload``);
 * :func:`fibfl_seeds`: FIRMA digits FibFL++ with 5 seeds vmapped against one
-  seed (``fedfrac.bench.rounds.seeds_study``; there is no PyTorch FibFL++ here);
+  seed (``fedfrac.bench.studies.seeds_study``; there is no PyTorch FibFL++ here);
 * :func:`conv_forms`: ``model.conv_impl`` xla vs im2col under vmap
   (:mod:`fedfrac.bench.convs`);
 * :func:`precision`: ``engine.matmul_precision`` per workload (round time) and
@@ -27,13 +27,13 @@ import time
 import jax
 import numpy as np
 
-from fedfrac.bench import convs, rounds, torch_side
+from fedfrac.bench import convs, studies, table_rows, timing, torch_side, workloads
 from fedfrac.sim import precision as precision_lib
 
 START = "<!-- accelerator:start -->"
 END = "<!-- accelerator:end -->"
 WORKLOADS = ("cnn10", "cnn1000", "firma_mlp")
-# Default sizes of the workloads (rounds.workloads' figures).
+# Default sizes of the workloads (workloads.workloads' figures).
 SIZES = {"cnn10": dict(clients=10, per_client=600),
          "cnn1000": dict(clients=1000, per_client=600, pool=60000),
          "firma_mlp": dict(clients=5, per_client=256, epochs=21)}
@@ -46,7 +46,7 @@ def device_name() -> str:
 
 
 def sized_workload(name, clients=None, per_client=None, pool=None, epochs=None):
-  """Workload ``name`` of ``fedfrac.bench.rounds`` at other sizes (same model,
+  """Workload ``name`` of ``fedfrac.bench.workloads`` at other sizes (same model,
   optimizer and participation), with its PyTorch counterpart."""
   size = {**SIZES[name], **{k: v for k, v in dict(clients=clients, per_client=per_client,
                                                   pool=pool, epochs=epochs).items()
@@ -56,10 +56,10 @@ def sized_workload(name, clients=None, per_client=None, pool=None, epochs=None):
     e = size["epochs"]
 
     def make():
-      c = rounds.firma_mlp_fedavg_config()
+      c = workloads.firma_mlp_fedavg_config()
       c.client.local_epochs = e
-      return c, rounds.digits_clients(k, n), "fedavg"
-    return rounds.Workload(name, f"FIRMA-sized MLP: FedAvg+Adam, {k} clients x {n}, "
+      return c, workloads.digits_clients(k, n), "fedavg"
+    return workloads.Workload(name, f"FIRMA-sized MLP: FedAvg+Adam, {k} clients x {n}, "
                            f"E={e}, B=64 (digits)", make,
                            torch=("firma_mlp", k, {"per_client": n, "epochs": e}))
   participation = 1.0 if name == "cnn10" else 0.1
@@ -67,12 +67,12 @@ def sized_workload(name, clients=None, per_client=None, pool=None, epochs=None):
   cohort = max(1, math.ceil(participation * k))
 
   def make():
-    return (rounds.cnn_config(participation),
-            rounds.synthetic_images(k, n, pool=pool_n), "fedavg")
+    return (workloads.cnn_config(participation),
+            workloads.synthetic_images(k, n, pool=pool_n), "fedavg")
   torch_kw = {"per_client": n, "pool": pool_n}
   if cohort < k:
     torch_kw["cohort"] = cohort
-  return rounds.Workload(name, f"CNNMnist FedAvg, {k} clients x {n}, cohort {cohort}",
+  return workloads.Workload(name, f"CNNMnist FedAvg, {k} clients x {n}, cohort {cohort}",
                          make, torch=("cnn_mnist", k, torch_kw))
 
 
@@ -88,7 +88,7 @@ def vs_torch(workloads=WORKLOADS, repeats=5, sizes=None, compiled=False):
   rows = []
   for name in workloads:
     w = sized_workload(name, **sizes.get(name, {}))
-    row = _slim(rounds.bench_workload(w, repeats, vs_torch=have_torch))
+    row = _slim(timing.bench_workload(w, repeats, vs_torch=have_torch))
     if have_torch and compiled:
       tr_name, clients, kw = w.torch
       t = torch_side.TorchRound(tr_name, clients, style="compiled", **kw)
@@ -108,7 +108,7 @@ def _torch_version():
 
 def fibfl_seeds(repeats=5, seeds=5):
   """FIRMA digits FibFL++ (N = 5): ``seeds`` seeds vmapped vs one seed."""
-  return {"device": device_name(), **rounds.seeds_study(repeats, seeds)}
+  return {"device": device_name(), **studies.seeds_study(repeats, seeds)}
 
 
 def conv_forms(models=tuple(convs.MODELS), clients=10, batch=50, repeats=10, shape=None):
@@ -125,7 +125,7 @@ def precision_speed(workloads=("cnn10", "firma_mlp"), precisions=precision_lib.P
     w = sized_workload(name, **sizes.get(name, {}))
     base = None
     for p in precisions:
-      r = rounds.bench_workload(w, repeats, engine_overrides={"matmul_precision": p})
+      r = timing.bench_workload(w, repeats, engine_overrides={"matmul_precision": p})
       base = base or r["round_s"]
       rows.append({"workload": name, "description": w.description, "precision": p,
                    "round_s": r["round_s"], "round_times": r["round_times"],
@@ -139,7 +139,7 @@ def precision_accuracy(methods=("fedavg", "fibfl_pp"), scenarios=("iid", "dir0.1
   """FIRMA digits (configs/firma/digits.py, N = 5) final mean per-client accuracy
   per precision, mean ± std over ``seeds``; a precision is within noise of the
   first one when |Δmean| <= 2 × the larger std (and <= 0.005 with one seed)."""
-  import fedfrac as ff
+  from fedfrac import runner
   from fedfrac.reproduce import common
   digits = common.config_module("firma/digits.py")
   rows = []
@@ -151,7 +151,7 @@ def precision_accuracy(methods=("fedavg", "fibfl_pp"), scenarios=("iid", "dir0.1
         c.only = m
         c.progress = False
         c.engine.matmul_precision = p
-        recs = ff.run_many(c, seeds=tuple(range(seeds)), progress=False).records
+        recs = runner.run_many(c, seeds=tuple(range(seeds)), progress=False).records
         acc = [float(r.curve("client_accuracy_mean")[1][-1]) for r in recs]
         mean = float(np.mean(acc))
         std = float(np.std(acc, ddof=1)) if len(acc) > 1 else 0.0
@@ -216,13 +216,13 @@ MEASUREMENTS = {"vs_torch": vs_torch, "fibfl_seeds": fibfl_seeds, "conv_forms": 
 def _vs_torch_md(r):
   rows = [x for x in r["rows"] if "torch_round_s" in x]
   lines = [] if rows else ["PyTorch is not installed where this ran: fedfrac only."]
-  lines += rounds.torch_section(rows)[2:] if rows else []
+  lines += table_rows.torch_section(rows)[2:] if rows else []
   if any("torch_compiled_round_s" in x for x in r["rows"]):
     lines += ["", "| workload | torch.compile batched round s (compile s) | fedfrac vs it |",
               "|---|---|---|"]
     lines += [f"| {x['description']} | {x['torch_compiled_round_s']:.4f} "
               f"({x['torch_compile_s']:.1f}) | "
-              f"{rounds._ratio(x['speedup_vs_torch_compiled'])} |"
+              f"{table_rows._ratio(x['speedup_vs_torch_compiled'])} |"
               for x in r["rows"] if "torch_compiled_round_s" in x]
   lines += ["", "| workload | fedfrac round s | compile s | client-steps/s | GFLOP/s |",
             "|---|---|---|---|---|"]

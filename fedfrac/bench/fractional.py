@@ -42,13 +42,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import fedfrac as ff
 from fedfrac import runner
 from fedfrac.algorithms import contract, local_training, tasks
 from fedfrac.bench import rounds as bench
+from fedfrac.config import base_config
 from fedfrac.ops import roughness_index
-
-base_config = ff.base_config
 
 
 def variants(probe):

@@ -32,11 +32,12 @@ same under ``vmap`` as in a per-client loop.
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 
-from fedfrac.config import fail
+from fedfrac._validation import fail
 
 OPS = {"crop": 2, "flip": 0, "cutout": 1}       # op -> number of integer arguments
 SYNTAX = "crop:SIZE:PAD, flip, cutout:SIZE"
@@ -45,7 +46,7 @@ SYNTAX = "crop:SIZE:PAD, flip, cutout:SIZE"
 AUGMENT_STREAM = 0x617567
 
 
-def parse(text) -> tuple:
+def parse(text: str) -> tuple:
   """``data.augment`` -> ``((name, args), ...)`` (``()`` when ``text`` is empty).
 
   Raises ConfigError naming the key and value on an unknown op, a missing or
@@ -137,7 +138,8 @@ def cutout(key: jax.Array, image: jax.Array, size: int, fill: jax.Array) -> jax.
   return jnp.where(box[:, :, None], fill, image)
 
 
-def build(text, input_shape, input_scale: float = 1.0, input_mean=()) -> Augmentation | None:
+def build(text: str, input_shape: Sequence[int], input_scale: float = 1.0,
+          input_mean: Sequence[float] = ()) -> Augmentation | None:
   """The :class:`Augmentation` of ``data.augment=text`` for inputs of per-example
   shape ``input_shape``; ``None`` when ``text`` names no op.
 

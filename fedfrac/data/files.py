@@ -50,8 +50,8 @@ from typing import NoReturn, Optional
 
 import numpy as np
 
-from fedfrac.data.sources import Dataset
-from fedfrac.data.validate import DataError, check_arrays, check_finite, check_labels
+from fedfrac.data.array_checks import DataError, check_arrays, check_finite, check_labels
+from fedfrac.data.dataset import Dataset
 
 FORMATS = ("auto", "idx", "cifar10", "cifar100", "npz", "mnist_pkl")
 CIFAR100_LABELS = ("fine", "coarse")

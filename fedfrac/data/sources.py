@@ -8,47 +8,17 @@ Fashion-MNIST, EMNIST and CIFAR from a local directory.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
+from fedfrac.data.dataset import Dataset  # noqa: F401  (re-exported)
+
 if TYPE_CHECKING:
   from ml_collections import ConfigDict
 
   from fedfrac.data.bev import BEVData
-
-
-@dataclasses.dataclass(frozen=True)
-class Dataset:
-  """A centralised dataset before federation.
-
-  Attributes:
-    name: source name.
-    x_train: ``[N, ...]`` inputs (float32, or uint8 with ``input_scale``).
-    y_train: ``[N]`` int32 class labels (float32 targets for regression).
-    x_test, y_test: the global test set, same layout.
-    num_classes: number of classes (0 for regression).
-    task: ``"classification"`` or ``"regression"``.
-    input_scale: models multiply inputs by this (``1/255`` for uint8 images).
-    train_groups, test_groups: optional ``[N]`` / ``[M]`` natural client ids
-      (FedProx synthetic users, vehicles); used by the ``natural`` partition.
-  """
-  name: str
-  x_train: np.ndarray
-  y_train: np.ndarray
-  x_test: np.ndarray
-  y_test: np.ndarray
-  num_classes: int
-  task: str = "classification"
-  input_scale: float = 1.0
-  train_groups: Optional[np.ndarray] = None
-  test_groups: Optional[np.ndarray] = None
-
-  @property
-  def input_shape(self) -> tuple[int, ...]:
-    return tuple(self.x_train.shape[1:])
 
 
 def _stratified_split(labels, test_fraction, seed):

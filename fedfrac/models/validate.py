@@ -1,7 +1,7 @@
 """Checks of the ``model`` section of an experiment config (see :mod:`fedfrac.config`)."""
 from __future__ import annotations
 
-from fedfrac.config import check, is_int, is_num
+from fedfrac._validation import check, is_int, is_num
 from fedfrac.models import MODELS, USER_MODELS, WINDOW_MODELS, names
 from fedfrac.models.cnn import CONV_IMPLS
 

@@ -41,6 +41,11 @@ Matrix builders are jittable in ``gamma``, ``gates``, ``tau`` and (unvalidated)
 a traced ``order``; ``n``, ``passes`` and ``sweep`` are static. ``two_opt_ring``,
 ``ring_cost`` and ``spectral_gap`` run host-side in NumPy (once per run, or for
 reporting).
+
+This module holds the mixing matrices and :func:`spectral_gap`; the ring order
+and its 2-opt search are :mod:`fedfrac.ops.ring_order`, the FibFL++ schedules
+(passes, warm-up, γ per round) :mod:`fedfrac.ops.fibfl_schedule` and the shared
+argument checks :mod:`fedfrac.ops.ring_checks`. Their names are re-exported here.
 """
 from __future__ import annotations
 
@@ -54,69 +59,19 @@ from jax.typing import ArrayLike
 
 from fedfrac._types import PyTree
 from fedfrac._validation import is_traced
+from fedfrac.ops.fibfl_schedule import (  # noqa: F401  (re-exported)
+    fibfl_pp_gamma, fibfl_pp_passes, fibfl_pp_warmup, per_pass_retention)
+from fedfrac.ops.ring_checks import (  # noqa: F401  (re-exported)
+    _check_n, _check_order_np, _check_passes, _check_unit_interval)
+from fedfrac.ops.ring_order import (  # noqa: F401  (re-exported)
+    _COSTS, _ring_cost_from_sim, _similarity, ring_cost, two_opt_ring)
+
 
 PHI = (1.0 + math.sqrt(5.0)) / 2.0
 # Fibonacci weights α = 1/φ (left), β = 1/φ² (right); α + β = 1 (FIRMA, FibFL).
 FIB_ALPHA = 1.0 / PHI
 FIB_BETA = 1.0 / PHI**2
-
 _SWEEPS = ("synchronous", "sequential")
-_COSTS = ("cosine", "dot")
-
-
-# ----------------------------------------------------------------------------
-# validation helpers
-# ----------------------------------------------------------------------------
-
-
-def _check_n(n, name="n", minimum=2):
-  if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < minimum:
-    raise ValueError(
-        f"{name} must be an integer >= {minimum} (the number of clients on the "
-        f"ring; n = 2 means both neighbours are the same client), got {n!r}.")
-  return int(n)
-
-
-def _check_unit_interval(name, value, shape_ok=None):
-  """Checks a concrete scalar/array lies in [0, 1]; tracers pass unchecked."""
-  if value is None or is_traced(value):
-    return
-  arr = np.asarray(value, dtype=np.float64)
-  if shape_ok is not None and arr.shape not in shape_ok:
-    raise ValueError(
-        f"{name} must have shape {' or '.join(str(s) for s in shape_ok)}, got "
-        f"shape {arr.shape}.")
-  if not np.all(np.isfinite(arr)) or np.any(arr < 0.0) or np.any(arr > 1.0):
-    raise ValueError(f"{name} must lie in [0, 1], got {value!r}.")
-
-
-def _check_passes(passes):
-  if (isinstance(passes, bool) or not isinstance(passes, numbers.Integral)
-      or passes < 1):
-    raise ValueError(
-        f"passes must be an integer >= 1 (gossip passes per round), got "
-        f"{passes!r}.")
-  return int(passes)
-
-
-def _check_order_np(order, n, name="order"):
-  """Concrete permutation of range(n) as an int64 array."""
-  arr = np.asarray(order)
-  if arr.ndim != 1 or arr.shape[0] != n:
-    raise ValueError(
-        f"{name} must be a permutation of range({n}) (shape ({n},)), got "
-        f"shape {arr.shape}.")
-  if arr.dtype.kind not in "iu":
-    if arr.dtype.kind == "f" and np.all(arr == np.round(arr)):
-      arr = arr.astype(np.int64)
-    else:
-      raise ValueError(
-          f"{name} must hold integer client ids, got dtype {arr.dtype}.")
-  arr = arr.astype(np.int64)
-  if not np.array_equal(np.sort(arr), np.arange(n)):
-    raise ValueError(
-        f"{name} must be a permutation of range({n}), got {arr.tolist()}.")
-  return arr
 
 
 def _resolve_order(order, n):
@@ -147,11 +102,6 @@ def _resolve_fib_weights(alpha, beta):
         "alpha and beta must be non-negative and sum to 1 (row-stochastic "
         f"mixing), got alpha={alpha!r}, beta={beta!r}.")
   return alpha, beta
-
-
-# ----------------------------------------------------------------------------
-# mixing matrices
-# ----------------------------------------------------------------------------
 
 
 def _neighbours(order, n):
@@ -340,174 +290,6 @@ def apply_mixing(matrix: jax.Array, stacked_tree: PyTree) -> PyTree:
     return out.astype(x.dtype)
 
   return jax.tree.map(mix, stacked_tree)
-
-
-# ----------------------------------------------------------------------------
-# FibFL++ schedules
-# ----------------------------------------------------------------------------
-
-
-def fibfl_pp_passes(n: int) -> int:
-  """Gossip passes per round ``K_g = ceil(n/2)`` (FIRMA Prop. 2, ring coverage)."""
-  n = _check_n(n)
-  return (n + 1) // 2
-
-
-def fibfl_pp_warmup(total_rounds: int, min_rounds: int = 0) -> int:
-  """FedAvg warm-up rounds ``W = max(min_rounds, floor(R/6))``.
-
-  ``min_rounds=0`` is the paper's ``floor(R/6)``; the authors' code uses
-  ``max(1, R // 6)`` (``min_rounds=1``).
-  """
-  total_rounds = _check_n(total_rounds, "total_rounds", minimum=1)
-  if (isinstance(min_rounds, bool) or not isinstance(min_rounds, numbers.Integral)
-      or not 0 <= min_rounds <= total_rounds):
-    raise ValueError(f"min_rounds must be an integer in [0, total_rounds="
-                     f"{total_rounds}], got {min_rounds!r}.")
-  return max(int(min_rounds), total_rounds // 6)
-
-
-def fibfl_pp_gamma(round_index: ArrayLike, warmup_rounds: int, total_rounds: int,
-                   gamma_start: float = 0.4, gamma_end: float = 0.05) -> jax.Array:
-  """Cosine-annealed round retention γ_r of FibFL++ (FIRMA Eq. 10).
-
-  With ``t = r − W`` and ``T = max(R − W − 1, 1)``:
-  ``γ_r = γ_end + (γ_start − γ_end)(1 + cos(π t / T)) / 2``, so the first
-  post-warm-up round (r = W) gets γ_start and the last (r = R − 1) gets γ_end.
-  ``t`` is clipped to [0, T]: warm-up rounds (whose value is unused) return
-  γ_start. Jittable in ``round_index`` (rounds are 0-based).
-
-  Args:
-    round_index: 0-based round r (int or traced int scalar).
-    warmup_rounds: W, static int in [0, total_rounds].
-    total_rounds: R, static int ≥ 1.
-    gamma_start, gamma_end: retention at the start/end of annealing, in [0, 1].
-  Returns:
-    float32 scalar γ_r.
-  """
-  total_rounds = _check_n(total_rounds, "total_rounds", minimum=1)
-  if (isinstance(warmup_rounds, bool)
-      or not isinstance(warmup_rounds, numbers.Integral)
-      or not 0 <= warmup_rounds <= total_rounds):
-    raise ValueError(f"warmup_rounds must be an integer in [0, total_rounds="
-                     f"{total_rounds}], got {warmup_rounds!r}.")
-  _check_unit_interval("gamma_start", gamma_start, shape_ok=((),))
-  _check_unit_interval("gamma_end", gamma_end, shape_ok=((),))
-  span = max(total_rounds - warmup_rounds - 1, 1)
-  t = jnp.clip(jnp.asarray(round_index, jnp.float32) - warmup_rounds, 0.0, span)
-  g0 = jnp.asarray(gamma_start, jnp.float32)
-  g1 = jnp.asarray(gamma_end, jnp.float32)
-  return g1 + 0.5 * (g0 - g1) * (1.0 + jnp.cos(jnp.pi * t / span))
-
-
-def per_pass_retention(gamma_r: ArrayLike, passes: int) -> jax.Array:
-  """Per-pass retention ``γ_in = γ_r^(1/K_g)`` (FIRMA Eq. 9, Prop. 3), so that K_g
-  passes retain γ_r of the own model on the self path. Jittable in ``gamma_r``."""
-  passes = _check_passes(passes)
-  _check_unit_interval("gamma_r", gamma_r)
-  return jnp.power(jnp.asarray(gamma_r, jnp.float32), 1.0 / passes)
-
-
-# ----------------------------------------------------------------------------
-# ring order (host side)
-# ----------------------------------------------------------------------------
-
-
-def _similarity(class_proportions, cost):
-  if cost not in _COSTS:
-    raise ValueError(f"cost must be one of {_COSTS}, got {cost!r}.")
-  q = np.asarray(class_proportions, dtype=np.float64)
-  if q.ndim != 2 or q.shape[0] < 2 or q.shape[1] < 1:
-    raise ValueError(
-        "class_proportions must be a 2-D array [n, C] with n >= 2 clients, got "
-        f"shape {q.shape}.")
-  if not np.all(np.isfinite(q)):
-    raise ValueError("class_proportions must be finite.")
-  sim = q @ q.T
-  if cost == "cosine":
-    norms = np.linalg.norm(q, axis=1)
-    denom = np.outer(norms, norms)
-    # A zero vector has no direction: its similarity to anything is 0.
-    sim = np.where(denom > 0, sim / np.where(denom > 0, denom, 1.0), 0.0)
-  return sim
-
-
-def _ring_cost_from_sim(sim, order):
-  return float(np.sum(sim[order, np.roll(order, -1)]))
-
-
-def ring_cost(class_proportions: ArrayLike, order: ArrayLike, cost: str = "cosine") -> float:
-  """Ring cost ``Σ_p c(q_σ(p), q_σ(p+1))`` including the wrap-around edge
-  (FIRMA Eq. 8).
-
-  Args:
-    class_proportions: ``[n, C]`` per-client class proportions q_i.
-    order: ring permutation σ ``[n]``.
-    cost: ``"cosine"`` (paper, FibFL++ ring cost) or ``"dot"`` (raw dot product, as in
-      the authors' code). Zero vectors have cosine similarity 0.
-  Returns:
-    Python float.
-  """
-  sim = _similarity(class_proportions, cost)
-  order = _check_order_np(order, sim.shape[0])
-  return _ring_cost_from_sim(sim, order)
-
-
-def two_opt_ring(class_proportions: ArrayLike, cost: str = "cosine",
-                 tol: float = 1e-9) -> tuple[np.ndarray, float, float]:
-  """Ring order σ* minimising the ring cost by 2-opt (FIRMA Eq. 8, Alg. 3).
-
-  Deterministic first-improvement 2-opt from the identity order: position pairs
-  ``(i, j)``, ``0 ≤ i``, ``i + 2 ≤ j ≤ n − 1`` (excluding ``(0, n−1)``, which
-  removes two adjacent edges) are scanned in lexicographic order; the move
-  reverses ``σ[i+1..j]``, replacing edges (σ_i, σ_{i+1}), (σ_j, σ_{j+1}) by
-  (σ_i, σ_j), (σ_{i+1}, σ_{j+1}). An improving move (gain > ``tol``) is applied
-  at once and the scan continues; scans repeat until one makes no move. Runs
-  host-side in NumPy (called once before training).
-
-  Args:
-    class_proportions: ``[n, C]`` per-client class-proportion vectors.
-    cost: ``"cosine"`` (paper, default) or ``"dot"`` (authors' code).
-    tol: minimum cost decrease for a move to count as improving.
-  Returns:
-    ``(order, cost_before, cost_after)``: ``order`` an int64 permutation ``[n]``
-    (client at each ring position), ``cost_before`` the identity-order cost and
-    ``cost_after`` the cost of ``order`` (Python floats).
-  """
-  sim = _similarity(class_proportions, cost)
-  if not (isinstance(tol, numbers.Real) and tol >= 0):
-    raise ValueError(f"tol must be a non-negative number, got {tol!r}.")
-  n = sim.shape[0]
-  order = np.arange(n, dtype=np.int64)
-  cost_before = _ring_cost_from_sim(sim, order)
-  improved = True
-  while improved:
-    improved = False
-    for i in range(n - 2):
-      j = i + 2
-      while j < n:
-        # Gains of every move (i, j'), j' ≥ j, under the current order.
-        js = np.arange(j, n)
-        if i == 0:
-          js = js[js != n - 1]
-        if js.size == 0:
-          break
-        a, b = order[i], order[i + 1]
-        c, d = order[js], order[(js + 1) % n]
-        delta = sim[a, c] + sim[b, d] - sim[a, b] - sim[c, d]
-        hits = np.flatnonzero(delta < -tol)
-        if hits.size == 0:
-          break
-        j = int(js[hits[0]])
-        order[i + 1:j + 1] = order[i + 1:j + 1][::-1].copy()
-        improved = True
-        j += 1
-  return order, cost_before, _ring_cost_from_sim(sim, order)
-
-
-# ----------------------------------------------------------------------------
-# diagnostics
-# ----------------------------------------------------------------------------
 
 
 def spectral_gap(matrix: ArrayLike) -> float:

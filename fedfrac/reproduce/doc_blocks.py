@@ -18,7 +18,7 @@ import numpy as np
 
 from fedfrac.reproduce import common, firma_files, firma_tables, published_tables
 from fedfrac.reproduce import tuned, verdicts
-from fedfrac.reproduce.docs import block, result_table
+from fedfrac.reproduce.doc_registry import block, result_table
 
 R = "REPRODUCTION.md"
 README = "README.md"

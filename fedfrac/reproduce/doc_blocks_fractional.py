@@ -11,7 +11,7 @@ import numpy as np
 
 from fedfrac.reproduce import common, published_tables, tuned, verdicts
 from fedfrac.reproduce.doc_blocks import README, R, acc, listing, ms
-from fedfrac.reproduce.docs import block
+from fedfrac.reproduce.doc_registry import block
 
 METHODS_JSON = "results/fofedavg_methods_digits.json"
 ALPHA_JSON = "results/fofedavg_alpha_digits.json"

@@ -7,7 +7,7 @@ import re
 
 from fedfrac.reproduce import common, verdicts
 from fedfrac.reproduce.doc_blocks import README, R, listing
-from fedfrac.reproduce.docs import block
+from fedfrac.reproduce.doc_registry import block
 
 KURAMOTO_MD = "results/kuramoto_digits.md"
 ROBUST_MD = ("results/robust_digits.md", "results/robust_digits_dirichlet.md")

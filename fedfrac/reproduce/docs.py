@@ -14,10 +14,12 @@ TEXT is one line inside a table cell or a sentence (an *inline* block) or whole
 lines (the markers then sit on lines of their own). One registry holds every
 block: ``BLOCKS`` (name -> the doc it belongs to, the results files it reads and
 a function that returns its markdown), filled by :mod:`fedfrac.reproduce.doc_blocks`
-with the :func:`block` decorator; ``RESULT_TABLES`` (results markdown -> a function
-that renders it from its JSON) likewise with :func:`result_table`. To add a
-figure to a doc: write the function, register it, put the markers in the doc and
-run ``fedfrac-reproduce docs``; the docs test then keeps the two in step.
+with the :func:`block` decorator; ``RESULT_TABLES`` (results markdown -> a
+function that renders it from its JSON) likewise with :func:`result_table`. The
+registry (:mod:`fedfrac.reproduce.doc_registry`) sits below the block modules
+and this command, which re-exports it. To add a figure to a doc: write the
+function, register it, put the markers in the doc and run ``fedfrac-reproduce
+docs``; the docs test then keeps the two in step.
 
 ``--check`` also reports *stray figures*: in REPRODUCTION.md any digit in an
 "ours vs published" column outside a generated span, and in both docs a mean ±
@@ -30,9 +32,11 @@ import argparse
 import os
 import re
 import sys
-from typing import Callable, Dict, List, NamedTuple, Tuple
+from typing import List, Tuple
 
 from fedfrac.reproduce import common
+from fedfrac.reproduce.doc_registry import (  # noqa: F401  (re-exported)
+  BLOCKS, RESULT_TABLES, Block, block, result_table)
 
 DOCS = ("README.md", "REPRODUCTION.md")
 BEGIN = "<!-- BEGIN generated: fedfrac-reproduce docs --block={name} -->"
@@ -47,37 +51,6 @@ FREE_SECTIONS = {"README.md": ("Measured results", "Speed (`make bench` → "
                                "`benchmarks/results.md`)")}
 MEAN_STD = re.compile(r"\d\s*±\s*\d")
 AGREE_COUNT = re.compile(r"\b\d+\s*(?:/|of)\s*\d+\b[^|.\n]{0,60}\bagree")
-
-
-class Block(NamedTuple):
-  name: str
-  doc: str
-  inline: bool
-  render: Callable[[], str]
-  sources: Tuple[str, ...]
-
-
-BLOCKS: Dict[str, Block] = {}
-RESULT_TABLES: Dict[str, Tuple[Callable[[], str], Tuple[str, ...]]] = {}
-
-
-def block(name: str, doc: str, *sources: str, inline: bool = False):
-  """Register the decorated function as generated block ``name`` of ``doc``,
-  rendered from the results files ``sources``."""
-  def register(fn):
-    if name in BLOCKS:
-      raise ValueError(f"block {name!r} registered twice")
-    BLOCKS[name] = Block(name, doc, inline, fn, sources)
-    return fn
-  return register
-
-
-def result_table(path: str, *sources: str):
-  """Register the decorated function as the renderer of results table ``path``."""
-  def register(fn):
-    RESULT_TABLES[path] = (fn, sources)
-    return fn
-  return register
 
 
 def registry():

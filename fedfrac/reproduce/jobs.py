@@ -44,9 +44,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-import fedfrac as ff
-from fedfrac import algorithms
+from fedfrac import algorithms, runner
 from fedfrac import config as config_lib
+from fedfrac._version import __version__
 from fedfrac.reproduce import common
 from fedfrac.runner import points as points_lib
 from fedfrac.runner.records import RunRecord
@@ -181,7 +181,7 @@ def fingerprint(name, jobs) -> dict:
   """What the points of a reproduction depend on besides their ids: the code and
   the jobs (each job's config digest, seeds and grid), so a changed config is
   refused by a directory that holds the points of the old one."""
-  return {"reproduce": name, "code": code_digest(), "fedfrac": ff.__version__,
+  return {"reproduce": name, "code": code_digest(), "fedfrac": __version__,
           "jobs": [{"config": points_lib.digest(config_key(j.config)),
                     "seeds": list(j.run_seeds()), "grid": j.grid} for j in jobs]}
 
@@ -225,8 +225,8 @@ def run_batch(spec):
   """Executor of one batch: ``ff.run_many`` of one method (``spec["config"]``
   with ``only`` = its label) over ``spec["seeds"]`` × its grid values; yields
   ``(point id, encoded record)`` per run, in ``run_many``'s order."""
-  records = ff.run_many(spec["config"], seeds=tuple(spec["seeds"]), grid=spec["grid"],
-                        progress=False, data_cache=_DATA_CACHE).records
+  records = runner.run_many(spec["config"], seeds=tuple(spec["seeds"]), grid=spec["grid"],
+                            progress=False, data_cache=_DATA_CACHE).records
   ids = {(seed, v): pid for seed, v, pid in spec["ids"]}
   expected = [(seed, v) for seed in spec["seeds"] for v in spec["values"]]
   if len(records) != len(expected):
@@ -327,7 +327,7 @@ def run_jobs(name: str, jobs: list, workers: Optional[int] = 1,
     log(f"{name}: {len(ids)} points, {len(done)} already done in {store.directory}, "
         f"{n_run} to run in {len(batches)} batches")
     stats = points_lib.execute(batches, store, workers=workers, log=log)
-    results = [ff.Results(job.config, [decode_record(store.load(p[3])) for p in pts])
+    results = [runner.Results(job.config, [decode_record(store.load(p[3])) for p in pts])
                for job, pts in zip(jobs, all_points)]
   finally:
     _DATA_CACHE.clear()

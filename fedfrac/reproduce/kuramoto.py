@@ -43,7 +43,7 @@ import time
 import jax
 import numpy as np
 
-import fedfrac as ff
+from fedfrac import runner
 from fedfrac.reproduce import common, jobs
 from fedfrac.runner import plots
 from fedfrac.runner import points as points_lib
@@ -137,9 +137,9 @@ def setting_stats(results):
 
 
 def run_setting(module, shards, seeds, kappas, rounds, beta, clients=10, only=""):
-  """One setting in this process with ``ff.run_many`` (no point directory)."""
+  """One setting in this process with ``runner.run_many`` (no point directory)."""
   config = setting_config(module, shards, kappas, rounds, beta, clients, only)
-  return setting_stats(ff.run_many(config, seeds=seeds, grid={"kappa0": list(kappas)}))
+  return setting_stats(runner.run_many(config, seeds=seeds, grid={"kappa0": list(kappas)}))
 
 
 def label_of(weighting, kappa):

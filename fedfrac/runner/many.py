@@ -1,5 +1,5 @@
 """``run_many``: every seed (and grid value) of a method vmapped as ONE compiled
-program, driving the same :func:`fedfrac.runner.loop.chunk_loop` as ``run``."""
+program, driving the same :func:`fedfrac.runner.chunked.chunk_loop` as ``run``."""
 from __future__ import annotations
 
 from typing import Optional
@@ -11,7 +11,7 @@ from fedfrac import config as config_lib
 from fedfrac.runner import factories, outputs, stored, user_inputs
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.log import Progress, RunLog
-from fedfrac.runner.loop import _build_data, _data_seed, _slice_run, _to_host, chunk_loop
+from fedfrac.runner.chunked import _build_data, _data_seed, _slice_run, _to_host, chunk_loop
 from fedfrac.runner.records import Results, final_params
 from fedfrac.sim.batched import BatchedSimulation
 

@@ -10,8 +10,8 @@ import ml_collections
 
 from fedfrac import algorithms
 from fedfrac.algorithms import tasks
-from fedfrac import config as config_lib
-from fedfrac.config import ConfigError, check, int_at_least, is_int, is_num
+from fedfrac import config_base as config_lib
+from fedfrac._validation import ConfigError, check, fail, int_at_least, is_int, is_num
 from fedfrac.optim import schedules
 from fedfrac.sim import validate as engine_checks
 from fedfrac.sim.state import cohort_size
@@ -114,7 +114,7 @@ def validate_server(config, sc, prefix, label=None) -> None:
     name = config.methods[label].name
     if not algorithms.entry(name).robust_aggregation:
       supported = [n for n, e in algorithms.REGISTRY.items() if e.robust_aggregation]
-      config_lib.fail(f"{prefix}.aggregator", spec.name,
+      fail(f"{prefix}.aggregator", spec.name,
                       f"algorithm {name!r} (method {label!r}) does not combine client "
                       f"updates through server.combine_deltas; robust aggregators work "
                       f"with {', '.join(supported)}")

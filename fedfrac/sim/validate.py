@@ -3,7 +3,7 @@
 :class:`EngineConfig` are the same functions, called here on the config."""
 from __future__ import annotations
 
-from fedfrac.config import ConfigError, check, int_at_least, is_int, is_num
+from fedfrac._validation import ConfigError, check, int_at_least, is_int, is_num
 from fedfrac.ops import system as system_lib
 from fedfrac.sim import attacks, churn, client_rows, devices, execution, precision
 

@@ -1,0 +1,39 @@
+"""The registry of generated doc spans and results tables: ``BLOCKS`` filled by the
+:func:`block` decorator, ``RESULT_TABLES`` by :func:`result_table`. The block
+modules (:mod:`fedfrac.reproduce.doc_blocks` and its siblings) register into it;
+``fedfrac-reproduce docs`` (:mod:`fedfrac.reproduce.docs`) reads it.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, NamedTuple, Tuple
+
+
+class Block(NamedTuple):
+  name: str
+  doc: str
+  inline: bool
+  render: Callable[[], str]
+  sources: Tuple[str, ...]
+
+
+BLOCKS: Dict[str, Block] = {}
+RESULT_TABLES: Dict[str, Tuple[Callable[[], str], Tuple[str, ...]]] = {}
+
+
+def block(name: str, doc: str, *sources: str, inline: bool = False):
+  """Register the decorated function as generated block ``name`` of ``doc``,
+  rendered from the results files ``sources``."""
+  def register(fn):
+    if name in BLOCKS:
+      raise ValueError(f"block {name!r} registered twice")
+    BLOCKS[name] = Block(name, doc, inline, fn, sources)
+    return fn
+  return register
+
+
+def result_table(path: str, *sources: str):
+  """Register the decorated function as the renderer of results table ``path``."""
+  def register(fn):
+    RESULT_TABLES[path] = (fn, sources)
+    return fn
+  return register

@@ -1,0 +1,208 @@
+"""FIRMA's compiled programs (:mod:`fedfrac.reproduce.firma`): one program per
+(mode, method, number of clients), all seeds of a scenario vmapped in it and
+every scenario with that number of clients reusing it (index tables padded to
+common widths), and the per-seed records it returns (:func:`run_method`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import resource
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedfrac import data as data_lib
+from fedfrac import sim as sim_lib
+from fedfrac import runner
+from fedfrac import metrics as metrics_lib
+from fedfrac.reproduce import common
+
+
+
+SEEDS = 5
+
+
+def load_digits_config():
+  return common.config_module("firma/digits.py")
+
+
+def cpu_seconds():
+  r = resource.getrusage(resource.RUSAGE_SELF)
+  return r.ru_utime + r.ru_stime
+
+
+ARRAY_AXES = {"x": None, "y": None, "x_test": None, "y_test": None,
+              "client_index": 0, "client_size": 0, "num_steps": 0,
+              "client_test_index": 0, "client_test_size": 0,
+              "y_test_scale": None, "y_test_center": None}
+
+
+def make_program(sim, rounds):
+  """jit(vmap over runs) of R rounds, each followed by the evaluation."""
+  def one_run(arrays, state):
+    def body(s, _):
+      s, m = sim.run_round(sim.algorithm, arrays, s)
+      return s, (m, sim._evaluate(arrays, s))
+    return jax.lax.scan(body, state, None, length=rounds)
+  return jax.jit(jax.vmap(one_run, in_axes=(ARRAY_AXES, sim_lib.STATE_AXES),
+                          out_axes=(sim_lib.STATE_AXES, 0)))
+
+
+def stack_arrays(feds, training):
+  per_run = [sim_lib.data_arrays(f, training) for f in feds]
+  out = {}
+  for key, axis in ARRAY_AXES.items():
+    if axis is None:
+      out[key] = jnp.asarray(per_run[0][key])
+    else:
+      out[key] = jnp.asarray(np.stack([a[key] for a in per_run]))
+  return out
+
+
+def stack_states(sim, seeds, feds):
+  states = [sim.init(s, f) for s, f in zip(seeds, feds)]
+  stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *[st._replace(round=None)
+                                                      for st in states])
+  return stacked._replace(round=states[0].round)
+
+
+def build_feds(cfg_module, mode, scenarios, seeds):
+  """{scenario: (config, [fed per seed])} for one compatibility mode."""
+  out = {}
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")   # expected label-skew drops (K = 3)
+    for scen in scenarios:
+      cfg = cfg_module.firma_config(mode, scen)
+      cache, feds = {}, []
+      for seed in seeds:
+        ds = seed if cfg.data.seed < 0 else cfg.data.seed
+        if ds not in cache:
+          cache[ds] = data_lib.build(cfg.data, ds)
+        feds.append(cache[ds])
+      out[scen] = (cfg, feds)
+  return out
+
+
+def _pad_rows(a, rows):
+  """Append copies of row 0 up to ``rows`` rows (rows no client index refers to)."""
+  if a.shape[0] == rows:
+    return a
+  return np.concatenate([a, np.repeat(a[:1], rows - a.shape[0], axis=0)])
+
+
+def common_shapes(all_feds):
+  """Pad every dataset of every mode to the same array shapes, so a method whose
+  compiled program does not depend on the mode (FedAvg, RDFL, FedRep, FibFL,
+  FibFL+: the mode only changes their initial state) compiles once for both
+  (the compilation cache recognises the identical program). The digits splits
+  of the two modes differ by one row (1,438/359 vs 1,437/360); the extra rows
+  are copies of row 0 that no client's index refers to. Per-client metrics are
+  unaffected; only FedAvg's pooled (non-reported) test accuracy sees one extra
+  test row."""
+  feds = [f for per_mode in all_feds.values() for _, fs in per_mode.values() for f in fs]
+  n_max = max(f.client_index.shape[1] for f in feds)
+  m_max = max(f.client_test_index.shape[1] for f in feds)
+  n_train = max(f.x_train.shape[0] for f in feds)
+  n_test = max(f.x_test.shape[0] for f in feds)
+
+  def pad(f):
+    f = data_lib.federated.pad_tables(f, n_max, m_max)
+    return dataclasses.replace(f, x_train=_pad_rows(f.x_train, n_train),
+                               y_train=_pad_rows(f.y_train, n_train),
+                               x_test=_pad_rows(f.x_test, n_test),
+                               y_test=_pad_rows(f.y_test, n_test))
+  cache = {}
+
+  def padded(f):
+    if id(f) not in cache:
+      cache[id(f)] = pad(f)
+    return cache[id(f)]
+  return {mode: {s: (c, [padded(f) for f in fs]) for s, (c, fs) in per_mode.items()}
+          for mode, per_mode in all_feds.items()}
+
+
+def summarize_runs(sim, method, states, round_metrics, evaluation, rounds, num_clients):
+  """Per-seed summary dicts from the batched outputs (host NumPy)."""
+  acc = np.asarray(evaluation["client_accuracy_mean"])       # [seeds, R]
+  gini = np.asarray(evaluation["client_accuracy_gini"])
+  first = jax.tree.map(lambda x: x[0] if np.ndim(x) else x, states)
+  payload_b, message_b = sim.communication_bytes(first)
+  comm = runner.round_communication(sim.algorithm.comm)
+  per_round_bytes = [sum(comm(payload_b, message_b, num_clients, r)) for r in range(rounds)]
+  runs = []
+  for i in range(acc.shape[0]):
+    r50 = metrics_lib.rounds_to_target(np.arange(1, rounds + 1), acc[i], 0.5)
+    run = {"accuracy": float(acc[i, -1]), "gini": float(gini[i, -1]),
+           "curve": acc[i].tolist(), "r50": r50,
+           "plateau_std": metrics_lib.plateau_std(acc[i]),
+           "bytes_per_round": per_round_bytes}
+    for key in ("spectral_gap", "ring_cost_before", "ring_cost_after",
+                "ring_saving_pct"):
+      name = f"server/{key}"
+      if name in round_metrics:
+        v = np.asarray(round_metrics[name])[i]
+        run[key] = float(v[-1]) if key.startswith("ring") else v.tolist()
+    runs.append(run)
+  return runs
+
+
+def run_method(feds, mode, method, scenarios, seeds, log, batch_runs=5):
+  """Every (scenario, seed) run of ``method`` in ``mode``.
+
+  Runs with the same number of clients share one compiled program. They are
+  sorted by their largest client (local-step loops run to the batch's largest
+  step count) and executed ``batch_runs`` at a time (vmapped), so a batch holds
+  runs of similar cost. Returns ``(results, timing)``.
+  """
+  t_wall, t_cpu = time.perf_counter(), cpu_seconds()
+  groups = {}
+  for scen in scenarios:
+    for i, (seed, fed) in enumerate(zip(seeds, feds[scen][1])):
+      groups.setdefault(fed.num_clients, []).append((int(fed.client_size.max()), scen,
+                                                     i, seed, fed))
+  results, compile_s, compile_cpu, compiles = {}, 0.0, 0.0, 0
+  for n, runs in groups.items():
+    runs = sorted(runs, key=lambda r: (r[0], scenarios.index(r[1]), r[2]))
+    cfg0 = feds[runs[0][1]][0]
+    sim = runner.build_simulation(cfg0, method, runs[0][4])
+    rounds = cfg0.rounds
+    program, compiled = make_program(sim, rounds), None
+    per_run, run_s = {}, 0.0
+    for start in range(0, len(runs), batch_runs):
+      batch = runs[start:start + batch_runs]
+      if len(batch) < batch_runs:     # keep one shape: repeat the last run
+        batch = batch + [batch[-1]] * (batch_runs - len(batch))
+      fs = [r[4] for r in batch]
+      arrays = stack_arrays(fs, sim.training)
+      states = stack_states(sim, [r[3] for r in batch], fs)
+      if compiled is None:
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        compiled = program.lower(arrays, states).compile()
+        dt = time.perf_counter() - t0
+        compile_s, compiles = compile_s + dt, compiles + 1
+        compile_cpu += cpu_seconds() - c0
+        log(f"  [{mode}] {method} N={n}: compiled in {dt:.1f}s")
+      t0 = time.perf_counter()
+      out_states, (round_metrics, evaluation) = compiled(arrays, states)
+      jax.block_until_ready(evaluation)
+      run_s += time.perf_counter() - t0
+      round_metrics = jax.tree.map(np.asarray, jax.device_get(round_metrics))
+      evaluation = jax.tree.map(np.asarray, jax.device_get(
+          {k: v for k, v in evaluation.items() if not k.startswith("clients/")}))
+      summaries = summarize_runs(sim, method, out_states, round_metrics, evaluation,
+                                 rounds, n)
+      for r, summary in zip(batch, summaries):
+        per_run[(r[1], r[2])] = summary
+    for scen in dict.fromkeys(r[1] for r in runs):
+      scen_runs = [per_run[(scen, i)] for i in range(len(seeds))]
+      results[(scen, method)] = {"runs": scen_runs, "num_clients": n}
+      acc = [r["accuracy"] for r in scen_runs]
+      log(f"  [{mode}] {method:10s} {scen:6s} acc {np.mean(acc):.4f} ± "
+          f"{np.std(acc, ddof=1) if len(acc) > 1 else 0.0:.4f}")
+    log(f"  [{mode}] {method} N={n}: {len(runs)} runs in {run_s:.1f}s")
+  timing = {"wall_s": time.perf_counter() - t_wall, "cpu_s": cpu_seconds() - t_cpu,
+            "compile_s": compile_s, "compile_cpu_s": compile_cpu, "compiles": compiles}
+  return results, timing

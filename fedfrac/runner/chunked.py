@@ -1,0 +1,196 @@
+"""One (method, seed) run in checkpointed chunks: :func:`chunk_loop` (the rounds
+between chunk boundaries, shared by :func:`fedfrac.runner.loop.run` and
+:func:`fedfrac.runner.many.run_many`), :func:`run_one`, and the data a run is
+built on. Below both drivers and the worker processes
+(:mod:`fedfrac.runner.parallel`); :mod:`fedfrac.runner.loop` re-exports its names.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from typing import Callable, Optional
+
+import jax
+import numpy as np
+
+from fedfrac import config as config_lib
+from fedfrac import data as data_lib
+from fedfrac.runner import factories, stored
+from fedfrac.runner.checkpoint import Checkpointer, NoIntactCheckpoint
+from fedfrac.runner.log import Progress, RunLog
+from fedfrac.runner.records import RunRecord, final_params
+
+
+def _to_host(tree):
+  return jax.tree.map(np.asarray, jax.device_get(tree))
+
+
+def _slice_run(tree, i):
+  """Run ``i`` of a batched tree (0-d leaves, e.g. the shared round, are kept)."""
+  return jax.tree.map(lambda x: x[i] if np.ndim(x) else x, tree)
+
+
+def _whole(tree, i):
+  """Run ``i`` of an unbatched (single-run) tree: the tree itself."""
+  return tree
+
+
+class RunInterrupted(KeyboardInterrupt):
+  """Ctrl-C (SIGINT) or SIGTERM stopped :func:`run` after a chunk; checkpoints
+  and files are written (:mod:`fedfrac.runner.signals`).
+
+  Attributes: ``results`` (what finished, :class:`Results`), ``message`` (one
+  line saying where it stopped and how to resume) and ``signum``."""
+
+  def __init__(self, message, results, signum=signal.SIGINT):
+    super().__init__(message)
+    self.message, self.results, self.signum = message, results, int(signum)
+
+
+def resume_hint(workdir) -> str:
+  return (f"rerun the same command with --workdir={workdir} to resume" if workdir
+          else "no --workdir was given, so nothing was kept")
+
+
+def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds: int,
+               eval_every: int, compile_fn: Callable, split: Callable = _whole,
+               bar: Optional[Progress] = None,
+               after_chunk: Optional[Callable] = None,
+               stop: Optional[Callable] = None):
+  """Run chunks of rounds until ``end_round``, until no run is still ok, or
+  until ``stop()`` says so (checked after each chunk).
+
+  Each chunk runs ``min(eval_every, rounds − r, end_round − r)`` rounds, then
+  evaluates; its host metrics go to every run's log (``split(tree, i)``: run
+  ``i``'s part), each getting an equal share of the chunk's wall time.
+
+  Args:
+    runner: a :class:`fedfrac.sim.Simulation` or :class:`BatchedSimulation`.
+    state: its state (batched: stacked states).
+    logs: one :class:`RunLog` per run in ``state``.
+    compile_fn: ``compile_fn(num_rounds, state) -> seconds`` compiling a chunk.
+    after_chunk: ``after_chunk(round, chunk_index, state, last)`` (e.g.
+      checkpoints); ``last`` is True after the final chunk of this call.
+    stop: ``stop() -> bool``, e.g. whether Ctrl-C was pressed.
+  Returns:
+    ``(state, compile seconds, last round run)``.
+  """
+  r, chunk_index, compile_s = start_round, 0, 0.0
+  while r < end_round and any(log.status == "ok" for log in logs):
+    n = min(eval_every, rounds - r, end_round - r)
+    compile_s += compile_fn(n, state)
+    t0 = time.perf_counter()
+    state, round_metrics = runner.run_chunk(state, n)
+    evaluation = runner.evaluate(state)
+    jax.block_until_ready((state, evaluation))
+    dt = time.perf_counter() - t0
+    round_metrics, evaluation = _to_host(round_metrics), _to_host(evaluation)
+    row = None
+    error = None
+    for i, log in enumerate(logs):
+      try:
+        row = log.add_chunk(r, split(round_metrics, i), split(evaluation, i),
+                            dt / len(logs)) or row
+      except FloatingPointError as e:   # on_divergence="error": checkpoint first
+        error = e
+    r += n
+    chunk_index += 1
+    if bar is not None:
+      bar.update(n, row, dt)
+    stopping = (error is not None or r >= end_round or (stop is not None and stop())
+                or not any(log.status == "ok" for log in logs))
+    if after_chunk is not None:
+      after_chunk(r, chunk_index, state, stopping)
+    if error is not None:
+      raise error
+    if stopping:
+      break
+  return state, compile_s, r
+
+
+def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
+            progress=None, stop=None, keep_params=True) -> RunRecord:
+  """Run one method for one seed; resume from ``workdir`` if it has a checkpoint
+  (saying so in one line on stderr: ``resuming fedavg seed 0 from round 950``).
+
+  The record's status is ``ok``, ``diverged at round r`` or ``partial`` (stopped
+  by ``stop_after_round`` or ``stop()`` before ``config.rounds``). With
+  ``on_divergence="error"`` the raised ``FloatingPointError`` carries the run's
+  record as ``.record``. ``keep_params``: the record holds the final parameters
+  (:meth:`Results.final_params`).
+  """
+  try:
+    sim = factories.build_simulation(config, label, fed_data)
+  except config_lib.ConfigError:
+    raise
+  except ValueError as e:   # an option the method cannot use with this config
+    raise config_lib.ConfigError(f"config.methods.{label}: {e}") from None
+  state = sim.init(seed)
+  history, ckpt = None, None
+  if workdir:
+    ckpt = Checkpointer(stored.checkpoint_dir(workdir, label, seed), label=label)
+    # Checkpoints hold K client rows as host arrays whatever the placement
+    # (replicated or sharded by client); place_state puts them back.
+    try:
+      restored = ckpt.restore_latest(sim.host_state(state))
+    except NoIntactCheckpoint as e:   # nothing to resume from: the run starts again
+      print(f"{e.found}; restarting {label} seed {seed} from round 0", file=sys.stderr)
+      ckpt.remove_steps()
+      restored = None
+    if restored is not None:
+      step, state, history = restored
+      state = sim.place_state(state)
+      if step < config.rounds and (stop_after_round is None or step < stop_after_round):
+        print(f"resuming {label} seed {seed} from round {step}", file=sys.stderr)
+  payload_bytes, message_bytes = sim.communication_bytes(state)
+  log = RunLog(label, config.methods[label].name, seed, sim.algorithm.comm,
+               payload_bytes, message_bytes, config.on_divergence, history,
+               sim.algorithm.host_metrics)
+  start_round = int(state.round)
+  end_round = config.rounds if stop_after_round is None else min(config.rounds,
+                                                                 stop_after_round)
+  show = config.progress if progress is None else progress
+  bar = Progress(show and log.status == "ok", config.rounds, f"{label} seed {seed}",
+                 start_round)
+
+  def save(r, chunk_index, state, last):
+    if ckpt and (last or log.status != "ok" or (
+        config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
+      ckpt.save(r, sim.host_state(state), {**log.history(), "rounds": config.rounds})
+  done = start_round
+  try:
+    state, log.compile_s, done = chunk_loop(
+        sim, state, [log], start_round=start_round, end_round=end_round,
+        rounds=config.rounds, eval_every=config.eval_every,
+        compile_fn=lambda n, _: sim.compile(n), bar=bar, after_chunk=save, stop=stop)
+  except FloatingPointError as e:
+    e.record = log.record()
+    raise
+  finally:
+    bar.close()
+  record = log.record(partial=log.status == "ok" and done < config.rounds)
+  if keep_params:
+    host = sim.host_state(state)
+    record.params = final_params(sim.algorithm, host.server, host.clients,
+                                 sim.num_clients)
+  return record
+
+
+def _build_data(config, data_seed, user_data=None):
+  """``data_lib.build`` (of ``user_data``, your own data checked by
+  :func:`fedfrac.data.arrays.user_data`, when given: a FederatedData is used as
+  it is); a request the data cannot meet (e.g. more clients than samples allow)
+  is a :class:`ConfigError` naming the data section."""
+  if isinstance(user_data, data_lib.FederatedData):
+    return user_data
+  try:
+    return data_lib.build(config.data, data_seed, dataset=user_data)
+  except (config_lib.ConfigError, data_lib.DataFileError):
+    raise
+  except ValueError as e:
+    raise config_lib.ConfigError(f"config.data (data seed {data_seed}): {e}") from None
+
+
+def _data_seed(config, seed):
+  return seed if config.data.seed < 0 else config.data.seed

@@ -1,0 +1,157 @@
+"""A work queue of items over worker processes, one per local device
+(:func:`fedfrac.runner.local_devices.local_workers`: one per GPU, one per TPU chip,
+or one per CPU core on a CPU host, each process pinned to its device or core).
+The sweep's batches (:func:`fedfrac.runner.points.execute`) and the runs of
+``config.workers`` (:mod:`fedfrac.runner.parallel`) go through it; every worker
+first registers the parent's own algorithms and models
+(:mod:`fedfrac.runner.extensions`).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import queue
+import traceback
+from typing import Any, Callable, Optional
+
+from fedfrac.runner import signals
+from fedfrac.runner.checkpoint import DiskFullError
+from fedfrac.runner.extensions import extensions_for_workers, install_extensions
+from fedfrac.runner.local_devices import local_workers
+
+
+def resolve(executor: str) -> Callable:
+  """The function named ``"package.module:function"``."""
+  module, _, name = executor.partition(":")
+  return getattr(importlib.import_module(module), name)
+
+
+def _pin_to_core():
+  core = os.environ.get("FEDFRAC_CPU_CORE")
+  if core is not None and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {int(core)})
+
+
+def _queue_worker(target, tasks, results, graceful=False, extensions=None):
+  """A worker process: pin to its CPU core (if given one), register the parent's
+  own algorithms and models (``extensions``), then run
+  ``target(item, emit)`` on items until a ``None``; ``emit(payload)`` sends a
+  message to the parent. ``graceful``: SIGINT / SIGTERM ask the current item
+  to stop at its next safe point (:func:`fedfrac.runner.signals.stop_requested`),
+  and no further item is started."""
+  if graceful:
+    signals.install_in_worker()
+  _pin_to_core()
+  install_extensions(extensions)
+  function = resolve(target)
+  while True:
+    task = tasks.get()
+    if task is None or signals.stop_requested():
+      return
+    index, item = task
+    try:
+      function(item, lambda payload, i=index: results.put(("message", i, payload)))
+      results.put(("done", index, None))
+    except DiskFullError as e:   # one line, raised again by the parent
+      results.put(("full", index, str(e)))
+      return
+    except BaseException:   # reported to the parent, which stops the queue
+      results.put(("error", index, traceback.format_exc()))
+      return
+    if signals.stop_requested():
+      return
+
+
+def work_queue(items: list, target: str, workers: int,
+               on_message: Callable[[int, Any], None], order: Optional[list] = None,
+               name: str = "fedfrac-worker", pin: bool = True,
+               graceful: bool = False) -> int:
+  """Run ``resolve(target)(item, emit)`` for every item in ``workers`` spawned
+  processes, one per local device (:func:`local_workers`; more workers than
+  devices share them), items taken from one queue in ``order``. ``pin=False``
+  leaves CPU workers unpinned (the OS spreads them over the cores, which is
+  kinder to a machine other jobs share).
+
+  ``emit(payload)`` in a worker calls ``on_message(item index, payload)`` in
+  this process (payloads must be picklable). Returns the number of workers.
+  Raises RuntimeError when an item fails (its traceback in the message) or
+  every worker died, :class:`DiskFullError` when an item found the disk full;
+  the other workers are then stopped. Their own side effects (files written)
+  are kept.
+
+  SIGINT / SIGTERM (:mod:`fedfrac.runner.signals`) raise
+  :class:`~fedfrac.runner.signals.Interrupted`. ``graceful=False``: at once,
+  the workers are stopped. ``graceful=True``: each worker is asked to stop its
+  item at the next safe point (``target`` passes
+  :func:`~fedfrac.runner.signals.stop_requested` on, e.g. to stop after a
+  chunk), its messages are taken, then it is raised; a second signal stops the
+  workers at once.
+  """
+  import multiprocessing as mp
+  extensions = extensions_for_workers()   # your own algorithms and models, pickled
+  order = list(range(len(items))) if order is None else list(order)
+  envs = local_workers()
+  n = max(1, min(int(workers), len(items)))
+  ctx = mp.get_context("spawn")
+  tasks, results = ctx.Queue(), ctx.Queue()
+  for i in order:
+    tasks.put((i, items[i]))
+  procs = []
+  for w in range(n):
+    tasks.put(None)
+    kind, env = envs[w % len(envs)]
+    if w >= len(envs) or not pin:   # more workers than devices: share them
+      env = {k: v for k, v in env.items() if k != "FEDFRAC_CPU_CORE"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)    # a spawned child starts with this environment
+    try:
+      p = ctx.Process(target=_queue_worker,
+                      args=(target, tasks, results, graceful, extensions),
+                      daemon=True, name=f"{name}-{kind}{w}")
+      p.start()
+    finally:
+      for k, v in saved.items():
+        if v is None:
+          os.environ.pop(k, None)
+        else:
+          os.environ[k] = v
+    procs.append(p)
+  remaining = set(order)
+  at_once = False
+  try:
+    with signals.Signals(graceful=graceful) as stop:
+      asked = False
+      while remaining:
+        if stop.requested is not None and not asked:
+          for p in procs:      # SIGTERM: each stops its item at the next safe point
+            if p.is_alive():
+              p.terminate()
+          asked = True
+        try:
+          kind, index, payload = results.get(timeout=0.5 if asked else 5.0)
+        except queue.Empty:
+          if not any(p.is_alive() for p in procs):
+            if asked:
+              break
+            raise RuntimeError(f"every worker exited with {len(remaining)} tasks left "
+                               "(killed, or out of memory?)") from None
+          continue
+        if kind == "message":
+          on_message(index, payload)
+        elif kind == "done":
+          remaining.discard(index)
+        elif kind == "full":
+          raise DiskFullError(payload)
+        else:
+          raise RuntimeError(f"task {index} failed in a worker:\n{payload}")
+      if stop.requested is not None:   # even if the last items finished meanwhile
+        raise signals.Interrupted(stop.requested)
+  except signals.Interrupted:
+    at_once = graceful   # a second signal: graceful workers ignore SIGTERM now
+    raise
+  finally:
+    for p in procs:
+      if remaining:       # a failure or an interrupt: stop the others
+        p.kill() if at_once else p.terminate()
+      p.join()            # reaped, so their CPU time counts in RUSAGE_CHILDREN
+  return n
