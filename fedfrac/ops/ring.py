@@ -17,15 +17,14 @@ Conventions used throughout:
   are also column-stochastic, i.e. doubly stochastic, so that mixing keeps the
   clients' mean (1ᵀM = 1ᵀ gives mean_i θ_i' = mean_i θ_i):
 
-  ========================================  ================  ===============
-  mode                                      doubly stochastic  keeps the mean
-  ========================================  ================  ===============
-  synchronous, one γ for all clients        yes (any passes)   yes
-  (FibFL, RDFL, FibFL++ synchronous)
-  sequential sweep (FibFL++ default)        no                 no
-  per-client γ ``[n]``                      no                 no
-  gated (FibFL+, ``gates`` given)           no                 no
-  ========================================  ================  ===============
+  ==========================================================  =================  ==============
+  mode                                                        doubly stochastic  keeps the mean
+  ==========================================================  =================  ==============
+  synchronous, one γ for all clients (FibFL, RDFL, FibFL++)   yes (any passes)   yes
+  sequential sweep (FibFL++ default)                          no                 no
+  per-client γ ``[n]``                                        no                 no
+  gated (FibFL+, ``gates`` given)                             no                 no
+  ==========================================================  =================  ==============
 
   With one γ, a synchronous pass is γI + (1−γ)(α P_L + β P_R) with P_L, P_R
   permutation matrices (each client is the left neighbour of exactly one other),
