@@ -184,8 +184,11 @@ def test_generated_config_file_typos_are_one_line(path, position, kind):
     else:
       typo = _misspell(leaf, position, kind)
       assume(typo not in node)
-      file = _config_file(pathlib.Path(tmp), "typo",
-                          f"{parent}[{typo!r}] = {node[leaf]!r}")
+      value = node[leaf]
+      # inf / nan have no literal: the file spells them float('inf')
+      finite = not isinstance(value, float) or abs(value) < float("inf")
+      source = repr(value) if finite else f"float({str(value)!r})"
+      file = _config_file(pathlib.Path(tmp), "typo", f"{parent}[{typo!r}] = {source}")
       dotted = ".".join(parents + [typo])
       expected = f"config.{dotted}={node[leaf]!r}: unknown key {typo!r}; "
     with pytest.raises(ConfigError) as info:

@@ -60,8 +60,10 @@ def test_neutral_setting_equals_fedavg(name, options):
 @pytest.mark.parametrize("name", ["scaffold", "moon"])
 def test_first_round_equals_fedavg_then_departs(name):
   """SCAFFOLD's control variates and MOON's previous-model term are zero /
-  gradient-free in round 0, so round 0 is FedAvg; round 1 is not."""
-  got = _trajectory(name)
+  gradient-free in round 0, so round 0 is FedAvg; round 1 is not. SCAFFOLD is
+  weighted by n_k as FedAvg is (its default, Alg. 1, weights the sampled clients
+  uniformly)."""
+  got = _trajectory(name, **({"weighting": "samples"} if name == "scaffold" else {}))
   want = _fedavg()
   ref.assert_trees_close(got[0], want[0], atol=1e-6, rtol=1e-5)
   assert _differs(got[1], want[1])

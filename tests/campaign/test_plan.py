@@ -21,8 +21,9 @@ PLAN = ROOT / "benchmarks" / "gpu" / "plan.json"
 # Imported by fedfrac, but not on a campaign's path (and not on the image): the
 # tfds data source (the campaign reads local files), config.log.tensorboard, and
 # IPython, which only Jupyter's display hook of the results' figures imports (so it is
-# present whenever that code runs).
-NOT_ON_CAMPAIGN_PATH = {"tensorflow_datasets", "tensorboardX", "IPython"}
+# present whenever that code runs), and the FIRMA authors' own code (`fibfl`), which
+# only `fedfrac-reproduce firma_authors` imports, from a folder given on its command line.
+NOT_ON_CAMPAIGN_PATH = {"tensorflow_datasets", "tensorboardX", "IPython", "fibfl"}
 # Distribution of a module when it is not installed here (e.g. torch on CI).
 KNOWN = {"sklearn": "scikit-learn", "absl": "absl-py", "yaml": "pyyaml",
          "orbax": "orbax-checkpoint", "ml_collections": "ml-collections",
