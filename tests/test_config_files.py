@@ -102,7 +102,8 @@ FAULTS = {
                         "def get_config():\n  c = base_config()\n"
                         "  c.model = ml_collections.ConfigDict(dict(name='mlp'))\n"
                         "  return c\n",
-                        ["the config lacks config.model.conv_impl, config.model.dropout, config.model.hidden"]),
+                        ["the config lacks config.model.conv_impl, config.model.dropout, "
+                         "config.model.hidden"]),
     "section_replaced_by_a_value": (
         "from fedfrac.config import base_config\n"
         "def get_config():\n  c = base_config()\n  c.data.tfds = None\n  return c\n",

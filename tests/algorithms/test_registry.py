@@ -21,8 +21,8 @@ from fedfrac.algorithms import contract, schema
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # fedfrac.optim re-exports a function named ``fractional``; this is the module.
 fractional_lib = importlib.import_module("fedfrac.optim.fractional")
-_SHARED = {"contract", "client_view", "schema", "local_training", "tasks", "trees", "server", "firma",
-           "check"}
+_SHARED = {"contract", "client_view", "schema", "local_training", "tasks", "trees", "server",
+           "firma", "check"}
 
 
 def _lr_below_10_with_samples(hp):
