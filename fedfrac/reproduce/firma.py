@@ -56,7 +56,8 @@ from fedfrac.reproduce.firma_tables import (  # noqa: F401  (re-exported)
     LABELS, METHODS, MODES, PAPER_ACCURACY, PAPER_COLUMNS, PAPER_GINI, SCENARIO_LABELS,
     SCENARIOS, figures, load_json, markdown, published, render_from_json, table)
 from fedfrac.reproduce.firma_program import (  # noqa: F401  (re-exported)
-    _pad_rows, ARRAY_AXES, build_feds, common_shapes, cpu_seconds, load_digits_config,
+    _pad_rows, ARRAY_AXES, build_feds, common_shapes, config_module, cpu_seconds,
+    load_digits_config,
     make_program, run_method, SEEDS, stack_arrays, stack_states, summarize_runs)
 from fedfrac.reproduce.firma_points import (  # noqa: F401  (re-exported)
     _TASK_COST, code_digest, enable_compile_cache, log_stderr, method_task, parts_directory,
@@ -65,7 +66,7 @@ from fedfrac.reproduce.firma_points import (  # noqa: F401  (re-exported)
 
 def run(modes=MODES, scenarios=SCENARIOS, methods=METHODS, seeds=SEEDS, batch_runs=5,
         workers=2, compile_cache=True, resume=False, log=log_stderr, directory=None,
-        overwrite=False):
+        overwrite=False, files=None):
   """Run the grid through ``fedfrac.sweep``'s runner; returns ``(all_results,
   timings, total)``: ``all_results[mode]`` is {(scenario, method):
   {"num_clients", "runs": [per-seed record]}}, ``timings`` the per-mode
@@ -77,16 +78,19 @@ def run(modes=MODES, scenarios=SCENARIOS, methods=METHODS, seeds=SEEDS, batch_ru
   run at once, one worker process per CPU core or device (None: all of them;
   1: in this process). Finished points are kept in ``directory`` (with
   ``resume`` and no directory: under ``$TMPDIR/firma_tables_parts``; else a
-  fresh temporary one) and skipped when the same code runs again."""
+  fresh temporary one) and skipped when the same code runs again. ``files``:
+  the runs on local files instead of digits (a dict,
+  :func:`~fedfrac.reproduce.firma_program.config_module`), part of every point's
+  key."""
   modes, scenarios, methods = list(modes), list(scenarios), list(methods)
   seeds = tuple(range(seeds))
   cache_dir = tempfile.mkdtemp(prefix="firma_xla_cache_") if compile_cache else None
   if directory is None:
-    directory = (parts_directory(batch_runs, modes, scenarios, seeds) if resume else
-                 tempfile.mkdtemp(prefix="firma_points_"))
-  store = points_lib.PointStore(directory, sweep_fingerprint(batch_runs, modes,
-                                                             scenarios, seeds), overwrite)
-  ids = {(mode, scen, m, s): points_lib.point_id(point_key(mode, scen, m, s))
+    directory = (parts_directory(batch_runs, modes, scenarios, seeds, files) if resume
+                 else tempfile.mkdtemp(prefix="firma_points_"))
+  store = points_lib.PointStore(directory, sweep_fingerprint(batch_runs, modes, scenarios,
+                                                             seeds, files), overwrite)
+  ids = {(mode, scen, m, s): points_lib.point_id(point_key(mode, scen, m, s, files))
          for mode in modes for scen in scenarios for m in methods for s in seeds}
   done_ids = store.done()
   done = [m for m in methods if all(pid in done_ids for k, pid in ids.items() if k[2] == m)]
@@ -95,7 +99,7 @@ def run(modes=MODES, scenarios=SCENARIOS, methods=METHODS, seeds=SEEDS, batch_ru
   batches = [points_lib.Batch(
       "fedfrac.reproduce.firma_points:sweep_batch",
       {"method": m, "modes": modes, "scenarios": scenarios, "seeds": seeds,
-       "batch_runs": batch_runs, "cache_dir": cache_dir},
+       "batch_runs": batch_runs, "cache_dir": cache_dir, "files": files},
       tuple(pid for k, pid in ids.items() if k[2] == m), cost=_TASK_COST.get(m, 1))
       for m in methods if m not in done]
   t0, c0 = time.perf_counter(), cpu_seconds()

@@ -21,9 +21,7 @@ import argparse
 import json
 import os
 import time
-import types
 
-from fedfrac import config as config_lib
 from fedfrac.reproduce import common, firma, firma_tables, verdicts
 
 PUBLISHED = os.path.join(os.path.dirname(firma.__file__), "published", "firma.json")
@@ -215,22 +213,18 @@ def write_table(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
   common.write_text(out, markdown(json_paths, out, published, dataset))
 
 
+def files_spec(args) -> dict:
+  """The data of a ``firma_files`` run as :func:`fedfrac.reproduce.firma_program.config_module`
+  takes it (a plain dict: it travels to worker processes and into point keys)."""
+  return {"dataset": args.dataset, "dir": os.path.abspath(args.dir), "rounds": args.rounds,
+          "inputs": args.inputs, "parallelism": args.parallelism}
+
+
 def files_config_module(args):
   """A stand-in for ``configs/firma/digits.py`` whose ``firma_config(mode,
   scenario)`` gives the digits protocol with N = 10, ``args.rounds`` rounds, the
   ``files`` source at ``args.dir``, ``args.inputs`` and ``args.parallelism``."""
-  digits = firma.load_digits_config()
-  title = DATASETS[args.dataset][0]
-
-  def firma_config(mode, scenario):
-    c = digits.firma_config(mode, scenario, num_clients=10, rounds=args.rounds)
-    c.name = c.name.replace("FIRMA digits (MNIST-1797)", f"FIRMA {title}")
-    config_lib.files_source(c, args.dir)
-    if args.inputs == "authors":
-      digits.authors_inputs(c, "grey")
-    c.engine.client_parallelism = args.parallelism
-    return c
-  return types.SimpleNamespace(firma_config=firma_config, __file__=digits.__file__)
+  return firma.config_module(files_spec(args))
 
 
 def run_scenarios(args, log=print):
@@ -238,7 +232,6 @@ def run_scenarios(args, log=print):
   scenario already in an existing ``args.json`` written with the same flags is
   kept, not run again."""
   import jax
-  module = files_config_module(args)
   flags = {k: v for k, v in vars(args).items()
            if k not in ("json", "table", "out", "published")}
   dev = jax.devices()[0]
@@ -250,28 +243,24 @@ def run_scenarios(args, log=print):
     same = {k: v for k, v in old.get("args", {}).items() if k != "scenarios"}
     if same == {k: v for k, v in out["args"].items() if k != "scenarios"}:
       out["scenarios"] = old["scenarios"]
-  loader = firma.load_digits_config
-  firma.load_digits_config = lambda: module
-  try:
-    for scenario in [s for s in args.scenarios.split(",") if s]:
-      if scenario in out["scenarios"]:
-        log(f"{scenario}: already in {args.json}")
-        continue
-      t0 = time.perf_counter()
-      results, timings, _ = firma.run(args.modes.split(","), [scenario],
-                                      args.methods.split(","), args.seeds,
-                                      batch_runs=args.seeds, workers=1)
-      out["scenarios"][scenario] = {
-          "wall_s": time.perf_counter() - t0, "timings": timings,
-          "results": {mode: {f"{s}/{m}": v for (s, m), v in res.items()}
-                      for mode, res in results.items()}}
-      tmp = args.json + ".tmp"
-      with open(tmp, "w") as f:
-        json.dump(out, f, default=float)
-      os.replace(tmp, args.json)
-      log(f"{scenario}: {time.perf_counter() - t0:.0f} s")
-  finally:
-    firma.load_digits_config = loader
+  spec = files_spec(args)
+  for scenario in [s for s in args.scenarios.split(",") if s]:
+    if scenario in out["scenarios"]:
+      log(f"{scenario}: already in {args.json}")
+      continue
+    t0 = time.perf_counter()
+    results, timings, _ = firma.run(args.modes.split(","), [scenario],
+                                    args.methods.split(","), args.seeds,
+                                    batch_runs=args.seeds, workers=1, files=spec)
+    out["scenarios"][scenario] = {
+        "wall_s": time.perf_counter() - t0, "timings": timings,
+        "results": {mode: {f"{s}/{m}": v for (s, m), v in res.items()}
+                    for mode, res in results.items()}}
+    tmp = args.json + ".tmp"
+    with open(tmp, "w") as f:
+      json.dump(out, f, default=float)
+    os.replace(tmp, args.json)
+    log(f"{scenario}: {time.perf_counter() - t0:.0f} s")
   return out
 
 

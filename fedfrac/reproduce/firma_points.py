@@ -14,8 +14,8 @@ import jax
 from fedfrac.reproduce import common
 from fedfrac.runner import points as points_lib
 
-from fedfrac.reproduce.firma_program import (build_feds, common_shapes, load_digits_config,
-                                             run_method)
+from fedfrac.reproduce.firma_program import (build_feds, common_shapes, config_module,
+                                             load_digits_config, run_method)
 
 
 def log_stderr(msg):
@@ -26,11 +26,13 @@ def method_task(task):
   """One method in the given modes, scenarios and seeds, in one process (so a
   program that does not depend on the mode is compiled once and found in the
   compilation cache for the second mode). Returns ``(method, {mode: (results,
-  timing)})`` as :func:`run_method` gives them."""
-  method, modes, scenarios, seeds, batch_runs, cache_dir = task
+  timing)})`` as :func:`run_method` gives them. ``files``: the data
+  (:func:`~fedfrac.reproduce.firma_program.config_module`; None: digits)."""
+  method, modes, scenarios, seeds, batch_runs, cache_dir, *rest = task
+  files = rest[0] if rest else None
   if cache_dir:
     enable_compile_cache(cache_dir)
-  cfg_module = load_digits_config()
+  cfg_module = config_module(files)
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     all_feds = common_shapes({mode: build_feds(cfg_module, mode, scenarios, seeds)
@@ -42,10 +44,15 @@ def method_task(task):
   return method, out
 
 
-def point_key(mode, scenario, method, seed):
-  """What defines one FIRMA point (one run); its id is the digest of this."""
-  return {"reproduce": "firma", "mode": mode, "scenario": scenario, "method": method,
-          "seed": int(seed)}
+def point_key(mode, scenario, method, seed, files=None):
+  """What defines one FIRMA point (one run); its id is the digest of this. A
+  run on local files (``files``, :func:`~fedfrac.reproduce.firma_program.config_module`)
+  is another point than the digits run of the same cell."""
+  key = {"reproduce": "firma", "mode": mode, "scenario": scenario, "method": method,
+         "seed": int(seed)}
+  if files is not None:
+    key["files"] = dict(files)
+  return key
 
 
 def sweep_batch(spec):
@@ -53,12 +60,13 @@ def sweep_batch(spec):
   scenarios and seeds, run as :func:`method_task` runs them); yields ``(point
   id, record)``, the record holding the run's summary, its number of clients
   and the (method, mode) timing."""
+  files = spec.get("files")
   method, out = method_task((spec["method"], spec["modes"], spec["scenarios"],
-                             spec["seeds"], spec["batch_runs"], spec["cache_dir"]))
+                             spec["seeds"], spec["batch_runs"], spec["cache_dir"], files))
   for mode, (results, timing) in out.items():
     for (scen, _), result in results.items():
       for seed, run_summary in zip(spec["seeds"], result["runs"]):
-        yield (points_lib.point_id(point_key(mode, scen, method, seed)),
+        yield (points_lib.point_id(point_key(mode, scen, method, seed, files)),
                {"mode": mode, "scenario": scen, "method": method, "seed": int(seed),
                 "run": run_summary, "num_clients": result["num_clients"],
                 "timing": timing})
@@ -78,18 +86,22 @@ def code_digest():
   return h.hexdigest()[:16]
 
 
-def sweep_fingerprint(batch_runs, modes, scenarios, seeds):
-  """What every point depends on besides its own key: the code and the batch
-  layout (which runs share a vmapped batch follows from the scenarios and seeds)."""
-  return {"reproduce": "firma", "code": code_digest(), "batch_runs": batch_runs,
-          "modes": list(modes), "scenarios": list(scenarios), "seeds": list(seeds)}
+def sweep_fingerprint(batch_runs, modes, scenarios, seeds, files=None):
+  """What every point depends on besides its own key: the code, the data and the
+  batch layout (which runs share a vmapped batch follows from the scenarios and
+  seeds)."""
+  out = {"reproduce": "firma", "code": code_digest(), "batch_runs": batch_runs,
+         "modes": list(modes), "scenarios": list(scenarios), "seeds": list(seeds)}
+  if files is not None:
+    out["files"] = dict(files)
+  return out
 
 
-def parts_directory(batch_runs, modes, scenarios, seeds):
+def parts_directory(batch_runs, modes, scenarios, seeds, files=None):
   """Where ``--resume`` keeps finished points: keyed by the fingerprint."""
   return os.path.join(tempfile.gettempdir(), "firma_tables_parts",
                       points_lib.digest(sweep_fingerprint(batch_runs, modes, scenarios,
-                                                          seeds)))
+                                                          seeds, files)))
 
 
 def enable_compile_cache(cache_dir):

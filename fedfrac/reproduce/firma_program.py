@@ -29,6 +29,36 @@ def load_digits_config():
   return common.config_module("firma/digits.py")
 
 
+# Titles of the real data sets ``fedfrac-reproduce firma_files`` runs.
+FILES_TITLES = {"fashion_mnist": "Fashion-MNIST", "mnist": "MNIST-60k"}
+
+
+def config_module(files=None):
+  """The module whose ``firma_config(mode, scenario)`` gives every run's config:
+  ``configs/firma/digits.py`` when ``files`` is None, else a stand-in for it on
+  local files. ``files`` (a plain dict, so it travels to worker processes and
+  into point keys): ``dataset`` (``fashion_mnist`` or ``mnist``), ``dir`` (the
+  ``files`` source's directory), ``rounds``, ``inputs`` (``authors``: the
+  authors' input normalisation in ``reference_code``; ``unit``: [0, 1]) and
+  ``parallelism`` (``engine.client_parallelism``); N = 10."""
+  import types
+  from fedfrac import config as config_lib
+  digits = load_digits_config()
+  if files is None:
+    return digits
+  title = FILES_TITLES[files["dataset"]]
+
+  def firma_config(mode, scenario):
+    c = digits.firma_config(mode, scenario, num_clients=10, rounds=files["rounds"])
+    c.name = c.name.replace("FIRMA digits (MNIST-1797)", f"FIRMA {title}")
+    config_lib.files_source(c, files["dir"])
+    if files["inputs"] == "authors":
+      digits.authors_inputs(c, "grey")
+    c.engine.client_parallelism = files["parallelism"]
+    return c
+  return types.SimpleNamespace(firma_config=firma_config, __file__=digits.__file__)
+
+
 def cpu_seconds():
   r = resource.getrusage(resource.RUSAGE_SELF)
   return r.ru_utime + r.ru_stime

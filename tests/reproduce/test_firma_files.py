@@ -99,7 +99,9 @@ def test_a_run_on_idx_files_is_kept_per_scenario_and_resumed(tmp_path, capsys):
   firma_files.main(argv)
   d = json.loads(out.read_text())
   assert d["args"]["inputs"] == "authors" and d["args"]["device"]
-  run = d["scenarios"]["iid"]["results"]["reference_code"]["iid/fedavg"]["runs"][0]
+  cell = d["scenarios"]["iid"]["results"]["reference_code"]["iid/fedavg"]
+  assert cell["num_clients"] == 10      # the files' protocol, not digits' N = 5
+  run = cell["runs"][0]
   assert np.isfinite(run["accuracy"]) and 0 <= run["accuracy"] <= 1
   capsys.readouterr()
   firma_files.main(argv)   # same flags: the finished scenario is kept, nothing runs
