@@ -13,6 +13,7 @@ import optax
 
 from fedfrac.algorithms.client_view import ClientView
 from fedfrac.algorithms.trees import select_tree, tree_norm, tree_sub
+from fedfrac.ops import lockstep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,14 +173,21 @@ def local_train(params: Any, opt_state: Any, view: "ClientView", key: jax.Array,
   unroll = max(int(training.unroll), 1)
   if training.dynamic_steps:
     trips = (total + unroll - 1) // unroll
+    # Iterations every client of the vmapped group (and every vmapped run) takes
+    # in full: an unbatched trip count, so no per-step select of the carry
+    # (fedfrac.ops.lockstep); the rest (larger clients) runs in the loop below.
+    shared_trips = lockstep.shared_min(total) // unroll
 
-    def body(state):
+    def body(state, masked=unroll > 1):
       i, carry = state
       for j in range(unroll):   # written out: `unroll` steps per iteration
-        carry = step_fn(carry, i * unroll + j, masked=unroll > 1)
+        carry = step_fn(carry, i * unroll + j, masked=masked)
       return i + 1, carry
+    state = jax.lax.while_loop(lambda state: state[0] < shared_trips,
+                               lambda state: body(state, masked=False),
+                               (jnp.zeros((), jnp.int32), init))
     _, (params, opt_state, loss_sum, gnorm_sum) = jax.lax.while_loop(
-        lambda state: state[0] < trips, body, (jnp.zeros((), jnp.int32), init))
+        lambda state: state[0] < trips, body, state)
   else:
     (params, opt_state, loss_sum, gnorm_sum), _ = jax.lax.scan(
         lambda c, h: (step_fn(c, h), None), init, jnp.arange(training.max_steps),

@@ -55,7 +55,7 @@ def run_firma(spec, data_dir, log) -> dict:
     args = argparse.Namespace(
         dataset=spec["dataset"], dir=plan_lib.resolve(spec["data"], data_dir),
         modes=spec["mode"], scenarios=spec["scenario"], methods=spec["method"],
-        seeds=spec["seeds"], rounds=spec["rounds"], parallelism="vmap",
+        seeds=spec["seeds"], rounds=spec["rounds"], parallelism="vmap", workers=1,
         inputs=spec["inputs"], note="", json=out, table="", out="",
         published=firma_files.PUBLISHED)
     firma_files.run_scenarios(args, log=log)

@@ -213,11 +213,36 @@ def write_table(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
   common.write_text(out, markdown(json_paths, out, published, dataset))
 
 
+def cpu_backend() -> bool:
+  import jax
+  return jax.default_backend() == "cpu"
+
+
+def parallelism(setting: str) -> str:
+  """``--parallelism``: ``auto`` is ``map`` on a CPU (one client after another,
+  the run's seeds vmapped: 1.31–1.44 ms of CPU per client-step on one core
+  against 1.64–1.75 for the ten clients vmapped, docs/design.md §2.7) and
+  ``vmap`` on an accelerator."""
+  if setting == "auto":
+    return "map" if cpu_backend() else "vmap"
+  return setting
+
+
+def workers(setting: int) -> int:
+  """``--workers``: 0 is one process per CPU core, each pinned to its core, on a
+  CPU (two single-core processes train 1.6–2× the client-steps of one
+  two-threaded process, docs/design.md §2.7), and 1 (this process) on an
+  accelerator."""
+  if setting:
+    return setting
+  return max(1, os.cpu_count() or 1) if cpu_backend() else 1
+
+
 def files_spec(args) -> dict:
   """The data of a ``firma_files`` run as :func:`fedfrac.reproduce.firma_program.config_module`
   takes it (a plain dict: it travels to worker processes and into point keys)."""
   return {"dataset": args.dataset, "dir": os.path.abspath(args.dir), "rounds": args.rounds,
-          "inputs": args.inputs, "parallelism": args.parallelism}
+          "inputs": args.inputs, "parallelism": parallelism(args.parallelism)}
 
 
 def files_config_module(args):
@@ -233,7 +258,8 @@ def run_scenarios(args, log=print):
   kept, not run again."""
   import jax
   flags = {k: v for k, v in vars(args).items()
-           if k not in ("json", "table", "out", "published")}
+           if k not in ("json", "table", "out", "published", "workers")}
+  flags["parallelism"] = parallelism(args.parallelism)
   dev = jax.devices()[0]
   device = f"CPU, {os.cpu_count()} cores" if dev.platform == "cpu" else dev.device_kind
   out = {"args": {**flags, "device": device}, "scenarios": {}}
@@ -251,7 +277,8 @@ def run_scenarios(args, log=print):
     t0 = time.perf_counter()
     results, timings, _ = firma.run(args.modes.split(","), [scenario],
                                     args.methods.split(","), args.seeds,
-                                    batch_runs=args.seeds, workers=1, files=spec)
+                                    batch_runs=args.seeds, workers=workers(args.workers),
+                                    files=spec)
     out["scenarios"][scenario] = {
         "wall_s": time.perf_counter() - t0, "timings": timings,
         "results": {mode: {f"{s}/{m}": v for (s, m), v in res.items()}
@@ -279,7 +306,12 @@ def main(argv=None):
   p.add_argument("--methods", default=",".join(firma.METHODS))
   p.add_argument("--seeds", type=int, default=2)
   p.add_argument("--rounds", type=int, default=30)
-  p.add_argument("--parallelism", default="vmap", help="engine.client_parallelism")
+  p.add_argument("--parallelism", default="auto", choices=("auto", "vmap", "map"),
+                 help="engine.client_parallelism; auto: map on a CPU, vmap on an "
+                 "accelerator")
+  p.add_argument("--workers", type=int, default=0,
+                 help="processes running the methods of a scenario side by side; 0: "
+                 "one per core, each pinned to it, on a CPU, 1 on an accelerator")
   p.add_argument("--inputs", default="authors", choices=tuple(INPUTS),
                  help="authors: the reference_code mode normalises inputs as the "
                  "authors' code, (x - 0.5) / 0.5; unit: every mode keeps [0, 1]")

@@ -18,6 +18,7 @@ from fedfrac import data as data_lib
 from fedfrac import sim as sim_lib
 from fedfrac import runner
 from fedfrac import metrics as metrics_lib
+from fedfrac.ops import lockstep
 from fedfrac.reproduce import common
 
 
@@ -77,8 +78,8 @@ def make_program(sim, rounds):
       s, m = sim.run_round(sim.algorithm, arrays, s)
       return s, (m, sim._evaluate(arrays, s))
     return jax.lax.scan(body, state, None, length=rounds)
-  return jax.jit(jax.vmap(one_run, in_axes=(ARRAY_AXES, sim_lib.STATE_AXES),
-                          out_axes=(sim_lib.STATE_AXES, 0)))
+  return jax.jit(lockstep.vmap(one_run, "runs", in_axes=(ARRAY_AXES, sim_lib.STATE_AXES),
+                               out_axes=(sim_lib.STATE_AXES, 0)))
 
 
 def stack_arrays(feds, training):

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedfrac.ops import lockstep
 from fedfrac.sim.simulation import Simulation
 from fedfrac.sim.state import STATE_AXES, SimState, data_arrays
 
@@ -70,9 +71,9 @@ class BatchedSimulation:
     in_axes = self.in_axes
 
     def chunk(arrays, states, hp, num_rounds):
-      return jax.vmap(lambda a, st, h: sim._run_chunk(a, st, h, num_rounds),
-                      in_axes=(in_axes, STATE_AXES, hp_axes),
-                      out_axes=(STATE_AXES, 0))(arrays, states, hp)
+      return lockstep.vmap(lambda a, st, h: sim._run_chunk(a, st, h, num_rounds), "runs",
+                           in_axes=(in_axes, STATE_AXES, hp_axes),
+                           out_axes=(STATE_AXES, 0))(arrays, states, hp)
     self._chunk = jax.jit(chunk, static_argnums=(3,))
     # Evaluation: each run's evaluated parameters, then their metrics in a
     # program shared with every simulation of the same structure in this process.

@@ -36,9 +36,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedfrac.models.base import Model
+from fedfrac.ops import lockstep
 from fedfrac.sim.devices import CLIENT_AXIS
 
 PARALLELISM = ("vmap", "map", "auto")
+# The name of the vmapped cohort axis (fedfrac.ops.lockstep).
+LOCKSTEP_AXIS = "cohort"
 
 
 def is_convolutional(model: Model) -> bool:
@@ -166,7 +169,7 @@ def run_local(one, args, parallelism, step_buckets, training):
                                  training.max_steps),)
   groups = min(step_buckets, s)
   if groups == 1:
-    out = jax.vmap(one)(*args)
+    out = lockstep.vmap(one, LOCKSTEP_AXIS)(*args)
     return out + (executed_steps(loop_steps(steps, out[2], training), 1,
                                  training.unroll, training.dynamic_steps,
                                  training.max_steps),)
@@ -180,7 +183,7 @@ def run_local(one, args, parallelism, step_buckets, training):
   grouped = grouped[:3] + (jnp.where(jnp.arange(groups * m) < pad, 0, grouped[3]),) \
       + grouped[4:]
   grouped = jax.tree.map(lambda x: x.reshape((groups, m) + x.shape[1:]), grouped)
-  out = jax.lax.map(lambda a: jax.vmap(one)(*a), grouped)
+  out = jax.lax.map(lambda a: lockstep.vmap(one, LOCKSTEP_AXIS)(*a), grouped)
   inverse = jnp.argsort(order[pad:], stable=True) + pad
   out = jax.tree.map(lambda x: x.reshape((groups * m,) + x.shape[2:])[inverse], out)
   return out + (executed_steps(loop_steps(steps, out[2], training), groups,

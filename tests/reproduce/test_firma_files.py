@@ -99,6 +99,7 @@ def test_a_run_on_idx_files_is_kept_per_scenario_and_resumed(tmp_path, capsys):
   firma_files.main(argv)
   d = json.loads(out.read_text())
   assert d["args"]["inputs"] == "authors" and d["args"]["device"]
+  assert d["args"]["parallelism"] == "map"    # auto on a CPU; run in a worker process
   cell = d["scenarios"]["iid"]["results"]["reference_code"]["iid/fedavg"]
   assert cell["num_clients"] == 10      # the files' protocol, not digits' N = 5
   run = cell["runs"][0]
@@ -109,3 +110,13 @@ def test_a_run_on_idx_files_is_kept_per_scenario_and_resumed(tmp_path, capsys):
   assert json.loads(out.read_text()) == d
   firma_files.main(["--table", str(out), "--out", str(tmp_path / "t.md")])
   assert "| FedAvg (reconstructed) | IID |" in (tmp_path / "t.md").read_text()
+
+
+def test_cpu_defaults_are_map_and_one_pinned_process_per_core(monkeypatch):
+  monkeypatch.setattr(firma_files, "cpu_backend", lambda: True)
+  monkeypatch.setattr(firma_files.os, "cpu_count", lambda: 2)
+  assert firma_files.parallelism("auto") == "map"
+  assert firma_files.workers(0) == 2
+  assert (firma_files.parallelism("vmap"), firma_files.workers(1)) == ("vmap", 1)
+  monkeypatch.setattr(firma_files, "cpu_backend", lambda: False)
+  assert (firma_files.parallelism("auto"), firma_files.workers(0)) == ("vmap", 1)
