@@ -25,6 +25,17 @@ Two styles of the same round (``--style``):
 Both run on ``device`` (``cuda`` when a GPU is there) and may sample a cohort of
 ``cohort`` clients per round (FedAvg with C < 1).
 
+The CPU campaign's own workloads (``fedfrac-bench --vs-torch
+--workloads=firma_fmnist,cnn_mnist_real,kuramoto_cnn``, ``fedfrac/bench/campaign.py``):
+
+* FIRMA FibFL rounds (:class:`FibFLSequential`, the authors' style: per-client
+  models with persistent Adam states for head and extractor, E_h head epochs
+  then E_e extractor epochs, ring mixing; :class:`FibFLBatched`, the same with
+  ``torch.func`` over the clients) on the FIRMA MLP of any input size.
+* FedAvg rounds (:func:`fedavg_round`) of FOFedAvg's CNNMnist (plain SGD, B=50)
+  and Kuramoto-FedAvg's :class:`CNN4` (SGD momentum 0.9, B=64) on 28x28 inputs
+  (:func:`campaign_cnn_workload`).
+
 Usage (also called in-process by ``fedfrac-bench --vs-torch``)::
 
   python benchmarks/torch_reference.py --workload=cnn_mnist --clients=10 --rounds=3
@@ -349,7 +360,8 @@ class FibFLBatched:
   ``grad`` of a ``functional_call`` over per-client parameter stacks, Adam written
   on the stacks with persistent per-client states (steps counted per phase, as
   ``torch.optim.Adam``), one Python loop over local steps; the ring mixing is one
-  [N, N] matrix product of the stacked extractors. Equal client sizes."""
+  [N, N] matrix product of the stacked extractors. Equal client sizes. With the
+  same ``seed`` it starts from :class:`FibFLSequential`'s models."""
 
   def __init__(self, clients, dim, batch_size=64, head_epochs=1, extractor_epochs=20,
                lr=0.01, gamma=0.5, seed=0):
@@ -359,8 +371,8 @@ class FibFLBatched:
     self.y = torch.stack([y for _, y in clients])
     self.b, self.e_h, self.e_e, self.lr = batch_size, head_epochs, extractor_epochs, lr
     k = len(clients)
+    models = [FirmaMLP(dim).to(self.x.device) for _ in range(k)]   # as FibFLSequential
     self.model = FirmaMLP(dim).to(self.x.device)
-    models = [FirmaMLP(dim).to(self.x.device) for _ in range(k)]
     self.params = {name: torch.stack([dict(m.named_parameters())[name].detach()
                                       for m in models])
                    for name, _ in self.model.named_parameters()}
