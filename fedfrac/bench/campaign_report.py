@@ -175,3 +175,12 @@ def update_json(path, figures):
   data["campaign"] = figures
   with open(path, "w") as f:
     json.dump(data, f, indent=1, default=str)
+
+
+def kept(path, figures):
+  """``figures``, or when this run has none (None) the ``campaign`` key of the
+  results JSON at ``path`` (a run of the other workloads keeps it)."""
+  if figures is None and os.path.exists(path):
+    with open(path) as f:
+      return json.load(f).get("campaign")
+  return figures

@@ -221,6 +221,10 @@ def main(argv=None):
                    f"{2 if flag == 'clients' else 1}")
   campaign_names = [n for n in names if n in campaign.WORKLOADS]
   names = [n for n in names if n not in campaign.WORKLOADS]
+  sized = [f for f in ("epochs", "clients", "per_client") if getattr(args, f) is not None]
+  if sized and not campaign_names:
+    parser.error(f"--{sized[0].replace('_', '-')}: sizes only the campaign workloads "
+                 f"({', '.join(campaign.WORKLOADS)}), and --workloads names none")
   if campaign_names and args.vs_torch:
     from fedfrac.bench import torch_side
     if not torch_side.torch_available():
@@ -232,7 +236,7 @@ def main(argv=None):
     overrides["shard_clients"] = True
   load_start = os.getloadavg()
   machine = machine_description()
-  peak = matmul_peak_gflops()
+  peak = matmul_peak_gflops() if names else None
   print(json.dumps({"machine": machine, "load": load_start, "peak_gflops": peak}),
         flush=True)
   command = ("fedfrac-bench " + " ".join(argv)).strip()
@@ -265,6 +269,7 @@ def main(argv=None):
   write_markdown(args.out, command, machine, loads, results, masked, seeds, memory,
                  diagnostics)
   if args.json:
+    campaign_figures = campaign_report.kept(args.json, campaign_figures)
     with open(args.json, "w") as f:
       json.dump({"machine": machine, "loads": loads, "results": results, "masked": masked,
                  "diagnostics": diagnostics,

@@ -133,6 +133,10 @@ def test_the_command_writes_the_section_and_the_json_key(tmp_path):
   assert row["cohort"] == 1
   assert [s["client_steps"] for s in row["sides"]] == [4, 4]
   assert "--workloads=cnn_mnist_real --clients=5" in out.read_text()
+  # A later run of the other workloads keeps these figures in the JSON it rewrites.
+  assert campaign_report.kept(str(js), None) == data["campaign"]
+  assert campaign_report.kept(str(js), {"new": 1}) == {"new": 1}
+  assert campaign_report.kept(str(tmp_path / "none.json"), None) is None
 
 
 @pytest.mark.parametrize("flag", ["--epochs=0", "--clients=1", "--per-client=0"])
@@ -142,3 +146,10 @@ def test_bad_sizes_are_one_error_line(flag, capsys):
   assert exit_info.value.code == 2
   err = capsys.readouterr().err
   assert f"error: {flag}: must be an integer >= " in err
+
+
+def test_sizes_without_a_campaign_workload_are_one_error_line(capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    rounds.main(["--workloads=cnn10", "--epochs=2"])
+  assert exit_info.value.code == 2
+  assert "error: --epochs: sizes only the campaign workloads" in capsys.readouterr().err
