@@ -4,8 +4,8 @@
   fedfrac-bench --vs-torch           # + sequential PyTorch, same process
   fedfrac-bench --workloads=cnn10,firma --repeats=5
   fedfrac-bench --only-table         # workload table only (no extra studies)
-  fedfrac-bench --vs-torch --workloads=firma_fmnist,cnn_mnist_real,kuramoto_cnn \
-      --epochs=2 --repeats=3 --json=benchmarks/results.json
+  fedfrac-bench --vs-torch --workloads=firma_fmnist,cnn_mnist_real,kuramoto_cnn
+                --epochs=2 --repeats=3 --json=benchmarks/results.json
                                      # the campaign's workloads, per CPU-second
 
 Workloads (``--workloads``, comma-separated):
