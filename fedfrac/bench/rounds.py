@@ -4,6 +4,9 @@
   fedfrac-bench --vs-torch           # + sequential PyTorch, same process
   fedfrac-bench --workloads=cnn10,firma --repeats=5
   fedfrac-bench --only-table         # workload table only (no extra studies)
+  fedfrac-bench --vs-torch --workloads=firma_fmnist,cnn_mnist_real,kuramoto_cnn
+                --epochs=2 --repeats=3 --json=benchmarks/results.json
+                                     # the campaign's workloads, per CPU-second
 
 Workloads (``--workloads``, comma-separated):
 
@@ -16,6 +19,17 @@ Workloads (``--workloads``, comma-separated):
   fori         (4) FO-RI-FedAvg with the roughness probe on (configs/bev/base.py);
                the FIRMA-sized MLP until ``fo_ri_fedavg`` is registered
   dirichlet    (5) Dirichlet alpha=0.1, very unequal client sizes (2NN MLP)
+
+The CPU campaign's own workloads (:mod:`fedfrac.bench.campaign`; not in the
+default list) time fedfrac and PyTorch per CPU-second and write their own section
+of ``--out`` (kept by the other runs) and the ``campaign`` key of ``--json``:
+
+  firma_fmnist    FIRMA FibFL, 784-input MLP, N=10 x 6,000, B=64, Adam, E_h=1 + E_e
+  cnn_mnist_real  FOFedAvg's CNNMnist on 28x28, 10 clients x 6,000, C=0.2, B=50
+  kuramoto_cnn    Kuramoto-FedAvg's CNN4 on 28x28, 2 clients x 6,000, B=64
+
+``--epochs`` sets their local epochs (FIRMA: E_e; default the protocol's: 20, 20,
+2), ``--clients`` / ``--per-client`` their sizes (for quick checks).
 
 Each workload builds a Simulation exactly as ``ff.run`` does, compiles one round
 ahead of time (compile seconds reported separately) and times whole compiled
@@ -48,6 +62,7 @@ import json
 import os
 import sys
 
+from fedfrac.bench import campaign, campaign_report
 from fedfrac.bench.studies import (  # noqa: F401  (re-exported)
     diagnostics_study, masked_work_study, memory_study, persistent_state_algorithm, seeds_study)
 from fedfrac.bench.table_rows import (  # noqa: F401  (re-exported)
@@ -163,7 +178,8 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
     with open(path) as f:    # ``fedfrac-campaign collect`` write
       old = f.read()
     for start, end in ((sweep_bench.START, sweep_bench.END),
-                       (accelerator.START, accelerator.END)):
+                       (accelerator.START, accelerator.END),
+                       (campaign_report.START, campaign_report.END)):
       if start in old and end in old:
         text += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
   with open(path, "w") as f:
@@ -183,14 +199,36 @@ def main(argv=None):
                       help="skip the masked-work, seeds and memory studies")
   parser.add_argument("--parallelism", default=None, help="vmap | map (default: auto)")
   parser.add_argument("--shard-clients", action="store_true")
+  parser.add_argument("--epochs", type=int, default=None,
+                      help="local epochs of the campaign workloads (FIRMA: E_e)")
+  parser.add_argument("--clients", type=int, default=None,
+                      help="clients of the campaign workloads (default: theirs)")
+  parser.add_argument("--per-client", type=int, default=None,
+                      help="samples per client of the campaign workloads")
   parser.add_argument("--out", default=os.path.join("benchmarks", "results.md"))
   parser.add_argument("--json", default=None, help="also write all figures as JSON")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parser.parse_args(argv)
   names = [n for n in args.workloads.split(",") if n]
+  known = list(all_workloads) + list(campaign.WORKLOADS)
   for n in names:
-    if n not in all_workloads:
-      parser.error(f"--workloads: unknown {n!r}; known: {', '.join(all_workloads)}")
+    if n not in known:
+      parser.error(f"--workloads: unknown {n!r}; known: {', '.join(known)}")
+  for flag in ("epochs", "clients", "per_client"):
+    value = getattr(args, flag)
+    if value is not None and value < (2 if flag == "clients" else 1):
+      parser.error(f"--{flag.replace('_', '-')}={value}: must be an integer >= "
+                   f"{2 if flag == 'clients' else 1}")
+  campaign_names = [n for n in names if n in campaign.WORKLOADS]
+  names = [n for n in names if n not in campaign.WORKLOADS]
+  sized = [f for f in ("epochs", "clients", "per_client") if getattr(args, f) is not None]
+  if sized and not campaign_names:
+    parser.error(f"--{sized[0].replace('_', '-')}: sizes only the campaign workloads "
+                 f"({', '.join(campaign.WORKLOADS)}), and --workloads names none")
+  if campaign_names and args.vs_torch:
+    from fedfrac.bench import torch_side
+    if not torch_side.torch_available():
+      parser.error("--vs-torch: PyTorch is not installed here (import torch failed)")
   overrides = {}
   if args.parallelism:
     overrides["client_parallelism"] = args.parallelism
@@ -198,9 +236,20 @@ def main(argv=None):
     overrides["shard_clients"] = True
   load_start = os.getloadavg()
   machine = machine_description()
-  peak = matmul_peak_gflops()
+  peak = matmul_peak_gflops() if names else None
   print(json.dumps({"machine": machine, "load": load_start, "peak_gflops": peak}),
         flush=True)
+  command = ("fedfrac-bench " + " ".join(argv)).strip()
+  if machine["XLA_FLAGS"]:
+    command = f"XLA_FLAGS={machine['XLA_FLAGS']} {command}"
+  campaign_figures = None
+  if campaign_names:
+    campaign_figures = run_campaign(campaign_names, args, machine, command)
+  if not names:
+    if args.json:
+      campaign_report.update_json(args.json, campaign_figures)
+    print(f"wrote {args.out}")
+    return
   results = []
   for n in names:
     r = bench_workload(all_workloads[n], args.repeats, args.vs_torch, overrides, peak)
@@ -217,17 +266,36 @@ def main(argv=None):
     print(json.dumps(memory), flush=True)
   load_end = os.getloadavg()
   loads = tuple(", ".join(f"{x:.2f}" for x in l) for l in (load_start, load_end))
-  command = ("fedfrac-bench " + " ".join(argv)).strip()
-  if machine["XLA_FLAGS"]:
-    command = f"XLA_FLAGS={machine['XLA_FLAGS']} {command}"
   write_markdown(args.out, command, machine, loads, results, masked, seeds, memory,
                  diagnostics)
   if args.json:
+    campaign_figures = campaign_report.kept(args.json, campaign_figures)
     with open(args.json, "w") as f:
       json.dump({"machine": machine, "loads": loads, "results": results, "masked": masked,
                  "diagnostics": diagnostics,
-                 "seeds": seeds, "memory": memory}, f, indent=1, default=str)
+                 "seeds": seeds, "memory": memory, "campaign": campaign_figures}, f,
+                indent=1, default=str)
   print(f"wrote {args.out}")
+
+
+def run_campaign(names, args, machine, command) -> dict:
+  """The campaign workloads ``names`` (:mod:`fedfrac.bench.campaign`) with the
+  measured matmul peak; writes their section of ``args.out`` and returns the
+  figures for the results JSON."""
+  load_start = os.getloadavg()
+  peaks = campaign_report.matmul_peaks(with_torch=args.vs_torch)
+  print(json.dumps({"matmul_peaks": peaks}), flush=True)
+  results = []
+  for n in names:
+    r = campaign.bench_campaign(n, args.repeats, args.vs_torch, args.epochs, args.clients,
+                                args.per_client, peaks["peak_per_core"])
+    print(json.dumps(r), flush=True)
+    results.append(r)
+  loads = tuple(", ".join(f"{x:.2f}" for x in l) for l in (load_start, os.getloadavg()))
+  campaign_report.update_section(
+      args.out, campaign_report.section(command, machine, loads, peaks, results))
+  return {"command": command, "machine": machine, "loads": loads, "peaks": peaks,
+          "results": results}
 
 
 if __name__ == "__main__":
