@@ -123,12 +123,13 @@ def timed(fn):
   return out, time.perf_counter() - w0, cpu_seconds() - c0
 
 
-def fedfrac_config(w: CampaignWorkload, clients, epochs):
-  """(config, method label) of the campaign run of ``w``."""
+def fedfrac_config(w: CampaignWorkload, clients, epochs, parallelism="map"):
+  """(config, method label) of the campaign run of ``w`` (FIRMA: its clients run
+  with ``parallelism``, ``fedfrac-reproduce firma_files``' ``--parallelism``)."""
   if w.name == "firma_fmnist":
     from fedfrac.reproduce import firma_program
     files = {"dataset": "fashion_mnist", "dir": "unused (synthetic data)", "rounds": 1,
-             "inputs": "authors", "parallelism": "vmap"}
+             "inputs": "authors", "parallelism": parallelism}
     c = firma_program.config_module(files).firma_config("reference_code", "iid")
     c = only_method(c, "fibfl", c.methods["fibfl"])
     c.methods["fibfl"].extractor_epochs = int(epochs)
@@ -143,6 +144,28 @@ def fedfrac_config(w: CampaignWorkload, clients, epochs):
   c.data.num_clients = int(clients)
   c.participation = w.participation
   return c, label
+
+
+SEEDS = 5   # seeds vmapped in the campaign form of firma_fmnist
+
+
+def seeds_round(config, label, data, seeds):
+  """A round function of ``seeds`` runs of ``label`` vmapped in one compiled
+  program (:func:`fedfrac.reproduce.firma_program.make_program`, evaluation
+  included); returns the client-steps of all runs. Compiled and warmed up here."""
+  from fedfrac.reproduce import firma_program
+  sim = runner.build_simulation(config, label, data)
+  feds = [data] * seeds
+  arrays = firma_program.stack_arrays(feds, sim.training)
+  box = {"states": firma_program.stack_states(sim, list(range(seeds)), feds)}
+  program = firma_program.make_program(sim, 1).lower(arrays, box["states"]).compile()
+
+  def one_round():
+    box["states"], (m, _) = program(arrays, box["states"])
+    jax.block_until_ready(box["states"])
+    return float(np.sum(jax.device_get(m["client_steps"])))
+  one_round()                                        # warm-up
+  return one_round
 
 
 def torch_rounds(w: CampaignWorkload, clients, per_client, epochs, cohort):
@@ -178,7 +201,7 @@ def side_row(label, threads, walls, cpus, steps, flops, peak_per_core):
 
 
 def bench_campaign(name, repeats=3, vs_torch=True, epochs=None, clients=None,
-                   per_client=None, peak_per_core=None):
+                   per_client=None, peak_per_core=None, firma_forms=("seeds", "vmap")):
   """One campaign workload timed on fedfrac and (``vs_torch``) PyTorch, interleaved.
 
   ``epochs`` (default the real protocol's), ``clients`` and ``per_client`` (default
@@ -190,8 +213,9 @@ def bench_campaign(name, repeats=3, vs_torch=True, epochs=None, clients=None,
   epochs = w.epochs if epochs is None else int(epochs)
   clients = w.clients if clients is None else int(clients)
   per_client = w.per_client if per_client is None else int(per_client)
+  data = synthetic_images(clients, per_client)
   config, label = fedfrac_config(w, clients, epochs)
-  sim = runner.build_simulation(config, label, synthetic_images(clients, per_client))
+  sim = runner.build_simulation(config, label, data)
   state = sim.init(0)
   compile_s = sim.compile(1, state)
   cohort = sim.cohort
@@ -202,28 +226,44 @@ def bench_campaign(name, repeats=3, vs_torch=True, epochs=None, clients=None,
     jax.block_until_ready(state)
     return float(np.sum(jax.device_get(m)["client_steps"]))
   fedfrac_round()                                   # warm-up
-  sides = [("fedfrac", os.cpu_count() or 1, fedfrac_round)]
+  threads = os.cpu_count() or 1
+  sides = [(f"fedfrac, 1 seed, clients {sim.parallelism}", threads, fedfrac_round, 1)]
+  if w.name == "firma_fmnist":   # firma_forms: which of these two to time
+    # The campaign's form: the seeds of a cell vmapped in one program (clients
+    # mapped), as fedfrac-reproduce firma_files runs them; and the clients
+    # vmapped, its previous default.
+    if "seeds" in firma_forms:
+      sides.append((f"fedfrac, {SEEDS} seeds vmapped, clients map", threads,
+                    seeds_round(config, label, data, SEEDS), SEEDS))
+    if "vmap" in firma_forms:
+      config_v, _ = fedfrac_config(w, clients, epochs, parallelism="vmap")
+      sides.append(("fedfrac, 1 seed, clients vmap", threads,
+                    seeds_round(config_v, label, data, 1), 1))
   if vs_torch:
     import torch
     for side in torch_rounds(w, clients, per_client, epochs,
                              None if cohort >= clients else cohort):
       torch.set_num_threads(side[1])
       side[2]()                                     # warm-up
-      sides.append(side)
+      sides.append(side + (1,))
   walls, cpus, steps = ([[] for _ in sides] for _ in range(3))
   for _ in range(repeats):
-    for i, (_, threads, fn) in enumerate(sides):
-      if i:
+    for i, (label_i, threads, fn, _) in enumerate(sides):
+      if not label_i.startswith("fedfrac"):
         torch.set_num_threads(threads)
       s, wall, cpu = timed(fn)
       walls[i].append(wall)
       cpus[i].append(cpu)
       steps[i].append(s)
   flops = round_flops(name, cohort, per_client, epochs)
-  rows = [side_row(lbl, threads, walls[i], cpus[i], statistics.median(steps[i]), flops,
-                   peak_per_core) for i, (lbl, threads, _) in enumerate(sides)]
+  rows = [side_row(lbl, threads, walls[i], cpus[i], statistics.median(steps[i]),
+                   flops * runs, peak_per_core)
+          for i, (lbl, threads, _, runs) in enumerate(sides)]
+  torch_seq = [r for r in rows if r["side"] == "sequential"]
   for r in rows:
     r["ratio_per_cpu_s"] = r["cpu_s_per_step"] / rows[0]["cpu_s_per_step"]
+    if torch_seq and r["side"].startswith("fedfrac"):
+      r["torch_sequential_over_this"] = torch_seq[0]["cpu_s_per_step"] / r["cpu_s_per_step"]
   return {"workload": name,
           "description": w.description.format(clients=clients, per_client=per_client),
           "clients": clients,

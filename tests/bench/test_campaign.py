@@ -27,7 +27,9 @@ def _expected_steps(name, cohort, per_client, epochs):
 @pytest.fixture(scope="module")
 def tiny_rows():
   pytest.importorskip("torch")
-  return {name: campaign.bench_campaign(name, repeats=1, peak_per_core=100.0, **TINY)
+  # FIRMA's seeds-vmapped form only (each extra form is another FibFL compile).
+  return {name: campaign.bench_campaign(name, repeats=1, peak_per_core=100.0,
+                                        firma_forms=("seeds",), **TINY)
           for name in ("firma_fmnist", "kuramoto_cnn")}
 
 
@@ -35,12 +37,19 @@ def tiny_rows():
 def test_both_sides_run_and_count_the_steps_they_ran(tiny_rows, name):
   r = tiny_rows[name]
   sides = [s["side"] for s in r["sides"]]
-  assert sides == (["fedfrac", "sequential", "batched (torch.func)"]
-                   if name == "firma_fmnist" else ["fedfrac", "sequential"])
+  if name == "firma_fmnist":
+    assert sides == ["fedfrac, 1 seed, clients map",
+                     f"fedfrac, {campaign.SEEDS} seeds vmapped, clients map",
+                     "sequential", "batched (torch.func)"]
+  else:
+    assert sides[1:] == ["sequential"] and sides[0].startswith("fedfrac, 1 seed")
   steps = _expected_steps(name, r["cohort"], TINY["per_client"], TINY["epochs"])
   assert r["cohort"] == 2 and steps == (8 if name == "firma_fmnist" else 4)
   for side in r["sides"]:
-    assert side["client_steps"] == steps, side["side"]
+    runs = campaign.SEEDS if "seeds vmapped" in side["side"] else 1
+    assert side["client_steps"] == runs * steps, side["side"]
+    if side["side"].startswith("fedfrac"):
+      assert side["torch_sequential_over_this"] > 0
     for key in FIELDS:
       assert math.isfinite(side[key]) and side[key] > 0, (side["side"], key)
     assert side["threads"] >= 1 and len(side["round_times"]) == len(side["cpu_times"]) == 1
