@@ -41,7 +41,7 @@ from fedfrac.data import files
 from fedfrac.data.files import DataFileError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = 25
+EXAMPLES = 15
 SEED = 14
 
 BASE = {"only": "fedavg", "rounds": "2", "progress": "False", "model.hidden": "(8,)",

@@ -5,7 +5,7 @@ vmapped clients (or runs) becomes a loop that runs as long as the longest one
 and, in every iteration, selects between the new and the old carry of each
 member: for a client's parameters and Adam moments that is a read and a write of
 the whole optimizer state per local step (measured on FIRMA's 784-input MLP,
-10 clients vmapped, 2-core CPU: about a fifth of the step; docs/design.md §2.7).
+10 clients vmapped, 2-core CPU: about a fifth of the step; docs/design.md §2.5).
 
 The engine names the axes it vmaps (:func:`vmap`), and
 :func:`~fedfrac.algorithms.local_training.local_train` asks for the smallest

@@ -221,7 +221,7 @@ def cpu_backend() -> bool:
 def parallelism(setting: str) -> str:
   """``--parallelism``: ``auto`` is ``map`` on a CPU (one client after another,
   the run's seeds vmapped: 1.31–1.44 ms of CPU per client-step on one core
-  against 1.64–1.75 for the ten clients vmapped, docs/design.md §2.7) and
+  against 1.64–1.75 for the ten clients vmapped, docs/design.md §2.5) and
   ``vmap`` on an accelerator."""
   if setting == "auto":
     return "map" if cpu_backend() else "vmap"
@@ -231,7 +231,7 @@ def parallelism(setting: str) -> str:
 def workers(setting: int) -> int:
   """``--workers``: 0 is one process per CPU core, each pinned to its core, on a
   CPU (two single-core processes train 1.6–2× the client-steps of one
-  two-threaded process, docs/design.md §2.7), and 1 (this process) on an
+  two-threaded process, docs/design.md §2.5), and 1 (this process) on an
   accelerator."""
   if setting:
     return setting
