@@ -149,12 +149,11 @@ def fedfrac_config(w: CampaignWorkload, clients, epochs, parallelism="map"):
 SEEDS = 5   # seeds vmapped in the campaign form of firma_fmnist
 
 
-def seeds_round(config, label, data, seeds):
-  """A round function of ``seeds`` runs of ``label`` vmapped in one compiled
+def seeds_round(sim, data, seeds):
+  """A round function of ``seeds`` runs of ``sim`` vmapped in one compiled
   program (:func:`fedfrac.reproduce.firma_program.make_program`, evaluation
   included); returns the client-steps of all runs. Compiled and warmed up here."""
   from fedfrac.reproduce import firma_program
-  sim = runner.build_simulation(config, label, data)
   feds = [data] * seeds
   arrays = firma_program.stack_arrays(feds, sim.training)
   box = {"states": firma_program.stack_states(sim, list(range(seeds)), feds)}
@@ -226,7 +225,8 @@ def bench_campaign(name, repeats=3, vs_torch=True, epochs=None, clients=None,
     jax.block_until_ready(state)
     return float(np.sum(jax.device_get(m)["client_steps"]))
   fedfrac_round()                                   # warm-up
-  threads = os.cpu_count() or 1
+  threads = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)      # the cores XLA:CPU may use
   sides = [(f"fedfrac, 1 seed, clients {sim.parallelism}", threads, fedfrac_round, 1)]
   if w.name == "firma_fmnist":   # firma_forms: which of these two to time
     # The campaign's form: the seeds of a cell vmapped in one program (clients
@@ -234,11 +234,12 @@ def bench_campaign(name, repeats=3, vs_torch=True, epochs=None, clients=None,
     # vmapped, its previous default.
     if "seeds" in firma_forms:
       sides.append((f"fedfrac, {SEEDS} seeds vmapped, clients map", threads,
-                    seeds_round(config, label, data, SEEDS), SEEDS))
+                    seeds_round(sim, data, SEEDS), SEEDS))
     if "vmap" in firma_forms:
       config_v, _ = fedfrac_config(w, clients, epochs, parallelism="vmap")
       sides.append(("fedfrac, 1 seed, clients vmap", threads,
-                    seeds_round(config_v, label, data, 1), 1))
+                    seeds_round(runner.build_simulation(config_v, label, data), data,
+                                1), 1))
   if vs_torch:
     import torch
     for side in torch_rounds(w, clients, per_client, epochs,

@@ -92,13 +92,23 @@ def _g(x):
   return "–" if x is None else f"{x:.1f}"
 
 
+def pinned_text(machine) -> str:
+  """``", the process pinned to 1 of them (taskset)"`` when it ran on fewer cores
+  than the machine has."""
+  used = machine.get("cores_used")
+  if used is None or used == machine.get("cores"):
+    return ""
+  return f", the process pinned to {used} of them (taskset)"
+
+
 def section(command, machine, loads, peaks, results) -> list:
   """Markdown lines of the campaign section, markers included."""
   n = peaks["n"]
   m, k, s = peaks["step_shape"]
   L = [START, "## The campaign's workloads against PyTorch, per CPU-second", "",
        f"Command: `{command}`", "",
-       f"Device: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores; jax "
+       f"Device: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores"
+       f"{pinned_text(machine)}; jax "
        f"{machine.get('jax', '?')}, torch {machine.get('torch', 'not installed')}, "
        f"{machine.get('date', '')}. Load average (1/5/15 min) at start {loads[0]}, "
        f"at end {loads[1]}.", "",

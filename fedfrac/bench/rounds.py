@@ -283,6 +283,8 @@ def run_campaign(names, args, machine, command) -> dict:
   measured matmul peak; writes their section of ``args.out`` and returns the
   figures for the results JSON."""
   load_start = os.getloadavg()
+  if hasattr(os, "sched_getaffinity"):
+    machine = dict(machine, cores_used=len(os.sched_getaffinity(0)))
   peaks = campaign_report.matmul_peaks(with_torch=args.vs_torch)
   print(json.dumps({"matmul_peaks": peaks}), flush=True)
   results = []
