@@ -75,8 +75,10 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   kappa0, beta, eps, sync_clip = hp["kappa0"], hp["beta"], hp["eps"], hp["sync_clip"]
   with_phase = weighting == "reference_code"
   # clients="scaffold": SCAFFOLD's clients, control variates and server c-update
-  # (fedfrac.algorithms.scaffold with its default options); the model step is ours.
-  base = (scaffold.build(ctx, scaffold.HPARAMS.defaults())
+  # (fedfrac.algorithms.scaffold with its options written out here, so a change of
+  # SCAFFOLD's defaults cannot move this path: the authors' server averages the
+  # control variates plainly, uniform weighting); the model step is ours.
+  base = (scaffold.build(ctx, dict(scaffold.HPARAMS.defaults(), weighting="uniform"))
           if hp["clients"] == "scaffold" else None)
 
   def init(key, params0, num_clients, data_info):

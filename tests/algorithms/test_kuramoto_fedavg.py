@@ -363,3 +363,20 @@ def test_reference_code_mode_is_the_authors_run(name, kind):
   assert paper.client.schedule == "cosine" and paper.client.weight_decay == 0.0
   with pytest.raises(ValueError, match="mode=<paper|reference_code>"):
     module.get_config("mode=authors")
+
+
+def test_scaffold_clients_keep_uniform_control_averaging_whatever_scaffolds_default(
+    monkeypatch):
+  # The authors' server averages the control variates plainly; a change of
+  # SCAFFOLD's own default weighting must not move Kuramoto's SCAFFOLD path.
+  from fedfrac.algorithms import scaffold
+  seen = []
+  build = scaffold.build
+  monkeypatch.setattr(scaffold, "build", lambda ctx, hp: seen.append(hp) or build(ctx, hp))
+  monkeypatch.setitem(scaffold.HPARAMS.options, "weighting",
+                      scaffold.HPARAMS.options["weighting"]._replace(default="samples"))
+  assert scaffold.HPARAMS.defaults()["weighting"] == "samples"
+  fed = helpers.unequal_digits(sizes=(13, 40, 75))
+  helpers.simulation(fed, _builder("kuramoto_fedavg", clients="scaffold"), CLIENT,
+                     rounds=1, participation=1.0)
+  assert seen and seen[-1]["weighting"] == "uniform"
