@@ -30,7 +30,8 @@ FMNIST_JSONS = ("results/firma_fashion_mnist.json",
                 "results/firma_fashion_mnist_cpu/baselines_ls3.json",
                 "results/firma_fashion_mnist_cpu/fibfl_iid.json",
                 "results/firma_fashion_mnist_cpu/fibfl_iid_unit_inputs.json",
-                "results/firma_fashion_mnist_cpu/baselines_iid_3seeds.json")
+                "results/firma_fashion_mnist_cpu/baselines_iid_3seeds.json",
+                "results/firma_fashion_mnist_cpu/baselines_dir0.8_3seeds.json")
 FMNIST_MD = "results/firma_fashion_mnist.md"
 TUNED = ("fractional", "kuramoto", "firma")
 
