@@ -37,8 +37,9 @@ class LocalTraining:
       the vmapped clients and leaves finished clients bit-identical, and a
       client run on its own (``client_parallelism="map"``) never runs a masked
       step beyond the last partial unrolled iteration. Same results as the
-      scan; not reverse-differentiable (nothing differentiates through local
-      training).
+      scan (to float rounding: the steps all vmapped clients share run in a
+      loop without select, :mod:`fedfrac.ops.lockstep`); not
+      reverse-differentiable (nothing differentiates through local training).
     augment: ``(client_key, step, x [B, ...]) -> x`` applied to the training
       batch of every local step (``data.augment``,
       :class:`fedfrac.data.augment.Augmentation`); None = batches as stored.

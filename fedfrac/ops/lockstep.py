@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import jax
 
@@ -46,7 +46,7 @@ def named_axis(name: str) -> Iterator[None]:
     _AXES.reset(token)
 
 
-def vmap(fn: Callable, name: str, **vmap_kw) -> Callable:
+def vmap(fn: Callable, name: str, **vmap_kw: Any) -> Callable:
   """``jax.vmap(fn, axis_name=name, **vmap_kw)`` with ``name`` registered while
   ``fn`` is traced, so :func:`shared_min` inside it reduces over this axis."""
   def registered(*args):
