@@ -324,6 +324,9 @@ def main(argv=None):
     return
   if not args.dir or not args.json:
     p.error("--dir and --json are needed to run")
+  if args.workers < 0:
+    p.error(f"--workers={args.workers}: allowed values are 0 (one per core on a CPU, "
+            "1 on an accelerator) or a positive count")
   for key, allowed in (("modes", firma.MODES), ("scenarios", firma.SCENARIOS),
                        ("methods", firma.METHODS)):
     bad = [v for v in getattr(args, key).split(",") if v and v not in allowed]

@@ -7,6 +7,7 @@ import json
 import pathlib
 
 import numpy as np
+import pytest
 
 from fedfrac.reproduce import firma_files
 from tests.data.test_files import write_mnist_idx
@@ -120,3 +121,10 @@ def test_cpu_defaults_are_map_and_one_pinned_process_per_core(monkeypatch):
   assert (firma_files.parallelism("vmap"), firma_files.workers(1)) == ("vmap", 1)
   monkeypatch.setattr(firma_files, "cpu_backend", lambda: False)
   assert (firma_files.parallelism("auto"), firma_files.workers(0)) == ("vmap", 1)
+
+
+def test_a_negative_worker_count_is_one_error_line(tmp_path, capsys):
+  with pytest.raises(SystemExit) as stopped:
+    firma_files.main([f"--dir={tmp_path}", f"--json={tmp_path / 'f.json'}", "--workers=-1"])
+  assert stopped.value.code == 2
+  assert "--workers=-1: allowed values are 0" in capsys.readouterr().err
