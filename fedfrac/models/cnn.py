@@ -93,6 +93,34 @@ def im2col(x, kernel_size, padding):
   return jnp.stack(cols, axis=3).reshape(b, oh, ow, kh * kw * c)
 
 
+@jax.custom_vjp
+def _patch_matmul(cols, w):
+  """``cols [M, K] @ w [K, N]`` (im2col patches times the flattened kernel), whose
+  kernel gradient XLA:CPU computes at twice the speed of autodiff's form.
+
+  Autodiff's kernel gradient is ``colsᵀ g`` with the transpose folded into the
+  product, ``[K, N]`` contracting the long M axis of both operands; XLA:CPU runs
+  that product at about 40 GFLOP/s on CNN4's second layer (M = 12,544, K = 800).
+  Here it is ``(gᵀ cols)ᵀ``, the ``[N, K]`` product, fenced by an optimization
+  barrier so the algebraic simplifier cannot fold the transpose back. The same
+  sums in another order: gradients agree to float rounding.
+  """
+  return cols @ w
+
+
+def _patch_matmul_fwd(cols, w):
+  return cols @ w, (cols, w)
+
+
+def _patch_matmul_bwd(res, g):
+  cols, w = res
+  dw_t = lax.optimization_barrier(lax.dot_general(g, cols, (((0,), (0,)), ((), ()))))
+  return g @ w.T, dw_t.T
+
+
+_patch_matmul.defvjp(_patch_matmul_fwd, _patch_matmul_bwd)
+
+
 def conv2d(x, kernel, padding, impl="auto"):
   """Stride-1 2-D convolution, NHWC input and HWIO kernel -> ``[B, OH, OW, O]``."""
   if resolve_conv_impl(impl) == "im2col":
@@ -106,7 +134,10 @@ def conv2d(x, kernel, padding, impl="auto"):
       cols = jnp.stack(taps, axis=0).reshape(kh * kw, b * oh * ow)
       out = lax.dot_general(cols, kernel.reshape(kh * kw, co), (((0,), (0,)), ((), ())))
       return out.reshape(b, oh, ow, co)
-    return im2col(x, (kh, kw), padding) @ kernel.reshape(kh * kw * ci, co)
+    cols = im2col(x, (kh, kw), padding)
+    b, oh, ow, k = cols.shape
+    out = _patch_matmul(cols.reshape(b * oh * ow, k), kernel.reshape(k, co))
+    return out.reshape(b, oh, ow, co)
   return lax.conv_general_dilated(x, kernel, (1, 1), padding,
                                   dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
@@ -145,8 +176,12 @@ def _interleave(parts, shape):
 
 @jax.custom_vjp
 def _max_pool_even(x):
-  a, b, c, d = _pool_windows(x)
-  return jnp.maximum(jnp.maximum(a, b), jnp.maximum(c, d))
+  # The forward is XLA's windowed max, which XLA computes once. Written as the
+  # maximum of the four corners it is an elementwise expression that XLA:CPU fuses
+  # into, and so recomputes in, every consumer: after CNNMnist's first pool the 25
+  # slices of the next layer's im2col each recomputed it, a third of a training
+  # step (benchmarks/results.md, "The campaign's workloads").
+  return lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
 
 
 def _max_pool_even_fwd(x):
@@ -169,7 +204,8 @@ _max_pool_even.defvjp(_max_pool_even_fwd, _max_pool_even_bwd)
 def max_pool_2x2(x):
   """2×2 max pooling, stride 2, floor mode: ``[B, H, W, C] -> [B, H//2, W//2, C]``.
 
-  Written on the four strided corners of the windows with a custom gradient
+  The forward is ``lax.reduce_window`` (the same values as ``flax.linen.max_pool``);
+  the gradient is custom, written on the four strided corners of the windows
   (elementwise compare/select, equal shares for ties as for ``reduce_max``): the
   windowed-reduction gradient is slow on XLA:CPU.
   """

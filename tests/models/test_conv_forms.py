@@ -61,3 +61,18 @@ def test_model_conv_impl_reaches_the_model_and_is_checked():
     config_lib.validate(c)
   assert str(e.value) == ("config.model.conv_impl='fft': allowed values are auto, im2col, "
                           "xla")
+
+
+def test_patch_matmul_gradients_are_autodiffs_to_float_rounding():
+  """The im2col product's custom gradient (kernel gradient as ``(gᵀ cols)ᵀ``)
+  equals autodiff of the plain product, vmapped over clients as the engine runs it."""
+  kc, kw = jax.random.split(jax.random.PRNGKey(3))
+  cols = jax.random.normal(kc, (2, 300, 40))
+  w = jax.random.normal(kw, (2, 40, 6))
+  loss = lambda mm: jax.jit(jax.vmap(jax.grad(lambda c, k: jnp.sum(jnp.sin(mm(c, k))),
+                                              (0, 1))))
+  got = loss(cnn._patch_matmul)(cols, w)
+  want = loss(lambda c, k: c @ k)(cols, w)
+  for a, b in zip(got, want):
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
