@@ -281,6 +281,7 @@ def run_scenarios(args, log=print):
                                     files=spec)
     out["scenarios"][scenario] = {
         "wall_s": time.perf_counter() - t0, "timings": timings,
+        "workers": workers(args.workers),
         "results": {mode: {f"{s}/{m}": v for (s, m), v in res.items()}
                     for mode, res in results.items()}}
     tmp = args.json + ".tmp"
