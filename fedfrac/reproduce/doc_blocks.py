@@ -32,7 +32,8 @@ FMNIST_JSONS = ("results/firma_fashion_mnist.json",
                 "results/firma_fashion_mnist_cpu/fibfl_iid_unit_inputs.json",
                 "results/firma_fashion_mnist_cpu/baselines_iid_3seeds.json",
                 "results/firma_fashion_mnist_cpu/baselines_dir0.8_3seeds.json",
-                "results/firma_fashion_mnist_cpu/baselines_dir0.5_3seeds.json")
+                "results/firma_fashion_mnist_cpu/baselines_dir0.5_3seeds.json",
+                "results/firma_fashion_mnist_cpu/baselines_dir0.1_3seeds.json")
 FMNIST_MD = "results/firma_fashion_mnist.md"
 TUNED = ("fractional", "kuramoto", "firma")
 
@@ -256,13 +257,14 @@ def fmnist_rows(group, key="accuracy"):
 
 def _beyond(rows, key):
   """Rows whose point estimate lies beyond the margin, as "FedAvg LS K=2 +3.1 pp"
-  (with the device where a cell was run on more than one)."""
+  (with the device and seeds where a cell was run more than once)."""
   out = []
-  for m, scen, c, _, device in sorted(rows, key=lambda r: (
-      firma_tables.METHODS.index(r[0]), firma_tables.SCENARIOS.index(r[1]), r[4])):
+  for m, scen, c, n, device in sorted(rows, key=lambda r: (
+      firma_tables.METHODS.index(r[0]), firma_tables.SCENARIOS.index(r[1]), r[4], r[3])):
     if c.delta is not None and abs(c.delta) > c.margin:
       d = signed_pp(c.delta) if key == "accuracy" else f"{c.delta:+.3f}"
-      where = f" ({device.split(',')[0]})" if device else ""
+      where = (f" ({device.split(',')[0]}, {n} seed{'s' if n != 1 else ''})" if device
+               else "")
       out.append(f"{firma_tables.LABELS[m]} {firma_tables.PAPER_COLUMNS[scen]} {d}{where}")
   return out
 
