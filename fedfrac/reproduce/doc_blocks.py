@@ -33,7 +33,8 @@ FMNIST_JSONS = ("results/firma_fashion_mnist.json",
                 "results/firma_fashion_mnist_cpu/baselines_iid_3seeds.json",
                 "results/firma_fashion_mnist_cpu/baselines_dir0.8_3seeds.json",
                 "results/firma_fashion_mnist_cpu/baselines_dir0.5_3seeds.json",
-                "results/firma_fashion_mnist_cpu/baselines_dir0.1_3seeds.json")
+                "results/firma_fashion_mnist_cpu/baselines_dir0.1_3seeds.json",
+                "results/firma_fashion_mnist_cpu/baselines_ls2_3seeds.json")
 FMNIST_MD = "results/firma_fashion_mnist.md"
 TUNED = ("fractional", "kuramoto", "firma")
 
