@@ -359,13 +359,17 @@ def firma_t78_differs():
           f"{digits['fibfl_plus']}")
 
 
+def _cpu_s(entry):
+  """CPU seconds a scenario's runs took, all modes together."""
+  return sum(t["cpu_s"] for t in entry["timings"].values())
+
+
 def _processes(entry):
   """Processes a scenario ran in: its ``workers``, or for files written before
   that was kept, its CPU seconds over its wall seconds, rounded."""
   if entry.get("workers"):
     return int(entry["workers"])
-  cpu = sum(t["cpu_s"] for t in entry["timings"].values())
-  return max(1, round(cpu / entry["wall_s"]))
+  return max(1, round(_cpu_s(entry) / entry["wall_s"]))
 
 
 @block("firma_t78_time", R, *FMNIST_JSONS, inline=True)
@@ -378,8 +382,7 @@ def firma_t78_time():
       if raw["args"]["seeds"] > 1:      # the CPU campaign form (docs/design.md §2.5)
         seeds = raw["args"]["seeds"]
         n = _processes(entry)   # one process: its CPU time, the wall time on a free core
-        campaign.setdefault(n, []).append(
-            entry["wall_s"] if n > 1 else sum(t["cpu_s"] for t in entry["timings"].values()))
+        campaign.setdefault(n, []).append(entry["wall_s"] if n > 1 else _cpu_s(entry))
       else:
         (fibfl if raw["args"]["methods"] == "fibfl" else baseline).append(entry["wall_s"])
   out = (f"CPU measured: {span([x / 60 for x in fibfl], 0)} min per FibFL run, "
