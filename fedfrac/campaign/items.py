@@ -48,6 +48,27 @@ def item_path(staging, item) -> str:
   return os.path.join(staging, "items", item["table"], f"{item['id']}.json")
 
 
+# A FIRMA item's compiled program is shared with the next items of the same
+# method in the window: every scenario is padded to the widths of all seven
+# (computed once per dataset, mode, inputs and seeds) and runs its clients in one
+# step bucket, so the programs of the N = 10 scenarios are identical, and they
+# go through one compilation cache for the window's stage b (stage a times
+# compilation, so it runs without one).
+_WIDTHS: dict = {}
+_CACHE: dict = {}
+
+
+def firma_compile_cache() -> str:
+  """The window's compilation cache for FIRMA items: made on first use, and JAX's
+  once-per-process check of whether a cache is in use reset, since stage a has
+  already compiled without one."""
+  if "dir" not in _CACHE:
+    from jax.experimental.compilation_cache import compilation_cache
+    _CACHE["dir"] = tempfile.mkdtemp(prefix="campaign_xla_cache_")
+    compilation_cache.reset_cache()
+  return _CACHE["dir"]
+
+
 def run_firma(spec, data_dir, log) -> dict:
   from fedfrac.reproduce import firma_files
   with tempfile.TemporaryDirectory(prefix="campaign_firma_") as tmp:
@@ -56,9 +77,13 @@ def run_firma(spec, data_dir, log) -> dict:
         dataset=spec["dataset"], dir=plan_lib.resolve(spec["data"], data_dir),
         modes=spec["mode"], scenarios=spec["scenario"], methods=spec["method"],
         seeds=spec["seeds"], rounds=spec["rounds"], parallelism="vmap", workers=1,
-        inputs=spec["inputs"], note="", json=out, table="", out="",
+        step_buckets=1, inputs=spec["inputs"], note="", json=out, table="", out="",
         published=firma_files.PUBLISHED)
-    firma_files.run_scenarios(args, log=log)
+    key = (args.dataset, args.dir, args.modes, args.inputs, args.seeds, args.rounds)
+    if key not in _WIDTHS:
+      _WIDTHS[key] = firma_files.dataset_widths(args)
+    firma_files.run_scenarios(args, log=log, cache_dir=firma_compile_cache(),
+                              widths=_WIDTHS[key])
     with open(out) as f:
       return json.load(f)
 

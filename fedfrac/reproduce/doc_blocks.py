@@ -13,6 +13,8 @@ every claim it states comes from those files, so the doc cannot drift from them.
 from __future__ import annotations
 
 import functools
+import json
+import os
 
 import numpy as np
 
@@ -23,19 +25,23 @@ from fedfrac.reproduce.doc_registry import block, result_table
 R = "REPRODUCTION.md"
 README = "README.md"
 FIRMA_JSON = "results/firma_digits.json"
-FMNIST_JSONS = ("results/firma_fashion_mnist.json",
-                "results/firma_fashion_mnist_cpu/baselines_dir0.1.json",
-                "results/firma_fashion_mnist_cpu/baselines_dir0.8.json",
-                "results/firma_fashion_mnist_cpu/baselines_iid.json",
-                "results/firma_fashion_mnist_cpu/baselines_ls3.json",
-                "results/firma_fashion_mnist_cpu/fibfl_iid.json",
-                "results/firma_fashion_mnist_cpu/fibfl_iid_unit_inputs.json",
-                "results/firma_fashion_mnist_cpu/baselines_iid_3seeds.json",
-                "results/firma_fashion_mnist_cpu/baselines_dir0.8_3seeds.json",
-                "results/firma_fashion_mnist_cpu/baselines_dir0.5_3seeds.json",
-                "results/firma_fashion_mnist_cpu/baselines_dir0.1_3seeds.json",
-                "results/firma_fashion_mnist_cpu/baselines_ls2_3seeds.json",
-                "results/firma_fashion_mnist_cpu/baselines_ls1_3seeds.json")
+
+
+def plan_table_files(name):
+  """The files the campaign plan's table ``name`` is rendered from, in the order
+  ``fedfrac-campaign collect`` renders it (the plan's ``include`` globs, sorted,
+  then the verified item files under ``results/campaign/<name>/``): one list for
+  both renderers, so ``fedfrac-reproduce docs --check`` agrees with what a
+  collect wrote."""
+  from fedfrac.campaign import collect
+  with open(os.path.join(common.CHECKOUT_DIR, "benchmarks", "gpu", "plan.json")) as f:
+    table = json.load(f)["tables"][name]
+  return tuple(collect.table_files(common.CHECKOUT_DIR, name, table))
+
+
+# Fashion-MNIST Tables 7-8: the committed runs (the first, the 2-seed H100 run of
+# every cell) and every GPU window's items.
+FMNIST_JSONS = plan_table_files("firma_fashion_mnist")
 FMNIST_MD = "results/firma_fashion_mnist.md"
 TUNED = ("fractional", "kuramoto", "firma")
 
@@ -257,18 +263,31 @@ def fmnist_rows(group, key="accuracy"):
   return out
 
 
-def _beyond(rows, key):
+def _beyond(rows, key, stuck=None):
   """Rows whose point estimate lies beyond the margin, as "FedAvg LS K=2 +3.1 pp"
-  (with the device and seeds where a cell was run more than once)."""
+  (with the device and seeds where a cell was run more than once, and how many
+  runs ended at chance where any did: ``stuck`` {(method, scenario, device):
+  count})."""
   out = []
   for m, scen, c, n, device in sorted(rows, key=lambda r: (
       firma_tables.METHODS.index(r[0]), firma_tables.SCENARIOS.index(r[1]), r[4], r[3])):
     if c.delta is not None and abs(c.delta) > c.margin:
       d = signed_pp(c.delta) if key == "accuracy" else f"{c.delta:+.3f}"
-      where = (f" ({device.split(',')[0]}, {n} seed{'s' if n != 1 else ''})" if device
-               else "")
+      notes = [f"{device.split(',')[0]}, {n} seed{'s' if n != 1 else ''}"] if device else []
+      k = (stuck or {}).get((m, scen, device), 0)
+      if k:
+        notes.append(f"{k} of {n} runs at chance")
+      where = f" ({'; '.join(notes)})" if notes else ""
       out.append(f"{firma_tables.LABELS[m]} {firma_tables.PAPER_COLUMNS[scen]} {d}{where}")
   return out
+
+
+def fmnist_at_chance(group):
+  """{(method, scenario, device as fmnist_rows names it): runs at chance} of one
+  section (:func:`fedfrac.reproduce.firma_files.at_chance`)."""
+  cells = fmnist()[0][group]
+  return {(m, scen, device if len(entries) > 1 else ""): firma_files.at_chance(cell["runs"])
+          for (scen, m), entries in cells.items() for cell, device in entries}
 
 
 def _fmnist_section(group, label):
@@ -276,7 +295,7 @@ def _fmnist_section(group, label):
   seeds = sorted({r[3] for r in acc_rows})
   within = sum(abs(c.delta) <= c.margin for _, _, c, _, _ in acc_rows)
   g_within = sum(abs(c.delta) <= c.margin for _, _, c, _, _ in gini_rows)
-  beyond = _beyond(acc_rows, "accuracy")
+  beyond = _beyond(acc_rows, "accuracy", fmnist_at_chance(group))
   return (f"{label} ({' or '.join(map(str, seeds))} seed{'s' if seeds != [1] else ''}): "
           f"accuracy within 2 pp in {within} of {len(acc_rows)} rows"
           + (f", beyond it {listing(beyond)}" if beyond else "") +
@@ -378,6 +397,8 @@ def firma_t78_time():
   seeds = None
   for path in FMNIST_JSONS[1:]:
     raw = common.load_results_json(path)
+    if not raw["args"].get("device", "CPU").startswith("CPU"):
+      continue                          # a GPU window's item: not a CPU time
     for entry in raw["scenarios"].values():
       if raw["args"]["seeds"] > 1:      # the CPU campaign form (docs/design.md §2.5)
         seeds = raw["args"]["seeds"]

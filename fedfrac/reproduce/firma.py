@@ -58,7 +58,8 @@ from fedfrac.reproduce.firma_tables import (  # noqa: F401  (re-exported)
 from fedfrac.reproduce.firma_program import (  # noqa: F401  (re-exported)
     _pad_rows, ARRAY_AXES, build_feds, common_shapes, config_module, cpu_seconds,
     load_digits_config,
-    make_program, run_method, SEEDS, stack_arrays, stack_states, summarize_runs)
+    make_program, run_method, SEEDS, stack_arrays, stack_states, summarize_runs,
+    table_widths)
 from fedfrac.reproduce.firma_points import (  # noqa: F401  (re-exported)
     _TASK_COST, code_digest, enable_compile_cache, log_stderr, method_task, parts_directory,
     point_key, sweep_batch, sweep_fingerprint)
@@ -66,7 +67,7 @@ from fedfrac.reproduce.firma_points import (  # noqa: F401  (re-exported)
 
 def run(modes=MODES, scenarios=SCENARIOS, methods=METHODS, seeds=SEEDS, batch_runs=5,
         workers=2, compile_cache=True, resume=False, log=log_stderr, directory=None,
-        overwrite=False, files=None):
+        overwrite=False, files=None, cache_dir=None, widths=None):
   """Run the grid through ``fedfrac.sweep``'s runner; returns ``(all_results,
   timings, total)``: ``all_results[mode]`` is {(scenario, method):
   {"num_clients", "runs": [per-seed record]}}, ``timings`` the per-mode
@@ -81,10 +82,14 @@ def run(modes=MODES, scenarios=SCENARIOS, methods=METHODS, seeds=SEEDS, batch_ru
   fresh temporary one) and skipped when the same code runs again. ``files``:
   the runs on local files instead of digits (a dict,
   :func:`~fedfrac.reproduce.firma_program.config_module`), part of every point's
-  key."""
+  key. ``cache_dir``: the compilation cache's directory (default: a fresh one when
+  ``compile_cache``); ``widths``: a floor for the padded array shapes
+  (:func:`~fedfrac.reproduce.firma_program.table_widths`), so calls on different
+  scenarios share compiled programs through ``cache_dir`` (same numbers)."""
   modes, scenarios, methods = list(modes), list(scenarios), list(methods)
   seeds = tuple(range(seeds))
-  cache_dir = tempfile.mkdtemp(prefix="firma_xla_cache_") if compile_cache else None
+  if cache_dir is None and compile_cache:
+    cache_dir = tempfile.mkdtemp(prefix="firma_xla_cache_")
   if directory is None:
     directory = (parts_directory(batch_runs, modes, scenarios, seeds, files) if resume
                  else tempfile.mkdtemp(prefix="firma_points_"))
@@ -99,7 +104,8 @@ def run(modes=MODES, scenarios=SCENARIOS, methods=METHODS, seeds=SEEDS, batch_ru
   batches = [points_lib.Batch(
       "fedfrac.reproduce.firma_points:sweep_batch",
       {"method": m, "modes": modes, "scenarios": scenarios, "seeds": seeds,
-       "batch_runs": batch_runs, "cache_dir": cache_dir, "files": files},
+       "batch_runs": batch_runs, "cache_dir": cache_dir, "files": files,
+       "widths": widths},
       tuple(pid for k, pid in ids.items() if k[2] == m), cost=_TASK_COST.get(m, 1))
       for m in methods if m not in done]
   t0, c0 = time.perf_counter(), cpu_seconds()

@@ -85,6 +85,19 @@ INPUTS = {"unit": "inputs in [0, 1]",
           "authors": "inputs (x − 0.5) / 0.5 as the authors' code (torchvision Normalize)"}
 
 
+# A run that ends at chance (10 classes) within this margin is named in the
+# accuracy and Gini cells: its number is real (it counts in the mean and the
+# verdict), but it is a run whose model stopped learning, not a spread of
+# accuracies (FibFL++ `reference_code`: docs/design.md §3.3, "FibFL++ runs that
+# stay at chance").
+CHANCE, CHANCE_MARGIN = 0.10, 0.02
+
+
+def at_chance(runs) -> int:
+  """How many of ``runs`` end with accuracy <= chance + CHANCE_MARGIN."""
+  return sum(1 for r in runs if r["accuracy"] <= CHANCE + CHANCE_MARGIN)
+
+
 def _groups(json_paths):
   """``{(mode, inputs): {(scenario, method): [(cell, device), ...]}}`` and the run
   descriptions of each group, over the ``--json`` files of runs (a cell run in
@@ -129,8 +142,11 @@ def section_rows(cells, paper, key, mode):
         c = verdict(p_val, [r[key] for r in cell["runs"]], key)
         d = "" if c.delta is None else f"{c.delta:+.4f}"
         margin = "–" if c.margin is None else f"±{c.margin:.4f}"
+        stuck = at_chance(cell["runs"])
+        ours = verdicts.ours_text(c, 4) + (
+            f"; {stuck} of {len(cell['runs'])} at chance" if stuck else "")
         out.append((method, f"| {label} | {col} | {_fmt(p_val)} | "
-                            f"{verdicts.ours_text(c, 4)} | {device} | {d} | "
+                            f"{ours} | {device} | {d} | "
                             f"{verdicts.interval_text(c, 4, 1.0)} | {margin} | "
                             f"{c.verdict} |", c))
   return out
@@ -202,6 +218,10 @@ def markdown(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
                "| method | scenario | paper | ours: mean ± std (n seeds) | device | Δ | "
                "90 % interval of Δ | margin | verdict |",
                "|---|---|---|---|---|---|---|---|---|"] + [r for _, r, _ in rows]
+      if any("at chance |" in r for _, r, _ in rows):
+        body += ["", f"*k of n at chance*: k runs ended with accuracy ≤ "
+                 f"{CHANCE + CHANCE_MARGIN:.2f} (chance {CHANCE:.2f}); they count in "
+                 "the mean, the spread and the verdict."]
       body += ["", "Verdicts — " + "; ".join(
           f"{name}: {verdicts.tally_text(t)}" for name, t in counts[group][table].items())
           + ".", ""]
@@ -241,8 +261,11 @@ def workers(setting: int) -> int:
 def files_spec(args) -> dict:
   """The data of a ``firma_files`` run as :func:`fedfrac.reproduce.firma_program.config_module`
   takes it (a plain dict: it travels to worker processes and into point keys)."""
-  return {"dataset": args.dataset, "dir": os.path.abspath(args.dir), "rounds": args.rounds,
+  spec = {"dataset": args.dataset, "dir": os.path.abspath(args.dir), "rounds": args.rounds,
           "inputs": args.inputs, "parallelism": parallelism(args.parallelism)}
+  if getattr(args, "step_buckets", None) is not None:
+    spec["step_buckets"] = int(args.step_buckets)
+  return spec
 
 
 def files_config_module(args):
@@ -252,14 +275,34 @@ def files_config_module(args):
   return firma.config_module(files_spec(args))
 
 
-def run_scenarios(args, log=print):
+def dataset_widths(args, scenarios=None) -> dict:
+  """The padded widths (:func:`fedfrac.reproduce.firma_program.table_widths`)
+  of every scenario (default: all seven) of ``args``' dataset, modes and seeds:
+  given to :func:`run_scenarios`, each scenario's runs get the same array shapes,
+  so one compiled program per method (and number of clients) serves them all
+  through a shared compilation cache. Builds the partitions only (host NumPy)."""
+  import warnings
+  module = files_config_module(args)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")    # expected label-skew drops (K = 3)
+    return firma.table_widths({mode: firma.build_feds(module, mode,
+                                                      scenarios or firma.SCENARIOS,
+                                                      tuple(range(args.seeds)))
+                               for mode in args.modes.split(",")})
+
+
+def run_scenarios(args, log=print, cache_dir=None, widths=None):
   """Run ``args.scenarios`` one at a time, saving ``args.json`` after each; a
   scenario already in an existing ``args.json`` written with the same flags is
-  kept, not run again."""
+  kept, not run again. ``cache_dir`` and ``widths`` (:func:`dataset_widths`) go
+  to :func:`fedfrac.reproduce.firma.run`: with both, a scenario after the first
+  finds its compiled program in the cache (the numbers do not change)."""
   import jax
   flags = {k: v for k, v in vars(args).items()
            if k not in ("json", "table", "out", "published", "workers")}
   flags["parallelism"] = parallelism(args.parallelism)
+  if flags.get("step_buckets") is None:    # the default: files written before it match
+    flags.pop("step_buckets", None)
   dev = jax.devices()[0]
   device = f"CPU, {os.cpu_count()} cores" if dev.platform == "cpu" else dev.device_kind
   out = {"args": {**flags, "device": device}, "scenarios": {}}
@@ -278,7 +321,7 @@ def run_scenarios(args, log=print):
     results, timings, _ = firma.run(args.modes.split(","), [scenario],
                                     args.methods.split(","), args.seeds,
                                     batch_runs=args.seeds, workers=workers(args.workers),
-                                    files=spec)
+                                    files=spec, cache_dir=cache_dir, widths=widths)
     out["scenarios"][scenario] = {
         "wall_s": time.perf_counter() - t0, "timings": timings,
         "workers": workers(args.workers),
@@ -313,6 +356,9 @@ def main(argv=None):
   p.add_argument("--workers", type=int, default=0,
                  help="processes running the methods of a scenario side by side; 0: "
                  "one per core, each pinned to it, on a CPU, 1 on an accelerator")
+  p.add_argument("--step-buckets", type=int, default=None,
+                 help="engine.step_buckets with clients vmapped (default: the engine's "
+                 "choice by client sizes; 1 gives every scenario the same program)")
   p.add_argument("--inputs", default="authors", choices=tuple(INPUTS),
                  help="authors: the reference_code mode normalises inputs as the "
                  "authors' code, (x - 0.5) / 0.5; unit: every mode keeps [0, 1]")
@@ -328,6 +374,9 @@ def main(argv=None):
   if args.workers < 0:
     p.error(f"--workers={args.workers}: allowed values are 0 (one per core on a CPU, "
             "1 on an accelerator) or a positive count")
+  if args.step_buckets is not None and args.step_buckets < 1:
+    p.error(f"--step-buckets={args.step_buckets}: allowed values are integers >= 1 "
+            "(or leave it out for the engine's choice)")
   for key, allowed in (("modes", firma.MODES), ("scenarios", firma.SCENARIOS),
                        ("methods", firma.METHODS)):
     bad = [v for v in getattr(args, key).split(",") if v and v not in allowed]

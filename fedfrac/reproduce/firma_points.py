@@ -30,13 +30,14 @@ def method_task(task):
   (:func:`~fedfrac.reproduce.firma_program.config_module`; None: digits)."""
   method, modes, scenarios, seeds, batch_runs, cache_dir, *rest = task
   files = rest[0] if rest else None
+  widths = rest[1] if len(rest) > 1 else None
   if cache_dir:
     enable_compile_cache(cache_dir)
   cfg_module = config_module(files)
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     all_feds = common_shapes({mode: build_feds(cfg_module, mode, scenarios, seeds)
-                              for mode in modes})
+                              for mode in modes}, widths)
   out = {}
   for mode in modes:
     out[mode] = run_method(all_feds[mode], mode, method, scenarios, seeds, log_stderr,
@@ -62,7 +63,8 @@ def sweep_batch(spec):
   and the (method, mode) timing."""
   files = spec.get("files")
   method, out = method_task((spec["method"], spec["modes"], spec["scenarios"],
-                             spec["seeds"], spec["batch_runs"], spec["cache_dir"], files))
+                             spec["seeds"], spec["batch_runs"], spec["cache_dir"], files,
+                             spec.get("widths")))
   for mode, (results, timing) in out.items():
     for (scen, _), result in results.items():
       for seed, run_summary in zip(spec["seeds"], result["runs"]):

@@ -40,8 +40,10 @@ def config_module(files=None):
   local files. ``files`` (a plain dict, so it travels to worker processes and
   into point keys): ``dataset`` (``fashion_mnist`` or ``mnist``), ``dir`` (the
   ``files`` source's directory), ``rounds``, ``inputs`` (``authors``: the
-  authors' input normalisation in ``reference_code``; ``unit``: [0, 1]) and
-  ``parallelism`` (``engine.client_parallelism``); N = 10."""
+  authors' input normalisation in ``reference_code``; ``unit``: [0, 1]),
+  ``parallelism`` (``engine.client_parallelism``) and, when present,
+  ``step_buckets`` (``engine.step_buckets``; absent: the engine's automatic
+  choice, which depends on the clients' sizes); N = 10."""
   import types
   from fedfrac import config as config_lib
   digits = load_digits_config()
@@ -56,6 +58,8 @@ def config_module(files=None):
     if files["inputs"] == "authors":
       digits.authors_inputs(c, "grey")
     c.engine.client_parallelism = files["parallelism"]
+    if files.get("step_buckets") is not None:
+      c.engine.step_buckets = int(files["step_buckets"])
     return c
   return types.SimpleNamespace(firma_config=firma_config, __file__=digits.__file__)
 
@@ -124,7 +128,19 @@ def _pad_rows(a, rows):
   return np.concatenate([a, np.repeat(a[:1], rows - a.shape[0], axis=0)])
 
 
-def common_shapes(all_feds):
+def table_widths(all_feds) -> dict:
+  """The widths :func:`common_shapes` pads ``all_feds`` ({mode: {scenario:
+  (config, [fed])}}) to: the largest client's train and test index tables
+  (``n_max``, ``m_max``) and the largest train and test sets (``n_train``,
+  ``n_test``), plain ints (they travel to worker processes)."""
+  feds = [f for per_mode in all_feds.values() for _, fs in per_mode.values() for f in fs]
+  return {"n_max": max(int(f.client_index.shape[1]) for f in feds),
+          "m_max": max(int(f.client_test_index.shape[1]) for f in feds),
+          "n_train": max(int(f.x_train.shape[0]) for f in feds),
+          "n_test": max(int(f.x_test.shape[0]) for f in feds)}
+
+
+def common_shapes(all_feds, widths=None):
   """Pad every dataset of every mode to the same array shapes, so a method whose
   compiled program does not depend on the mode (FedAvg, RDFL, FedRep, FibFL,
   FibFL+: the mode only changes their initial state) compiles once for both
@@ -132,12 +148,18 @@ def common_shapes(all_feds):
   of the two modes differ by one row (1,438/359 vs 1,437/360); the extra rows
   are copies of row 0 that no client's index refers to. Per-client metrics are
   unaffected; only FedAvg's pooled (non-reported) test accuracy sees one extra
-  test row."""
-  feds = [f for per_mode in all_feds.values() for _, fs in per_mode.values() for f in fs]
-  n_max = max(f.client_index.shape[1] for f in feds)
-  m_max = max(f.client_test_index.shape[1] for f in feds)
-  n_train = max(f.x_train.shape[0] for f in feds)
-  n_test = max(f.x_test.shape[0] for f in feds)
+  test row.
+
+  ``widths`` (:func:`table_widths` of a larger set, e.g. every scenario of a
+  dataset) pads further, so runs made in separate calls (one scenario each)
+  share array shapes and the compilation cache finds the program of the first
+  call for the next ones (the campaign's windows). Index tables padded wider
+  give the same per-client numbers: a client's batches come from its own
+  positions only (``local_training.epoch_permutations``)."""
+  own = table_widths(all_feds)
+  widths = {k: max(v, int((widths or {}).get(k, 0))) for k, v in own.items()}
+  n_max, m_max = widths["n_max"], widths["m_max"]
+  n_train, n_test = widths["n_train"], widths["n_test"]
 
   def pad(f):
     f = data_lib.federated.pad_tables(f, n_max, m_max)

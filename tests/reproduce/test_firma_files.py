@@ -128,3 +128,76 @@ def test_a_negative_worker_count_is_one_error_line(tmp_path, capsys):
     firma_files.main([f"--dir={tmp_path}", f"--json={tmp_path / 'f.json'}", "--workers=-1"])
   assert stopped.value.code == 2
   assert "--workers=-1: allowed values are 0" in capsys.readouterr().err
+
+
+def test_campaign_form_gives_every_scenario_one_program_and_the_same_numbers(tmp_path):
+  """The GPU campaign's FIRMA items (fedfrac.campaign.items.run_firma): tables
+  padded to the widths of every scenario and one step bucket make the programs
+  of scenarios with equal client counts identical (so the compilation cache
+  serves the next scenario), without changing a run's numbers beyond float
+  rounding."""
+  import argparse
+  from fedfrac import runner
+  from fedfrac.reproduce import firma, firma_program
+  data = tmp_path / "fmnist"
+  data.mkdir()
+  write_mnist_idx(data, n_train=1400, n_test=300, gz=True)
+
+  def args(scenario, step_buckets, out=""):
+    return argparse.Namespace(
+        dataset="fashion_mnist", dir=str(data), modes="reference_code", scenarios=scenario,
+        methods="fedavg", seeds=1, rounds=1, parallelism="vmap", workers=1,
+        step_buckets=step_buckets, inputs="authors", note="", json=out, table="", out="",
+        published=firma_files.PUBLISHED)
+
+  widths = firma_files.dataset_widths(args("iid", 1))
+  module = firma.config_module(firma_files.files_spec(args("iid", 1)))
+  texts = {}
+  for scenario in ("iid", "dir0.8"):
+    feds = firma.common_shapes({"reference_code": firma.build_feds(
+        module, "reference_code", [scenario], (0,))}, widths)["reference_code"]
+    cfg, fs = feds[scenario]
+    assert fs[0].client_index.shape[1] == widths["n_max"]
+    sim = runner.build_simulation(cfg, "fedavg", fs[0])
+    texts[scenario] = firma_program.make_program(sim, cfg.rounds).lower(
+        firma_program.stack_arrays(fs, sim.training),
+        firma_program.stack_states(sim, (0,), fs)).as_text()
+  # Dirichlet 0.8 has unequal clients (10 here), IID equal ones: one program.
+  assert texts["iid"] == texts["dir0.8"]
+
+  runs = {}
+  for name, buckets, w in (("engine's choice", None, None), ("campaign", 1, widths)):
+    out = tmp_path / f"{buckets}.json"
+    d = firma_files.run_scenarios(args("dir0.8", buckets, str(out)), log=lambda m: None,
+                                  cache_dir=str(tmp_path / "cache"), widths=w)
+    runs[name] = d["scenarios"]["dir0.8"]["results"]["reference_code"]["dir0.8/fedavg"][
+        "runs"][0]
+    assert ("step_buckets" in d["args"]) == (buckets is not None)
+  a, b = runs["engine's choice"], runs["campaign"]
+  assert 0.1 < a["accuracy"] <= 1
+  np.testing.assert_allclose(a["curve"], b["curve"], atol=1e-5)
+  np.testing.assert_allclose(a["gini"], b["gini"], atol=1e-5)
+
+
+def test_step_buckets_below_one_is_one_error_line(tmp_path, capsys):
+  with pytest.raises(SystemExit) as stopped:
+    firma_files.main([f"--dir={tmp_path}", f"--json={tmp_path / 'f.json'}",
+                      "--step-buckets=0"])
+  assert stopped.value.code == 2
+  assert "--step-buckets=0: allowed values are integers >= 1" in capsys.readouterr().err
+
+
+def test_runs_that_end_at_chance_are_named_in_both_tables(tmp_path):
+  d = {"args": {"seeds": 3, "rounds": 30, "device": "GPU X", "inputs": "authors"},
+       "scenarios": {"iid": {"results": {"reference_code": {
+           "iid/fibfl_pp": _cell([0.1028, 0.8788, 0.1024], [0.03, 0.01, 0.03]),
+           "iid/rdfl": _cell([0.85, 0.86, 0.121], [0.01, 0.01, 0.01])}}}}}
+  (tmp_path / "a.json").write_text(json.dumps(d))
+  out = tmp_path / "t.md"
+  firma_files.write_table([str(tmp_path / "a.json")], str(out))
+  text = out.read_text()
+  rows = [ln for ln in text.splitlines() if ln.startswith("| FibFL++ | IID |")]
+  assert len(rows) == 2 and all("(n = 3); 2 of 3 at chance | GPU X |" in r for r in rows)
+  rdfl = [ln for ln in text.splitlines() if ln.startswith("| RDFL | IID |")]
+  assert all("(n = 3) | GPU X |" in r for r in rdfl)    # 0.121 is above the margin
+  assert text.count("*k of n at chance*") == 2
