@@ -2,8 +2,10 @@
 
 The supervisor never touches the accelerator: it reads the plan, starts the
 worker (:mod:`fedfrac.campaign.worker`), learns the device from it within its
-first seconds, sends it what is not committed yet (stage a: measurements not in
-``benchmarks/results_<device>.json``; stage b: plan items without a verified
+first seconds, sends it what is not committed yet (stage a: measurements no
+accelerator's ``benchmarks/results_<device>.json`` holds, or with
+``--remeasure`` not this device's; on a CPU, not ``results_cpu.json``'s;
+stage b: plan items without a verified
 file under ``results/campaign/``) with the deadline and each item's estimate,
 and repacks the archive after every finished item. At the deadline
 (``--budget`` minus ``--reserve`` for packing, counted from ``--started-at``)
@@ -67,6 +69,10 @@ def parse_args(argv):
                  "hold what is already committed")
   p.add_argument("--data", default=".gpu-data", help="data folder ({data} in the plan)")
   p.add_argument("--stages", default="a,b", help="a: measurements, b: plan points")
+  p.add_argument("--remeasure", action="store_true",
+                 help="stage a on this accelerator even where another one has the "
+                 "measurement (default: once on any accelerator, the window's time "
+                 "going to the plan's points)")
   args = p.parse_args(argv)
   if args.budget <= args.reserve:
     p.error(f"--budget={args.budget:g}: must exceed --reserve={args.reserve:g}")
@@ -84,12 +90,28 @@ def committed_measurements(root, slug) -> dict:
     return json.load(f).get("accelerator", {})
 
 
+def accelerator_measurements(root) -> dict:
+  """The measurements of every accelerator's ``benchmarks/results_<slug>.json``
+  (not the CPU's), as :func:`committed_measurements` gives one device's."""
+  import glob
+  have = {}
+  for path in sorted(glob.glob(os.path.join(root, "benchmarks", "results_*.json"))):
+    slug = os.path.basename(path)[len("results_"):-len(".json")]
+    if slug != "cpu":
+      have.update(committed_measurements(root, slug))
+  return have
+
+
 def to_do(plan, args, device) -> list:
-  """The items of the chosen stages not yet committed, in plan order."""
+  """The items of the chosen stages not yet committed, in plan order. A
+  measurement one accelerator has is not repeated on another unless
+  ``--remeasure`` (the GPU windows are short; the plan's points need them)."""
   stages = args.stages.split(",")
   todo = []
   if "a" in stages:
     have = committed_measurements(args.root, device["slug"])
+    if device["slug"] != "cpu" and not getattr(args, "remeasure", False):
+      have = {**accelerator_measurements(args.root), **have}
     todo += [m for m in plan.measurements if m.table not in have]
   if "b" in stages:
     done = files.done_items(os.path.join(args.root, "results", "campaign"))

@@ -115,6 +115,14 @@ def test_estimates_and_what_is_left_to_do(tmp_path):
   assert [t.table for t in todo[:4]] == ["conv_forms", "precision", "points_per_hour",
                                          "fibfl_seeds"]
   assert todo[4] is second and first not in todo
+  # Another accelerator does not repeat what one has measured, unless
+  # --remeasure; a CPU dry run measures for itself.
+  names = lambda t: [m.table for m in t if m.stage == "a"]
+  assert names(supervisor.to_do(plan, args, {"slug": "y"})) == names(todo)
+  again = supervisor.parse_args(["--out", str(tmp_path / "o"), "--plan", str(PLAN),
+                                 "--root", str(tmp_path), "--remeasure"])
+  assert names(supervisor.to_do(plan, again, {"slug": "y"}))[0] == "vs_torch"
+  assert names(supervisor.to_do(plan, args, {"slug": "cpu"}))[0] == "vs_torch"
 
 
 def _third_party_imports():
