@@ -165,15 +165,38 @@ def test_campaign_form_gives_every_scenario_one_program_and_the_same_numbers(tmp
   # Dirichlet 0.8 has unequal clients (10 here), IID equal ones: one program.
   assert texts["iid"] == texts["dir0.8"]
 
-  runs = {}
-  for name, buckets, w in (("engine's choice", None, None), ("campaign", 1, widths)):
-    out = tmp_path / f"{buckets}.json"
-    d = firma_files.run_scenarios(args("dir0.8", buckets, str(out)), log=lambda m: None,
-                                  cache_dir=str(tmp_path / "cache"), widths=w)
-    runs[name] = d["scenarios"]["dir0.8"]["results"]["reference_code"]["dir0.8/fedavg"][
-        "runs"][0]
-    assert ("step_buckets" in d["args"]) == (buckets is not None)
-  a, b = runs["engine's choice"], runs["campaign"]
+  # The campaign's items (fedfrac.campaign.items.run_firma): the second scenario
+  # loads the first one's program from the window's cache, and its numbers are
+  # those of the engine's default form (other step buckets, unpadded tables).
+  import jax
+  from jax.experimental.compilation_cache import compilation_cache
+  from fedfrac.campaign import items
+  hits = []
+  listener = lambda event, **_: hits.append(event) if event.endswith("cache_hits") else None
+  jax.monitoring.register_event_listener(listener)
+  before = jax.config.jax_compilation_cache_dir
+  try:
+    cells = {}
+    for scenario in ("iid", "dir0.8"):
+      spec = {"dataset": "fashion_mnist", "data": str(data), "mode": "reference_code",
+              "scenario": scenario, "method": "fedavg", "seeds": 1, "rounds": 1,
+              "inputs": "authors"}
+      count = len(hits)
+      d = items.run_firma(spec, "", log=lambda m: None)
+      cells[scenario] = (d, len(hits) - count)
+  finally:
+    jax.monitoring.unregister_event_listener(listener)
+    jax.config.update("jax_compilation_cache_dir", before)
+    compilation_cache.reset_cache()
+    items._CACHE.clear()
+  assert cells["dir0.8"][1] >= 1                 # the round program came from the cache
+  campaign = cells["dir0.8"][0]
+  assert campaign["args"]["step_buckets"] == 1
+  b = campaign["scenarios"]["dir0.8"]["results"]["reference_code"]["dir0.8/fedavg"]["runs"][0]
+  d = firma_files.run_scenarios(args("dir0.8", None, str(tmp_path / "default.json")),
+                                log=lambda m: None)
+  assert "step_buckets" not in d["args"]
+  a = d["scenarios"]["dir0.8"]["results"]["reference_code"]["dir0.8/fedavg"]["runs"][0]
   assert 0.1 < a["accuracy"] <= 1
   np.testing.assert_allclose(a["curve"], b["curve"], atol=1e-5)
   np.testing.assert_allclose(a["gini"], b["gini"], atol=1e-5)
