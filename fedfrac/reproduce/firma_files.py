@@ -54,7 +54,14 @@ NOTES = {
         "a Fibonacci client participation "
         "that neither Alg. 1–2 nor the public code has. No departure of "
         "`reference_code` from the authors' code was found; the numbers below are "
-        "unchanged."),
+        "unchanged.\n\n"
+        "**FibFL++ runs at chance.** In `reference_code` the FedAvg warm-up averages ten "
+        "models drawn independently (the authors' initialisation); the average can have "
+        "every unit of the extractor's last ReLU layer dead on every input, and such a "
+        "run stays at chance for good (docs/design.md §3.3, \"FibFL++ runs that stay at "
+        "chance\"). The authors' own code does the same: at R = 2 all six of its seeds "
+        "were at chance after round 2, and nine of fedfrac's ten; from one shared "
+        "initial model none was. Cells with such runs say \"k of n at chance\"."),
 }
 COLUMNS = {"iid": "IID", "dir0.8": "Dir 0.8", "dir0.5": "Dir 0.5", "dir0.1": "Dir 0.1",
            "ls1": "LS K=1", "ls2": "LS K=2", "ls3": "LS K=3"}
