@@ -43,6 +43,9 @@ def plan_table_files(name):
 # every cell) and every GPU window's items.
 FMNIST_JSONS = plan_table_files("firma_fashion_mnist")
 FMNIST_MD = "results/firma_fashion_mnist.md"
+# MNIST-60k Tables 9-10: the CPU cells and every GPU window's items.
+MNIST_JSONS = plan_table_files("firma_mnist")
+MNIST_MD = "results/firma_mnist.md"
 TUNED = ("fractional", "kuramoto", "firma")
 
 
@@ -89,6 +92,12 @@ def firma_digits_table():
 @result_table(FMNIST_MD, *FMNIST_JSONS)
 def firma_fmnist_table():
   return firma_files.markdown(list(FMNIST_JSONS), FMNIST_MD)
+
+
+if MNIST_JSONS:     # rendered once it has a run (collect renders it from items too)
+  @result_table(MNIST_MD, *MNIST_JSONS)
+  def firma_mnist_table():
+    return firma_files.markdown(list(MNIST_JSONS), MNIST_MD, dataset="mnist")
 
 
 def _published_table(paper):
@@ -329,6 +338,35 @@ def firma_t78_status():
           f"({len(groups[FMNIST_AUTHORS])} cells); {len(covered)} of the 42 "
           f"`reference_code` cells have a number of ours, the rest and the whole "
           f"`paper` mode need accelerator time")
+
+
+@block("firma_t910", R, *MNIST_JSONS, inline=True)
+def firma_t910():
+  """Tables 9-10 (MNIST-60k): what has run and its verdicts."""
+  if not MNIST_JSONS:
+    return "not run yet; the GPU plan has it after Fashion-MNIST"
+  groups, _ = firma_files._groups(list(MNIST_JSONS))
+  counts = firma_files.tables(list(MNIST_JSONS), dataset="mnist")
+  total = verdicts.tally([])
+  for tables in counts.values():
+    for by_group in tables.values():
+      for t in by_group.values():
+        for k, n in t.items():
+          total[k] += n
+  parts = []
+  for (mode, inputs), cells in sorted(groups.items()):
+    devices = sorted({d for entries in cells.values() for _, d in entries})
+    parts.append(f"`{mode}` with {firma_files.INPUTS[inputs]}: "
+                 + ", ".join(f"{firma_tables.LABELS[m]} {firma_tables.PAPER_COLUMNS[s]}"
+                             for s, m in sorted(cells, key=lambda c: (
+                                 firma_tables.METHODS.index(c[1]),
+                                 firma_tables.SCENARIOS.index(c[0]))))
+                 + f" on {listing(devices)}")
+  judged = sum(total.get(k, 0) for k in (verdicts.AGREES, verdicts.DIFFERS,
+                                          verdicts.INCONCLUSIVE))
+  return (f"started on the paper's data (`{MNIST_MD}`): {'; '.join(parts)}; {judged} "
+          f"rows have the 3 seeds a verdict needs ({verdicts.tally_text(total)}); the "
+          f"rest of `reference_code` and the `paper` mode are in the GPU plan")
 
 
 @block("firma_t78", R, *FMNIST_JSONS, inline=True)
