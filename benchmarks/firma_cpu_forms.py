@@ -2,7 +2,7 @@
 form of running its clients and seeds (docs/design.md §2.5).
 
   python benchmarks/firma_cpu_forms.py --seeds=5 --epochs=2 --parallelism=map \
-      --dir=/usr/share/datasets/fashion-mnist
+      --runs=map --dir=/usr/share/datasets/fashion-mnist
   taskset -c 0 python benchmarks/firma_cpu_forms.py ...        # one core
 
 ``reference_code``, IID, N = 10, E_h = 1 and E_e = ``--epochs`` (the protocol's
@@ -26,7 +26,10 @@ def main():
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--seeds", type=int, default=1)
   p.add_argument("--epochs", type=int, default=2)
-  p.add_argument("--parallelism", default="map", choices=("map", "vmap"))
+  p.add_argument("--parallelism", default="map", choices=("map", "vmap"),
+                 help="the clients of a run")
+  p.add_argument("--runs", default="vmap", choices=("map", "vmap"),
+                 help="the seeds (runs) of the program")
   p.add_argument("--dir", default="/usr/share/datasets/fashion-mnist")
   a = p.parse_args()
   files = {"dataset": "fashion_mnist", "dir": a.dir, "rounds": 1, "inputs": "authors",
@@ -48,7 +51,7 @@ def main():
   arrays = firma.stack_arrays(fs, sim.training)
   states = firma.stack_states(sim, list(seeds), fs)
   t0 = time.perf_counter()
-  program = firma.make_program(sim, 1).lower(arrays, states).compile()
+  program = firma.make_program(sim, 1, a.runs).lower(arrays, states).compile()
   compile_s = time.perf_counter() - t0
   jax.block_until_ready(program(arrays, states))
   c0, t0 = os.times(), time.perf_counter()
@@ -58,7 +61,8 @@ def main():
   cpu = (c1.user - c0.user) + (c1.system - c0.system)
   steps = float(np.sum(np.asarray(out[1][0]["client_steps"])))
   acc = np.asarray(out[1][1]["client_accuracy_mean"]).ravel()
-  print(f"seeds={a.seeds} E_e={a.epochs} clients {a.parallelism}: compile {compile_s:.1f} s, "
+  print(f"seeds={a.seeds} ({a.runs}) E_e={a.epochs} clients {a.parallelism}: "
+        f"compile {compile_s:.1f} s, "
         f"round {wall:.2f} s wall / {cpu:.2f} s CPU, {steps:.0f} client-steps: "
         f"{1e3 * wall / steps:.3f} ms wall, {1e3 * cpu / steps:.3f} ms CPU per step; "
         f"accuracy {np.round(acc, 4).tolist()}")

@@ -146,18 +146,20 @@ def fedfrac_config(w: CampaignWorkload, clients, epochs, parallelism="map"):
   return c, label
 
 
-SEEDS = 5   # seeds vmapped in the campaign form of firma_fmnist
+SEEDS = 5   # seeds in one program in the campaign form of firma_fmnist
 
 
-def seeds_round(sim, data, seeds):
-  """A round function of ``seeds`` runs of ``sim`` vmapped in one compiled
-  program (:func:`fedfrac.reproduce.firma_program.make_program`, evaluation
-  included); returns the client-steps of all runs. Compiled and warmed up here."""
+def seeds_round(sim, data, seeds, runs="vmap"):
+  """A round function of ``seeds`` runs of ``sim`` in one compiled program
+  (:func:`fedfrac.reproduce.firma_program.make_program`, evaluation included;
+  ``runs``: vmapped or mapped); returns the client-steps of all runs. Compiled
+  and warmed up here."""
   from fedfrac.reproduce import firma_program
   feds = [data] * seeds
   arrays = firma_program.stack_arrays(feds, sim.training)
   box = {"states": firma_program.stack_states(sim, list(range(seeds)), feds)}
-  program = firma_program.make_program(sim, 1).lower(arrays, box["states"]).compile()
+  program = firma_program.make_program(sim, 1, runs).lower(arrays,
+                                                           box["states"]).compile()
 
   def one_round():
     box["states"], (m, _) = program(arrays, box["states"])
@@ -229,10 +231,12 @@ def bench_campaign(name, repeats=3, vs_torch=True, epochs=None, clients=None,
              else os.cpu_count() or 1)      # the cores XLA:CPU may use
   sides = [(f"fedfrac, 1 seed, clients {sim.parallelism}", threads, fedfrac_round, 1)]
   if w.name == "firma_fmnist":   # firma_forms: which of these two to time
-    # The campaign's form: the seeds of a cell vmapped in one program (clients
-    # mapped), as fedfrac-reproduce firma_files runs them; and the clients
-    # vmapped, its previous default.
+    # The campaign's CPU form: the seeds of a cell one after another in one
+    # program (clients mapped), as fedfrac-reproduce firma_files runs them; the
+    # seeds vmapped, its form before; and the clients vmapped, the one before that.
     if "seeds" in firma_forms:
+      sides.append((f"fedfrac, {SEEDS} seeds mapped, clients map", threads,
+                    seeds_round(sim, data, SEEDS, "map"), SEEDS))
       sides.append((f"fedfrac, {SEEDS} seeds vmapped, clients map", threads,
                     seeds_round(sim, data, SEEDS), SEEDS))
     if "vmap" in firma_forms:

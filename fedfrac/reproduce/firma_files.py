@@ -1,6 +1,6 @@
 """FIRMA Tables 7–8 (Fashion-MNIST) and 9–10 (MNIST-60k) on local files: N = 10,
 R = 30, Table 4 hyper-parameters, through the batched runner of Tables 11–12
-(:mod:`fedfrac.reproduce.firma`: padded shapes, vmapped seeds), one scenario at a
+(:mod:`fedfrac.reproduce.firma`: padded shapes, a cell's seeds in one program), one scenario at a
 time so that a run stopped early keeps every finished scenario in ``--json`` (and
 a rerun with the same flags skips them).
 
@@ -247,9 +247,9 @@ def cpu_backend() -> bool:
 
 def parallelism(setting: str) -> str:
   """``--parallelism``: ``auto`` is ``map`` on a CPU (one client after another,
-  the run's seeds vmapped: 1.31–1.44 ms of CPU per client-step on one core
-  against 1.64–1.75 for the ten clients vmapped, docs/design.md §2.5) and
-  ``vmap`` on an accelerator."""
+  and the run's seeds one after another in the same program: 1.42–1.53 ms of CPU
+  per client-step on one core against 2.32 for the ten clients vmapped,
+  docs/design.md §2.5) and ``vmap`` on an accelerator (seeds vmapped too)."""
   if setting == "auto":
     return "map" if cpu_backend() else "vmap"
   return setting

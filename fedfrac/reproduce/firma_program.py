@@ -75,15 +75,40 @@ ARRAY_AXES = {"x": None, "y": None, "x_test": None, "y_test": None,
               "y_test_scale": None, "y_test_center": None}
 
 
-def make_program(sim, rounds):
-  """jit(vmap over runs) of R rounds, each followed by the evaluation."""
+RUNS_FORMS = ("vmap", "map")
+
+
+def make_program(sim, rounds, runs="vmap"):
+  """jit of R rounds, each followed by the evaluation, over a batch of runs
+  (inputs and outputs stacked on a leading runs axis, ``ARRAY_AXES`` /
+  ``STATE_AXES``). ``runs="vmap"``: the runs batched into one program (the
+  accelerator form); ``"map"``: one run after another inside the program
+  (``lax.map``; the CPU form with clients mapped, where a vmapped batch of
+  seeds costs more per client-step than one seed, docs/design.md §2.5). The
+  same numbers either way, to float rounding."""
+  if runs not in RUNS_FORMS:
+    raise ValueError(f"runs={runs!r}: allowed values are {', '.join(RUNS_FORMS)}")
+
   def one_run(arrays, state):
     def body(s, _):
       s, m = sim.run_round(sim.algorithm, arrays, s)
       return s, (m, sim._evaluate(arrays, s))
     return jax.lax.scan(body, state, None, length=rounds)
-  return jax.jit(lockstep.vmap(one_run, "runs", in_axes=(ARRAY_AXES, sim_lib.STATE_AXES),
-                               out_axes=(sim_lib.STATE_AXES, 0)))
+  if runs == "vmap":
+    return jax.jit(lockstep.vmap(one_run, "runs",
+                                 in_axes=(ARRAY_AXES, sim_lib.STATE_AXES),
+                                 out_axes=(sim_lib.STATE_AXES, 0)))
+
+  def mapped(arrays, states):
+    shared = {k: v for k, v in arrays.items() if ARRAY_AXES[k] is None}
+    per_run = {k: v for k, v in arrays.items() if ARRAY_AXES[k] is not None}
+
+    def run(xs):
+      run_arrays, run_state = xs
+      return one_run({**shared, **run_arrays}, run_state._replace(round=states.round))
+    out_states, outputs = jax.lax.map(run, (per_run, states._replace(round=None)))
+    return out_states._replace(round=out_states.round[0]), outputs
+  return jax.jit(mapped)
 
 
 def stack_arrays(feds, training):
@@ -207,8 +232,9 @@ def run_method(feds, mode, method, scenarios, seeds, log, batch_runs=5):
 
   Runs with the same number of clients share one compiled program. They are
   sorted by their largest client (local-step loops run to the batch's largest
-  step count) and executed ``batch_runs`` at a time (vmapped), so a batch holds
-  runs of similar cost. Returns ``(results, timing)``.
+  step count) and executed ``batch_runs`` at a time in one program (vmapped; one
+  after another when the clients are mapped, the CPU form), so a batch holds runs
+  of similar cost. Returns ``(results, timing)``.
   """
   t_wall, t_cpu = time.perf_counter(), cpu_seconds()
   groups = {}
@@ -222,7 +248,9 @@ def run_method(feds, mode, method, scenarios, seeds, log, batch_runs=5):
     cfg0 = feds[runs[0][1]][0]
     sim = runner.build_simulation(cfg0, method, runs[0][4])
     rounds = cfg0.rounds
-    program, compiled = make_program(sim, rounds), None
+    # Clients mapped (the CPU form): the runs mapped too; else vmapped.
+    runs_form = "map" if cfg0.engine.client_parallelism == "map" else "vmap"
+    program, compiled = make_program(sim, rounds, runs_form), None
     per_run, run_s = {}, 0.0
     for start in range(0, len(runs), batch_runs):
       batch = runs[start:start + batch_runs]

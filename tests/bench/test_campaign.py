@@ -27,7 +27,7 @@ def _expected_steps(name, cohort, per_client, epochs):
 @pytest.fixture(scope="module")
 def tiny_rows():
   pytest.importorskip("torch")
-  # FIRMA's seeds-vmapped form only (each extra form is another FibFL compile).
+  # FIRMA's seeds forms only (each extra form is another FibFL compile).
   return {name: campaign.bench_campaign(name, repeats=1, peak_per_core=100.0,
                                         firma_forms=("seeds",), **TINY)
           for name in ("firma_fmnist", "kuramoto_cnn")}
@@ -39,6 +39,7 @@ def test_both_sides_run_and_count_the_steps_they_ran(tiny_rows, name):
   sides = [s["side"] for s in r["sides"]]
   if name == "firma_fmnist":
     assert sides == ["fedfrac, 1 seed, clients map",
+                     f"fedfrac, {campaign.SEEDS} seeds mapped, clients map",
                      f"fedfrac, {campaign.SEEDS} seeds vmapped, clients map",
                      "sequential", "batched (torch.func)"]
   else:
@@ -46,7 +47,7 @@ def test_both_sides_run_and_count_the_steps_they_ran(tiny_rows, name):
   steps = _expected_steps(name, r["cohort"], TINY["per_client"], TINY["epochs"])
   assert r["cohort"] == 2 and steps == (8 if name == "firma_fmnist" else 4)
   for side in r["sides"]:
-    runs = campaign.SEEDS if "seeds vmapped" in side["side"] else 1
+    runs = campaign.SEEDS if " seeds " in side["side"] else 1
     assert side["client_steps"] == runs * steps, side["side"]
     if side["side"].startswith("fedfrac"):
       assert side["torch_sequential_over_this"] > 0

@@ -1,6 +1,6 @@
-"""The CPU form of FIRMA's runs (clients mapped, seeds vmapped in one program,
-local steps in lockstep) gives the numbers of the form it replaced (clients
-vmapped, one run at a time)."""
+"""The CPU form of FIRMA's runs (clients mapped, the seeds one after another in
+one program) gives the numbers of the form it replaced (clients vmapped, one run
+at a time)."""
 from __future__ import annotations
 
 import warnings
@@ -34,9 +34,9 @@ def _runs(parallelism, batch_runs, seeds=(0, 1)):
   return results[("dir0.5", "fibfl")]["runs"]
 
 
-def test_mapped_clients_with_vmapped_seeds_give_the_vmapped_clients_numbers():
+def test_mapped_clients_and_seeds_give_the_vmapped_clients_numbers():
   jax.clear_caches()
-  new = _runs("map", batch_runs=2)      # both seeds in one program
+  new = _runs("map", batch_runs=2)      # both seeds in one program, mapped
   old = _runs("vmap", batch_runs=1)     # one seed at a time, clients vmapped
   for a, b in zip(new, old):
     np.testing.assert_allclose(a["curve"], b["curve"], atol=1e-6)   # equal here
@@ -44,3 +44,9 @@ def test_mapped_clients_with_vmapped_seeds_give_the_vmapped_clients_numbers():
   # Dirichlet 0.5: unequal clients, so the lockstep loop and the selecting
   # loop after it both run; the curves are two rounds of real training.
   assert all(len(r["curve"]) == 2 and r["curve"][-1] > 0.3 for r in new)
+
+
+def test_a_runs_form_other_than_vmap_or_map_is_one_error_line():
+  import pytest
+  with pytest.raises(ValueError, match="runs='pmap': allowed values are vmap, map"):
+    firma.make_program(None, 1, "pmap")
