@@ -314,8 +314,9 @@ def _fmnist_section(group, label):
 FMNIST_UNIT, FMNIST_AUTHORS = ("reference_code", "unit"), ("reference_code", "authors")
 
 
-def _fmnist_tally():
-  counts = firma_files.tables(list(FMNIST_JSONS))
+def _tally(paths, dataset="fashion_mnist"):
+  """Verdict counts over every section and table of the runs in ``paths``."""
+  counts = firma_files.tables(list(paths), dataset=dataset)
   total = verdicts.tally([])
   for tables in counts.values():
     for groups in tables.values():
@@ -346,13 +347,7 @@ def firma_t910():
   if not MNIST_JSONS:
     return "not run yet; the GPU plan has it after Fashion-MNIST"
   groups, _ = firma_files._groups(list(MNIST_JSONS))
-  counts = firma_files.tables(list(MNIST_JSONS), dataset="mnist")
-  total = verdicts.tally([])
-  for tables in counts.values():
-    for by_group in tables.values():
-      for t in by_group.values():
-        for k, n in t.items():
-          total[k] += n
+  total = _tally(MNIST_JSONS, "mnist")
   parts = []
   for (mode, inputs), cells in sorted(groups.items()):
     devices = sorted({d for entries in cells.values() for _, d in entries})
@@ -371,7 +366,7 @@ def firma_t910():
 
 @block("firma_t78", R, *FMNIST_JSONS, inline=True)
 def firma_t78():
-  total = _fmnist_tally()
+  total = _tally(FMNIST_JSONS)
   judged = sum(n for k, n in total.items() if k != "too few seeds")
   lead = ("no cell has the 3 seeds a verdict needs" if not judged else
           f"{judged} rows have the 3 seeds a verdict needs")
@@ -481,7 +476,7 @@ def _fmnist_missing():
 @block("readme_firma_fmnist", README, *FMNIST_JSONS)
 def readme_firma_fmnist():
   groups, _ = fmnist()
-  total = _fmnist_tally()
+  total = _tally(FMNIST_JSONS)
   pub, unit, authors, *_ = _fibfl_check()
   n_unit = sorted({r[3] for r in fmnist_rows(FMNIST_UNIT)})
   n_authors = sorted({r[3] for r in fmnist_rows(FMNIST_AUTHORS)})
