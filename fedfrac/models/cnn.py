@@ -85,12 +85,17 @@ def im2col(x, kernel_size, padding):
   """Patches of ``x [B, H, W, C]`` -> ``[B, OH, OW, kh·kw·C]`` (stride 1).
 
   The last axis is ordered (kh, kw, C), matching ``kernel.reshape(-1, C_out)``
-  of an HWIO kernel.
+  of an HWIO kernel. Built as one stack of kw taps per kernel row, then a stack
+  of the kh rows: the same array as one stack of all kh·kw taps (tested bit for
+  bit), but XLA:CPU emits it as one fusion, one pass over the patches, where
+  one stack of 25 slices became 25 slice kernels and a concatenate that copied
+  their 40 MB again (CNN4's second layer; docs/design.md §2.5).
   """
   kh, kw = kernel_size
-  cols = _shifted_windows(_pad(x, kernel_size, padding), kernel_size)
-  b, oh, ow, c = cols[0].shape
-  return jnp.stack(cols, axis=3).reshape(b, oh, ow, kh * kw * c)
+  taps = _shifted_windows(_pad(x, kernel_size, padding), kernel_size)
+  b, oh, ow, c = taps[0].shape
+  rows = [jnp.stack(taps[i * kw:(i + 1) * kw], axis=3) for i in range(kh)]
+  return jnp.stack(rows, axis=3).reshape(b, oh, ow, kh * kw * c)
 
 
 @jax.custom_vjp

@@ -116,6 +116,25 @@ def test_im2col_convolution_matches_xla_convolution_and_its_gradients(padding):
     cnn.conv2d(x, w, padding, "fft")
 
 
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+@pytest.mark.parametrize("kernel", [(5, 5), (3, 3), (2, 3)])
+def test_im2col_is_the_stack_of_every_tap_bit_for_bit(padding, kernel):
+  """The patches built row by row are exactly the (kh, kw, C)-ordered taps: the
+  faster form cannot change a number."""
+  from fedfrac.models import cnn
+  x = jax.random.normal(jax.random.PRNGKey(3), (2, 9, 8, 3))
+  kh, kw = kernel
+  xp = np.asarray(cnn._pad(x, kernel, padding))
+  oh, ow = xp.shape[1] - kh + 1, xp.shape[2] - kw + 1
+  want = np.zeros((2, oh, ow, kh * kw * 3), np.float32)
+  for i in range(kh):
+    for j in range(kw):
+      t = i * kw + j
+      want[..., t * 3:(t + 1) * 3] = xp[:, i:i + oh, j:j + ow, :]
+  got = jax.jit(cnn.im2col, static_argnums=(1, 2))(x, kernel, padding)
+  np.testing.assert_array_equal(np.asarray(got), want)
+
+
 def test_cnn_params_are_those_of_flax_conv_layers():
   import flax.linen as nn
   from fedfrac.models import cnn
