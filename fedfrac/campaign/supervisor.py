@@ -6,7 +6,8 @@ first seconds, sends it what is not committed yet (stage a: measurements no
 accelerator's ``benchmarks/results_<device>.json`` holds, or with
 ``--remeasure`` not this device's; on a CPU, not ``results_cpu.json``'s;
 stage b: plan items without a verified
-file under ``results/campaign/``) with the deadline and each item's estimate,
+file under ``results/campaign/``, and unless ``--rerun-covered`` without a cell
+of theirs in a committed file the table includes, such as the CPU campaign's) with the deadline and each item's estimate,
 and repacks the archive after every finished item. At the deadline
 (``--budget`` minus ``--reserve`` for packing, counted from ``--started-at``)
 it stops the worker; on SIGTERM or Ctrl-C it does the same at once. Whatever
@@ -73,6 +74,10 @@ def parse_args(argv):
                  help="stage a on this accelerator even where another one has the "
                  "measurement (default: once on any accelerator, the window's time "
                  "going to the plan's points)")
+  p.add_argument("--rerun-covered", action="store_true",
+                 help="stage b also runs the FIRMA items whose cell a file the table "
+                 "includes already holds with as many seeds and rounds (default: "
+                 "skipped, e.g. cells the CPU campaign has committed)")
   args = p.parse_args(argv)
   if args.budget <= args.reserve:
     p.error(f"--budget={args.budget:g}: must exceed --reserve={args.reserve:g}")
@@ -102,10 +107,52 @@ def accelerator_measurements(root) -> dict:
   return have
 
 
+def covered_items(plan, root) -> dict:
+  """``{item id: path}`` of the plan's FIRMA items whose cell (mode, inputs,
+  scenario, method) a committed file the item's table ``include`` s already
+  holds with at least the item's seeds and its rounds: one run of that cell
+  with ``seeds`` seeds, as the CPU campaign writes them
+  (``fedfrac-reproduce firma_files --json``)."""
+  import glob
+  held = {}                  # (table, mode, inputs, scenario, method) -> (seeds, rounds, path)
+  for name, table in plan.tables.items():
+    if table.get("kind") != "firma":
+      continue
+    for pattern in table.get("include", []):
+      for path in sorted(glob.glob(os.path.join(root, pattern))):
+        try:
+          with open(path) as f:
+            d = json.load(f)
+          a = d["args"]
+          for scenario, entry in d["scenarios"].items():
+            for mode, res in entry["results"].items():
+              inputs = a.get("inputs", "unit") if mode == "reference_code" else "unit"
+              for key, cell in res.items():
+                sc, method = key.split("/")
+                k = (name, mode, inputs, sc, method)
+                n, rounds = len(cell["runs"]), int(a["rounds"])
+                if n > held.get(k, (0, 0, ""))[0]:
+                  held[k] = (n, rounds, os.path.relpath(path, root))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+          continue           # not a firma_files result: it covers nothing
+  out = {}
+  for item in plan.items:
+    if item.kind != "firma":
+      continue
+    sp = item.spec
+    n, rounds, path = held.get((item.table, sp["mode"], sp.get("inputs", "authors"),
+                                sp["scenario"], sp["method"]), (0, 0, ""))
+    if n >= sp["seeds"] and rounds == sp["rounds"]:
+      out[item.id] = path
+  return out
+
+
 def to_do(plan, args, device) -> list:
   """The items of the chosen stages not yet committed, in plan order. A
   measurement one accelerator has is not repeated on another unless
-  ``--remeasure`` (the GPU windows are short; the plan's points need them)."""
+  ``--remeasure`` (the GPU windows are short; the plan's points need them);
+  a FIRMA item whose cell a table's included file already holds with its seeds
+  and rounds (:func:`covered_items`) is not run unless ``--rerun-covered``."""
   stages = args.stages.split(",")
   todo = []
   if "a" in stages:
@@ -115,7 +162,9 @@ def to_do(plan, args, device) -> list:
     todo += [m for m in plan.measurements if m.table not in have]
   if "b" in stages:
     done = files.done_items(os.path.join(args.root, "results", "campaign"))
-    todo += [i for i in plan.items if i.id not in done]
+    covered = ({} if getattr(args, "rerun_covered", False)
+               else covered_items(plan, args.root))
+    todo += [i for i in plan.items if i.id not in done and i.id not in covered]
   return todo
 
 
@@ -267,6 +316,12 @@ class Window:
     estimates = {i.id: plan_lib.estimate(i, device["device"], timings, {}) for i in todo}
     log(f"to do: {len(todo)} items ({sum(i.stage == 'a' for i in todo)} measurements), "
         f"{self.deadline - time.time():.0f} s left for them")
+    if "b" in args.stages.split(",") and not args.rerun_covered:
+      covered = covered_items(plan, args.root)
+      if covered:
+        log(f"not run: {len(covered)} FIRMA items whose cells committed files already "
+            f"hold with their seeds ({', '.join(sorted(set(covered.values())))}); "
+            f"--rerun-covered runs them")
     items = {i.id: i for i in todo}
     self.request.write(json.dumps({"items": [_as_dict(i) for i in todo],
                                    "estimates": estimates, "deadline": self.deadline,

@@ -125,6 +125,42 @@ def test_estimates_and_what_is_left_to_do(tmp_path):
   assert names(supervisor.to_do(plan, args, {"slug": "cpu"}))[0] == "vs_torch"
 
 
+def test_items_whose_cells_committed_cpu_files_hold_are_not_rerun(tmp_path):
+  """A FIRMA item is skipped when a file its table includes holds its cell with as
+  many seeds and the same rounds (the CPU campaign's cells); fewer seeds, other
+  rounds, other inputs or --rerun-covered leave it to do."""
+  plan = plan_lib.load(PLAN)
+  item = next(i for i in plan.items if i.table == "firma_mnist" and i.kind == "firma"
+              and i.spec["mode"] == "reference_code" and i.spec["scenario"] == "dir0.5"
+              and i.spec["method"] == "rdfl" and i.spec["seeds"] == 3)
+  five = next(i for i in plan.items if i.table == "firma_mnist"
+              and i.spec.get("seeds") == 5 and i.spec["mode"] == "reference_code"
+              and i.spec["scenario"] == "dir0.5" and i.spec["method"] == "rdfl")
+  folder = tmp_path / "results" / "firma_mnist_cpu"
+  folder.mkdir(parents=True)
+
+  def write(runs, rounds=30, inputs="authors"):
+    (folder / "cell.json").write_text(json.dumps({
+        "args": {"inputs": inputs, "rounds": rounds, "seeds": runs},
+        "scenarios": {"dir0.5": {"results": {"reference_code": {
+            "dir0.5/rdfl": {"runs": [{"accuracy": 0.85}] * runs}}}}}}))
+  (tmp_path / "results" / "unrelated.json").write_text("[1, 2]")
+  argv = ["--out", str(tmp_path / "o"), "--plan", str(PLAN), "--root", str(tmp_path),
+          "--stages", "b"]
+  args = supervisor.parse_args(argv)
+  again = supervisor.parse_args(argv + ["--rerun-covered"])
+  cpu = {"slug": "x"}
+  write(3)
+  assert supervisor.covered_items(plan, str(tmp_path)) == {
+      item.id: os.path.join("results", "firma_mnist_cpu", "cell.json")}
+  todo = supervisor.to_do(plan, args, cpu)
+  assert item not in todo and five in todo and len(todo) == len(plan.items) - 1
+  assert item in supervisor.to_do(plan, again, cpu)
+  for runs, rounds, inputs in ((2, 30, "authors"), (3, 29, "authors"), (3, 30, "unit")):
+    write(runs, rounds, inputs)
+    assert item in supervisor.to_do(plan, args, cpu), (runs, rounds, inputs)
+
+
 def _third_party_imports():
   """Top-level modules named by any import statement in fedfrac/ (functions
   included) that are neither the standard library's nor fedfrac's."""
