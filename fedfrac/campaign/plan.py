@@ -29,6 +29,7 @@ path), so the same item has the same id in every window.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import json
 import os
@@ -225,3 +226,42 @@ def estimate(item: Item, device: str, timings: list, measured: dict) -> float:
   if times:
     return SAFETY * max(times)
   return item.estimate_s
+
+
+def covered_items(plan, root) -> dict:
+  """``{item id: path}`` of the plan's FIRMA items whose cell (mode, inputs,
+  scenario, method) a committed file the item's table ``include`` s already
+  holds with at least the item's seeds and its rounds: one run of that cell
+  with ``seeds`` seeds, as the CPU campaign writes them
+  (``fedfrac-reproduce firma_files --json``)."""
+  held = {}                  # (table, mode, inputs, scenario, method) -> (seeds, rounds, path)
+  for name, table in plan.tables.items():
+    if table.get("kind") != "firma":
+      continue
+    for pattern in table.get("include", []):
+      for path in sorted(glob.glob(os.path.join(root, pattern))):
+        try:
+          with open(path) as f:
+            d = json.load(f)
+          a = d["args"]
+          for scenario, entry in d["scenarios"].items():
+            for mode, res in entry["results"].items():
+              inputs = a.get("inputs", "unit") if mode == "reference_code" else "unit"
+              for key, cell in res.items():
+                sc, method = key.split("/")
+                k = (name, mode, inputs, sc, method)
+                n, rounds = len(cell["runs"]), int(a["rounds"])
+                if n > held.get(k, (0, 0, ""))[0]:
+                  held[k] = (n, rounds, os.path.relpath(path, root))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+          continue           # not a firma_files result: it covers nothing
+  out = {}
+  for item in plan.items:
+    if item.kind != "firma":
+      continue
+    sp = item.spec
+    n, rounds, path = held.get((item.table, sp["mode"], sp.get("inputs", "authors"),
+                                sp["scenario"], sp["method"]), (0, 0, ""))
+    if n >= sp["seeds"] and rounds == sp["rounds"]:
+      out[item.id] = path
+  return out

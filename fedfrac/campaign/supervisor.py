@@ -6,8 +6,9 @@ first seconds, sends it what is not committed yet (stage a: measurements no
 accelerator's ``benchmarks/results_<device>.json`` holds, or with
 ``--remeasure`` not this device's; on a CPU, not ``results_cpu.json``'s;
 stage b: plan items without a verified
-file under ``results/campaign/``, and unless ``--rerun-covered`` without a cell
-of theirs in a committed file the table includes, such as the CPU campaign's) with the deadline and each item's estimate,
+file under ``results/campaign/``, and unless ``--rerun-covered`` without a
+cell of theirs in a committed file the table includes, such as the CPU
+campaign's) with the deadline and each item's estimate,
 and repacks the archive after every finished item. At the deadline
 (``--budget`` minus ``--reserve`` for packing, counted from ``--started-at``)
 it stops the worker; on SIGTERM or Ctrl-C it does the same at once. Whatever
@@ -107,52 +108,12 @@ def accelerator_measurements(root) -> dict:
   return have
 
 
-def covered_items(plan, root) -> dict:
-  """``{item id: path}`` of the plan's FIRMA items whose cell (mode, inputs,
-  scenario, method) a committed file the item's table ``include`` s already
-  holds with at least the item's seeds and its rounds: one run of that cell
-  with ``seeds`` seeds, as the CPU campaign writes them
-  (``fedfrac-reproduce firma_files --json``)."""
-  import glob
-  held = {}                  # (table, mode, inputs, scenario, method) -> (seeds, rounds, path)
-  for name, table in plan.tables.items():
-    if table.get("kind") != "firma":
-      continue
-    for pattern in table.get("include", []):
-      for path in sorted(glob.glob(os.path.join(root, pattern))):
-        try:
-          with open(path) as f:
-            d = json.load(f)
-          a = d["args"]
-          for scenario, entry in d["scenarios"].items():
-            for mode, res in entry["results"].items():
-              inputs = a.get("inputs", "unit") if mode == "reference_code" else "unit"
-              for key, cell in res.items():
-                sc, method = key.split("/")
-                k = (name, mode, inputs, sc, method)
-                n, rounds = len(cell["runs"]), int(a["rounds"])
-                if n > held.get(k, (0, 0, ""))[0]:
-                  held[k] = (n, rounds, os.path.relpath(path, root))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-          continue           # not a firma_files result: it covers nothing
-  out = {}
-  for item in plan.items:
-    if item.kind != "firma":
-      continue
-    sp = item.spec
-    n, rounds, path = held.get((item.table, sp["mode"], sp.get("inputs", "authors"),
-                                sp["scenario"], sp["method"]), (0, 0, ""))
-    if n >= sp["seeds"] and rounds == sp["rounds"]:
-      out[item.id] = path
-  return out
-
-
 def to_do(plan, args, device) -> list:
   """The items of the chosen stages not yet committed, in plan order. A
   measurement one accelerator has is not repeated on another unless
   ``--remeasure`` (the GPU windows are short; the plan's points need them);
   a FIRMA item whose cell a table's included file already holds with its seeds
-  and rounds (:func:`covered_items`) is not run unless ``--rerun-covered``."""
+  and rounds (:func:`fedfrac.campaign.plan.covered_items`) is not run unless ``--rerun-covered``."""
   stages = args.stages.split(",")
   todo = []
   if "a" in stages:
@@ -163,7 +124,7 @@ def to_do(plan, args, device) -> list:
   if "b" in stages:
     done = files.done_items(os.path.join(args.root, "results", "campaign"))
     covered = ({} if getattr(args, "rerun_covered", False)
-               else covered_items(plan, args.root))
+               else plan_lib.covered_items(plan, args.root))
     todo += [i for i in plan.items if i.id not in done and i.id not in covered]
   return todo
 
@@ -317,7 +278,7 @@ class Window:
     log(f"to do: {len(todo)} items ({sum(i.stage == 'a' for i in todo)} measurements), "
         f"{self.deadline - time.time():.0f} s left for them")
     if "b" in args.stages.split(",") and not args.rerun_covered:
-      covered = covered_items(plan, args.root)
+      covered = plan_lib.covered_items(plan, args.root)
       if covered:
         log(f"not run: {len(covered)} FIRMA items whose cells committed files already "
             f"hold with their seeds ({', '.join(sorted(set(covered.values())))}); "

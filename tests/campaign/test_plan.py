@@ -151,7 +151,7 @@ def test_items_whose_cells_committed_cpu_files_hold_are_not_rerun(tmp_path):
   again = supervisor.parse_args(argv + ["--rerun-covered"])
   cpu = {"slug": "x"}
   write(3)
-  assert supervisor.covered_items(plan, str(tmp_path)) == {
+  assert plan_lib.covered_items(plan, str(tmp_path)) == {
       item.id: os.path.join("results", "firma_mnist_cpu", "cell.json")}
   todo = supervisor.to_do(plan, args, cpu)
   assert item not in todo and five in todo and len(todo) == len(plan.items) - 1
