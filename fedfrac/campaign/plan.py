@@ -234,7 +234,8 @@ def covered_items(plan, root) -> dict:
   holds with at least the item's seeds and its rounds: one run of that cell
   with ``seeds`` seeds, as the CPU campaign writes them
   (``fedfrac-reproduce firma_files --json``)."""
-  held = {}                  # (table, mode, inputs, scenario, method) -> (seeds, rounds, path)
+  from fedfrac.reproduce.firma_files import json_cells  # the format's one reader
+  held = {}          # (table, mode, inputs, scenario, method, rounds) -> (seeds, path)
   for name, table in plan.tables.items():
     if table.get("kind") != "firma":
       continue
@@ -243,16 +244,10 @@ def covered_items(plan, root) -> dict:
         try:
           with open(path) as f:
             d = json.load(f)
-          a = d["args"]
-          for scenario, entry in d["scenarios"].items():
-            for mode, res in entry["results"].items():
-              inputs = a.get("inputs", "unit") if mode == "reference_code" else "unit"
-              for key, cell in res.items():
-                sc, method = key.split("/")
-                k = (name, mode, inputs, sc, method)
-                n, rounds = len(cell["runs"]), int(a["rounds"])
-                if n > held.get(k, (0, 0, ""))[0]:
-                  held[k] = (n, rounds, os.path.relpath(path, root))
+          for mode, inputs, sc, method, cell in json_cells(d):
+            k = (name, mode, inputs, sc, method, int(d["args"]["rounds"]))
+            if len(cell["runs"]) > held.get(k, (0, ""))[0]:
+              held[k] = (len(cell["runs"]), os.path.relpath(path, root))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
           continue           # not a firma_files result: it covers nothing
   out = {}
@@ -260,8 +255,8 @@ def covered_items(plan, root) -> dict:
     if item.kind != "firma":
       continue
     sp = item.spec
-    n, rounds, path = held.get((item.table, sp["mode"], sp.get("inputs", "authors"),
-                                sp["scenario"], sp["method"]), (0, 0, ""))
-    if n >= sp["seeds"] and rounds == sp["rounds"]:
+    n, path = held.get((item.table, sp["mode"], sp.get("inputs", "authors"),
+                        sp["scenario"], sp["method"], sp["rounds"]), (0, ""))
+    if n >= sp["seeds"]:
       out[item.id] = path
   return out

@@ -259,7 +259,7 @@ def fmnist():
   return firma_files._groups(list(FMNIST_JSONS))
 
 
-def fmnist_rows(group, key="accuracy", paths=None, tables=("Table 7", "Table 8")):
+def firma_rows(group, key="accuracy", paths=None, tables=("Table 7", "Table 8")):
   """[(method, scenario, comparison, n, device)] of one (mode, inputs) section
   (of the Fashion-MNIST runs, or of ``paths`` against the published ``tables``)."""
   cells = (fmnist() if paths is None else firma_files._groups(list(paths)))[0][group]
@@ -293,7 +293,7 @@ def _beyond(rows, key, stuck=None):
 
 
 def fmnist_at_chance(group):
-  """{(method, scenario, device as fmnist_rows names it): runs at chance} of one
+  """{(method, scenario, device as firma_rows names it): runs at chance} of one
   section (:func:`fedfrac.reproduce.firma_files.at_chance`)."""
   cells = fmnist()[0][group]
   return {(m, scen, device if len(entries) > 1 else ""): firma_files.at_chance(cell["runs"])
@@ -301,7 +301,7 @@ def fmnist_at_chance(group):
 
 
 def _fmnist_section(group, label):
-  acc_rows, gini_rows = fmnist_rows(group), fmnist_rows(group, "gini")
+  acc_rows, gini_rows = firma_rows(group), firma_rows(group, "gini")
   seeds = sorted({r[3] for r in acc_rows})
   within = sum(abs(c.delta) <= c.margin for _, _, c, _, _ in acc_rows)
   g_within = sum(abs(c.delta) <= c.margin for _, _, c, _, _ in gini_rows)
@@ -479,8 +479,8 @@ def readme_firma_fmnist():
   groups, _ = fmnist()
   total = _tally(FMNIST_JSONS)
   pub, unit, authors, *_ = _fibfl_check()
-  n_unit = sorted({r[3] for r in fmnist_rows(FMNIST_UNIT)})
-  n_authors = sorted({r[3] for r in fmnist_rows(FMNIST_AUTHORS)})
+  n_unit = sorted({r[3] for r in firma_rows(FMNIST_UNIT)})
+  n_authors = sorted({r[3] for r in firma_rows(FMNIST_AUTHORS)})
   judged = sum(n for k, n in total.items() if k != "too few seeds")
   lead = ("no cell has the 3 seeds a verdict needs" if not judged else
           f"{judged} rows have the 3 seeds a verdict needs")
@@ -504,7 +504,7 @@ def readme_firma_mnist():
   judged = sum(n for k, n in total.items() if k != "too few seeds")
   parts = []
   for group in sorted(groups):
-    rows = {key: fmnist_rows(group, key, MNIST_JSONS, ("Table 9", "Table 10"))
+    rows = {key: firma_rows(group, key, MNIST_JSONS, ("Table 9", "Table 10"))
             for key in ("accuracy", "gini")}
     cells = groups[group]
     methods = [m for m in firma_tables.METHODS if any(c[1] == m for c in cells)]

@@ -105,6 +105,16 @@ def at_chance(runs) -> int:
   return sum(1 for r in runs if r["accuracy"] <= CHANCE + CHANCE_MARGIN)
 
 
+def json_cells(d):
+  """(mode, inputs, scenario, method, cell) of every cell of one ``--json`` result
+  ``d``; ``inputs`` counts only for ``reference_code`` (else ``"unit"``)."""
+  for entry in d["scenarios"].values():
+    for mode, res in entry["results"].items():
+      inputs = d["args"].get("inputs", "unit") if mode == "reference_code" else "unit"
+      for key, cell in res.items():
+        yield (mode, inputs, *key.split("/"), cell)
+
+
 def _groups(json_paths):
   """``{(mode, inputs): {(scenario, method): [(cell, device), ...]}}`` and the run
   descriptions of each group, over the ``--json`` files of runs (a cell run in
@@ -116,13 +126,9 @@ def _groups(json_paths):
     a = d["args"]
     device = a.get("device", "unknown device")
     ran = {}
-    for s, entry in d["scenarios"].items():
-      for mode, res in entry["results"].items():
-        inputs = a.get("inputs", "unit") if mode == "reference_code" else "unit"
-        cells = groups.setdefault((mode, inputs), {})
-        for key, cell in res.items():
-          cells.setdefault(tuple(key.split("/")), []).append((cell, device))
-          ran.setdefault((mode, inputs), {}).setdefault(key.split("/")[1], []).append(s)
+    for mode, inputs, s, method, cell in json_cells(d):
+      groups.setdefault((mode, inputs), {}).setdefault((s, method), []).append((cell, device))
+      ran.setdefault((mode, inputs), {}).setdefault(method, []).append(s)
     note = f"; {a['note']}" if a.get("note") else ""
     for group, methods in ran.items():
       what = ", ".join(f"{ROWS.get(m, m)} {'/'.join(COLUMNS.get(x, x) for x in scen)}"

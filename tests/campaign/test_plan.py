@@ -139,8 +139,8 @@ def test_items_whose_cells_committed_cpu_files_hold_are_not_rerun(tmp_path):
   folder = tmp_path / "results" / "firma_mnist_cpu"
   folder.mkdir(parents=True)
 
-  def write(runs, rounds=30, inputs="authors"):
-    (folder / "cell.json").write_text(json.dumps({
+  def write(runs, rounds=30, inputs="authors", name="cell.json"):
+    (folder / name).write_text(json.dumps({
         "args": {"inputs": inputs, "rounds": rounds, "seeds": runs},
         "scenarios": {"dir0.5": {"results": {"reference_code": {
             "dir0.5/rdfl": {"runs": [{"accuracy": 0.85}] * runs}}}}}}))
@@ -159,6 +159,11 @@ def test_items_whose_cells_committed_cpu_files_hold_are_not_rerun(tmp_path):
   for runs, rounds, inputs in ((2, 30, "authors"), (3, 29, "authors"), (3, 30, "unit")):
     write(runs, rounds, inputs)
     assert item in supervisor.to_do(plan, args, cpu), (runs, rounds, inputs)
+  # A file of the cell at other rounds, read first, does not hide the one at its rounds.
+  write(3, 29, name="a_cell_at_29_rounds.json")
+  write(3, 30, name="z_cell.json")
+  assert plan_lib.covered_items(plan, str(tmp_path)) == {
+      item.id: os.path.join("results", "firma_mnist_cpu", "z_cell.json")}
 
 
 def _third_party_imports():
