@@ -70,7 +70,9 @@ def _free_port() -> int:
 
 def _env(**extra):
   env = dict(os.environ)
-  env.pop("XLA_FLAGS", None)
+  env["XLA_FLAGS"] = " ".join(  # keep the suite's level, drop any device count
+      f for f in env.get("XLA_FLAGS", "").split()
+      if not f.startswith("--xla_force_host_platform_device_count"))
   for key in (distributed.ENV_COORDINATOR, distributed.ENV_NUM_PROCESSES,
               distributed.ENV_PROCESS_ID):
     env.pop(key, None)
