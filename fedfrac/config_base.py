@@ -132,14 +132,10 @@ def base_config() -> ml_collections.ConfigDict:
   # which steps train; vmap and map agree to float rounding and differ in the
   # executed_steps cost measure (fedfrac.sim.execution docstring).
   # matmul_precision: highest | tensorfloat32 | bfloat16 (fedfrac.sim.precision).
-  # fused_adam: clients' Adam step (client.optimizer="adam", no weight decay) in
-  # one pass on CPU (fedfrac.optim.fused_adam): faster, equal to the optax path
-  # to float rounding per step, not bit for bit inside the engine.
   c.engine = ml_collections.ConfigDict(dict(
       client_parallelism="auto", unroll=0, eval_batch_size=1024,
       dynamic_steps=True, step_buckets=0, shard_clients="auto",
-      shard_client_state=False, cpu_devices=0, matmul_precision="highest",
-      fused_adam=False))
+      shard_client_state=False, cpu_devices=0, matmul_precision="highest"))
   # cohort_rule: |S_t| under churn, "available" = max(ceil(C·|A_t|), 1) of the
   # available clients (FO-RI-FedAvg §IV-N) or "slots" = ceil(C·K) slots filled
   # from the available ones.

@@ -19,13 +19,3 @@ os.environ["FEDFRAC_COMPILE_CACHE"] = "off"
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                              + " --xla_backend_optimization_level=1").strip()
-
-# The one-pass Adam handler (fedfrac.optim.fused_adam) is compiled once per test
-# session into a directory of its own (workers and subprocesses inherit it),
-# removed by the process that made it.
-if "FEDFRAC_NATIVE_DIR" not in os.environ:
-  import atexit
-  import shutil
-  import tempfile
-  os.environ["FEDFRAC_NATIVE_DIR"] = tempfile.mkdtemp(prefix="fedfrac-native-")
-  atexit.register(shutil.rmtree, os.environ["FEDFRAC_NATIVE_DIR"], True)

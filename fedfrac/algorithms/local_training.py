@@ -43,9 +43,6 @@ class LocalTraining:
     augment: ``(client_key, step, x [B, ...]) -> x`` applied to the training
       batch of every local step (``data.augment``,
       :class:`fedfrac.data.augment.Augmentation`); None = batches as stored.
-    fused_step: ``optimizer``'s update, ``p + lr * u`` and the masked-step
-      select in one pass (:class:`fedfrac.optim.fused_adam.FusedAdam`,
-      ``engine.fused_adam``; equal to float rounding), or None: the optax path.
   """
   optimizer: optax.GradientTransformation
   lr_schedule: Callable
@@ -56,7 +53,6 @@ class LocalTraining:
   unroll: int = 1
   dynamic_steps: bool = False
   augment: Optional[Callable] = None
-  fused_step: Optional[Any] = None
 
   def steps_for(self, client_size: ArrayLike) -> np.ndarray:
     """Local steps per client ``[K]`` (host-side NumPy)."""
@@ -137,10 +133,6 @@ def local_train(params: Any, opt_state: Any, view: "ClientView", key: jax.Array,
     steps of the batch loss), ``steps`` (active steps), ``grad_norm`` (mean
     global gradient norm over active steps).
   """
-  # training.fused_step is training.optimizer's step: not for another optimizer.
-  fused = training.fused_step if optimizer is None else None
-  if fused is not None and not fused.applies_to(params):
-    fused = None
   optimizer = optimizer or training.optimizer
   n_max = view.index.shape[0]
   batch_key, step_key = jax.random.split(key)
@@ -167,21 +159,15 @@ def local_train(params: Any, opt_state: Any, view: "ClientView", key: jax.Array,
                                                                              step))
     if step_hook is not None:
       grads = step_hook(grads, params, step)
-    active = True if not masked else step < total
-    if fused is not None:   # update, p + lr u and the select in one pass
-      params, opt_state = fused(grads, opt_state, params, lr, active)
-      gnorm = optax.global_norm(grads)
-    else:
-      updates, new_opt_state = optimizer.update(grads, opt_state, params)
-      new_params = jax.tree.map(lambda p, u: p + lr * u, params, updates)
-      gnorm = optax.global_norm(grads)
-      if not masked:   # every step of this loop is active
-        return new_params, new_opt_state, loss_sum + loss, gnorm_sum + gnorm
-      params = select_tree(active, new_params, params)
-      opt_state = select_tree(active, new_opt_state, opt_state)
-    if not masked:
-      return params, opt_state, loss_sum + loss, gnorm_sum + gnorm
-    act = jnp.asarray(active).astype(jnp.float32)
+    updates, new_opt_state = optimizer.update(grads, opt_state, params)
+    new_params = jax.tree.map(lambda p, u: p + lr * u, params, updates)
+    gnorm = optax.global_norm(grads)
+    if not masked:   # every step of this loop is active
+      return new_params, new_opt_state, loss_sum + loss, gnorm_sum + gnorm
+    active = step < total
+    params = select_tree(active, new_params, params)
+    opt_state = select_tree(active, new_opt_state, opt_state)
+    act = active.astype(jnp.float32)
     return params, opt_state, loss_sum + act * loss, gnorm_sum + act * gnorm
 
   init = (params, opt_state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))

@@ -42,7 +42,6 @@ import numpy as np
 
 from fedfrac import runner
 from fedfrac.bench import torch_side
-from fedfrac.optim import fused_adam
 from fedfrac.bench.workloads import load_config_module, only_method, synthetic_images
 
 
@@ -203,8 +202,7 @@ def side_row(label, threads, walls, cpus, steps, flops, peak_per_core):
 
 
 def bench_campaign(name, repeats=3, vs_torch=True, epochs=None, clients=None,
-                   per_client=None, peak_per_core=None,
-                   firma_forms=("seeds", "vmap", "fused")):
+                   per_client=None, peak_per_core=None, firma_forms=("seeds", "vmap")):
   """One campaign workload timed on fedfrac and (``vs_torch``) PyTorch, interleaved.
 
   ``epochs`` (default the real protocol's), ``clients`` and ``per_client`` (default
@@ -232,7 +230,7 @@ def bench_campaign(name, repeats=3, vs_torch=True, epochs=None, clients=None,
   threads = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
              else os.cpu_count() or 1)      # the cores XLA:CPU may use
   sides = [(f"fedfrac, 1 seed, clients {sim.parallelism}", threads, fedfrac_round, 1)]
-  if w.name == "firma_fmnist":   # firma_forms: which of these forms to time
+  if w.name == "firma_fmnist":   # firma_forms: which of these two to time
     # The campaign's CPU form: the seeds of a cell one after another in one
     # program (clients mapped), as fedfrac-reproduce firma_files runs them; the
     # seeds vmapped, its form before; and the clients vmapped, the one before that.
@@ -246,15 +244,6 @@ def bench_campaign(name, repeats=3, vs_torch=True, epochs=None, clients=None,
       sides.append(("fedfrac, 1 seed, clients vmap", threads,
                     seeds_round(runner.build_simulation(config_v, label, data), data,
                                 1), 1))
-    if "fused" in firma_forms and fused_adam.available():
-      # engine.fused_adam: Adam's step in one pass (equal to float rounding).
-      config_f, _ = fedfrac_config(w, clients, epochs)
-      config_f.engine.fused_adam = True
-      sim_f = runner.build_simulation(config_f, label, data)
-      sides.append(("fedfrac, 1 seed, clients map, one-pass Adam", threads,
-                    seeds_round(sim_f, data, 1, "map"), 1))
-      sides.append((f"fedfrac, {SEEDS} seeds mapped, clients map, one-pass Adam",
-                    threads, seeds_round(sim_f, data, SEEDS, "map"), SEEDS))
   if vs_torch:
     import torch
     for side in torch_rounds(w, clients, per_client, epochs,

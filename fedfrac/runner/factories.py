@@ -19,7 +19,7 @@ from fedfrac import models
 from fedfrac.algorithms import contract, local_training, tasks
 from fedfrac.data import augment
 from fedfrac.ops import system as system_lib
-from fedfrac.optim import fused_adam, schedules
+from fedfrac.optim import schedules
 from fedfrac.sim import attacks, devices
 from fedfrac.sim.evaluate import task_evaluation
 from fedfrac.sim.simulation import Simulation
@@ -47,13 +47,12 @@ def default_unroll(max_steps, dynamic_steps=False):
   return 1
 
 
-def make_training(client_cfg, client_size, rounds, unroll=0, dynamic_steps=False,
-                  fused_adam_step=False) -> local_training.LocalTraining:
+def make_training(client_cfg, client_size, rounds, unroll=0,
+                  dynamic_steps=False) -> local_training.LocalTraining:
   """LocalTraining from a (merged) client config and the clients' sizes.
 
   ``dynamic_steps=True`` makes local-step loops run each client's own step count
-  (see :class:`fedfrac.algorithms.base.LocalTraining`); ``fused_adam_step=True``
-  runs an Adam client's step in one pass (``engine.fused_adam``).
+  (see :class:`fedfrac.algorithms.base.LocalTraining`).
   """
   tx = schedules.client_optimizer(client_cfg.optimizer, momentum=client_cfg.momentum,
                                   weight_decay=client_cfg.weight_decay)
@@ -68,9 +67,7 @@ def make_training(client_cfg, client_size, rounds, unroll=0, dynamic_steps=False
       optimizer=tx, lr_schedule=sched, batch_size=b, local_epochs=epochs,
       local_steps=steps, max_steps=max(int(max_steps), 1),
       unroll=unroll or default_unroll(max_steps, dynamic_steps),
-      dynamic_steps=bool(dynamic_steps),
-      fused_step=(fused_adam.for_client(client_cfg.optimizer, client_cfg.weight_decay)
-                  if fused_adam_step else None))
+      dynamic_steps=bool(dynamic_steps))
 
 
 def churn_rates(config, fed_data=None):
@@ -226,8 +223,7 @@ def build_context(config, label, fed_data, all_client_sizes=None) -> contract.Bu
   client_cfg = config_lib.client_config(config, label)
   sizes = fed_data.client_size if all_client_sizes is None else all_client_sizes
   training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll,
-                           config.engine.get("dynamic_steps", False),
-                           config.engine.get("fused_adam", False))
+                           config.engine.get("dynamic_steps", False))
   augmentation = augment.build(config.data.get("augment", ""), fed_data.input_shape,
                                fed_data.input_scale, config.data.get("input_mean", ()))
   if augmentation is not None:

@@ -23,7 +23,7 @@ def validate_engine(config) -> None:
   Engine keys: ``client_parallelism``, ``unroll``, ``dynamic_steps``,
   ``shard_clients``, ``shard_client_state`` (True needs ``shard_clients`` True or
   ``'auto'``), ``step_buckets``, ``cpu_devices``, ``eval_batch_size``,
-  ``matmul_precision``, ``fused_adam``."""
+  ``matmul_precision``."""
   from fedfrac.data import sources
   from fedfrac.data.validate import BEV_CLASSES
   e = config.engine
@@ -40,12 +40,6 @@ def validate_engine(config) -> None:
     int_at_least(config, "engine.cpu_devices", 0)
   int_at_least(config, "engine.eval_batch_size", 1)
   _engine_rule(precision.check_matmul_precision, e.get("matmul_precision", "highest"))
-  fused = e.get("fused_adam", False)
-  check(isinstance(fused, bool), "engine.fused_adam", fused, "must be True or False")
-  if fused:
-    from fedfrac.optim import fused_adam
-    check(fused_adam.available(), "engine.fused_adam", fused,
-          f"the one-pass Adam cannot run here ({fused_adam.why_not()}); set it to False")
   ch = config.churn
   check(is_num(ch.p_leave) and 0 <= ch.p_leave <= 1, "churn.p_leave", ch.p_leave,
         "must be in [0, 1]")
