@@ -108,12 +108,13 @@ def accelerator_measurements(root) -> dict:
   return have
 
 
-def to_do(plan, args, device) -> list:
+def to_do(plan, args, device, covered=None) -> list:
   """The items of the chosen stages not yet committed, in plan order. A
   measurement one accelerator has is not repeated on another unless
   ``--remeasure`` (the GPU windows are short; the plan's points need them);
   a FIRMA item whose cell a table's included file already holds with its seeds
-  and rounds (:func:`fedfrac.campaign.plan.covered_items`) is not run unless ``--rerun-covered``."""
+  and rounds (``covered``, default :func:`fedfrac.campaign.plan.covered_items`)
+  is not run unless ``--rerun-covered``."""
   stages = args.stages.split(",")
   todo = []
   if "a" in stages:
@@ -123,8 +124,10 @@ def to_do(plan, args, device) -> list:
     todo += [m for m in plan.measurements if m.table not in have]
   if "b" in stages:
     done = files.done_items(os.path.join(args.root, "results", "campaign"))
-    covered = ({} if getattr(args, "rerun_covered", False)
-               else plan_lib.covered_items(plan, args.root))
+    if getattr(args, "rerun_covered", False):
+      covered = {}
+    elif covered is None:
+      covered = plan_lib.covered_items(plan, args.root)
     todo += [i for i in plan.items if i.id not in done and i.id not in covered]
   return todo
 
@@ -271,18 +274,18 @@ class Window:
     if device["platform"] == "cpu":
       log("DRY RUN ON THE CPU: no accelerator found; every figure of this window is a "
           "CPU figure and is labelled so")
-    todo = to_do(plan, args, device)
+    rerun = args.rerun_covered or "b" not in args.stages.split(",")
+    covered = {} if rerun else plan_lib.covered_items(plan, args.root)
+    todo = to_do(plan, args, device, covered)
     timings = plan_lib.load_timings(os.path.join(args.root, "results", "campaign",
                                                  "timings.json"))
     estimates = {i.id: plan_lib.estimate(i, device["device"], timings, {}) for i in todo}
     log(f"to do: {len(todo)} items ({sum(i.stage == 'a' for i in todo)} measurements), "
         f"{self.deadline - time.time():.0f} s left for them")
-    if "b" in args.stages.split(",") and not args.rerun_covered:
-      covered = plan_lib.covered_items(plan, args.root)
-      if covered:
-        log(f"not run: {len(covered)} FIRMA items whose cells committed files already "
-            f"hold with their seeds ({', '.join(sorted(set(covered.values())))}); "
-            f"--rerun-covered runs them")
+    if covered:
+      log(f"not run: {len(covered)} FIRMA items whose cells committed files already "
+          f"hold with their seeds ({', '.join(sorted(set(covered.values())))}); "
+          f"--rerun-covered runs them")
     items = {i.id: i for i in todo}
     self.request.write(json.dumps({"items": [_as_dict(i) for i in todo],
                                    "estimates": estimates, "deadline": self.deadline,
