@@ -14,6 +14,11 @@ from a snapshot (synchronous):
   φ_i ← γ φ_i + (1−γ)(a_L φ_L + a_R φ_R); a client whose two neighbours are both
   gated out keeps its own extractor.
 
+The two differ only in the mixing matrix, so ``gate`` may also be a traced
+number (1: the accuracy gate, 0: none; a hyper-parameter override of a vmapped
+batch of runs): FibFL and FibFL+ runs then share one compiled program, each
+run mixing with its own matrix (both N×N matrices are formed, one is applied).
+
 The mixing is one N×N matrix (:func:`fedfrac.ops.ring.fibonacci_mixing_matrix`)
 applied to the stacked extractors; heads never enter it. Ring order is the
 client order. Full participation only. The uplink message is the extractor, sent
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from fedfrac._validation import is_traced
 from fedfrac.algorithms import contract, firma, schema
 from fedfrac.ops import ring
 
@@ -30,7 +36,8 @@ from fedfrac.ops import ring
 HPARAMS = schema.HParamSchema({
     "gamma": schema.HParam(0.5, schema.unit_interval, "self-retention γ; must be in [0, 1]"),
     "gate": schema.HParam("none", schema.one_of("none", "accuracy"),
-                          "allowed values are 'none' (FibFL), 'accuracy' (FibFL+)"),
+                          "allowed values are 'none' (FibFL), 'accuracy' (FibFL+) "
+                          "(or a traced 0 / 1 in a vmapped batch of runs)"),
     "tau": schema.HParam(0.35, schema.unit_interval, "gate threshold τ; must be in [0, 1]"),
     "head_epochs": schema.HParam(1, lambda v: isinstance(v, int) and v >= 1,
                                  "E_h; must be an integer >= 1"),
@@ -48,7 +55,9 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   num_clients = ctx.data_info.num_clients
   if num_clients < 2:
     raise ValueError(f"data.num_clients={num_clients}: a ring needs at least 2 clients")
-  gated = hp["gate"] == "accuracy"
+  # A traced gate (FibFL and FibFL+ runs in one program): 1 gates, 0 does not.
+  gate_on = jnp.asarray(hp["gate"]) > 0.5 if is_traced(hp["gate"]) else None
+  gated = gate_on is not None or hp["gate"] == "accuracy"
   per_client = firma.per_client_init(hp)
   opt = training.optimizer
   e_h, e_e = hp["head_epochs"], hp["extractor_epochs"]
@@ -80,24 +89,31 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 
   def mixing_matrix(server_state, client_states):
     gates = client_states["acc"] if gated else None
-    return ring.fibonacci_mixing_matrix(num_clients, hp["gamma"],
-                                        order=server_state["order"], gates=gates,
-                                        tau=hp["tau"], passes=1, sweep=hp["sweep"])
+    m = ring.fibonacci_mixing_matrix(num_clients, hp["gamma"],
+                                     order=server_state["order"], gates=gates,
+                                     tau=hp["tau"], passes=1, sweep=hp["sweep"])
+    if gate_on is None:
+      return m
+    plain = ring.fibonacci_mixing_matrix(num_clients, hp["gamma"],
+                                         order=server_state["order"], gates=None,
+                                         passes=1, sweep=hp["sweep"])
+    return jnp.where(gate_on, m, plain)
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     del messages, weights, mask, key
     m = mixing_matrix(server_state, client_states)
     metrics = {"spectral_gap": firma.spectral_gap(m)}
     if gated:
-      metrics["gated_out"] = firma.gated_out(client_states["acc"], hp["tau"],
-                                             server_state["order"])
+      out = firma.gated_out(client_states["acc"], hp["tau"], server_state["order"])
+      metrics["gated_out"] = out if gate_on is None else jnp.where(gate_on, out, 0.0)
     return server_state, firma.mix_extractors(client_states, m), metrics
 
   def eval_params(server_state, client_state):
     del server_state
     return client_state["params"]
 
-  return contract.FedAlgorithm("fibfl_plus" if gated else "fibfl", init, broadcast,
+  name = "fibfl" if not gated else "fibfl_plus" if gate_on is None else "fibfl_or_plus"
+  return contract.FedAlgorithm(name, init, broadcast,
                                client_update, aggregate, eval_params, personalized=True,
                                comm=firma.ring_communication(1))
 

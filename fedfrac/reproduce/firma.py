@@ -58,8 +58,8 @@ from fedfrac.reproduce.firma_tables import (  # noqa: F401  (re-exported)
 from fedfrac.reproduce.firma_program import (  # noqa: F401  (re-exported)
     _pad_rows, ARRAY_AXES, build_feds, common_shapes, config_module, cpu_seconds,
     load_digits_config,
-    make_program, run_method, SEEDS, stack_arrays, stack_states, summarize_runs,
-    table_widths)
+    make_program, SEEDS, stack_arrays, stack_states, summarize_runs, table_widths)
+from fedfrac.reproduce.firma_groups import run_group, run_method  # noqa: F401
 from fedfrac.reproduce.firma_points import (  # noqa: F401  (re-exported)
     _TASK_COST, code_digest, enable_compile_cache, log_stderr, method_task, parts_directory,
     point_key, sweep_batch, sweep_fingerprint)

@@ -14,8 +14,9 @@ import jax
 from fedfrac.reproduce import common
 from fedfrac.runner import points as points_lib
 
+from fedfrac.reproduce.firma_groups import run_method
 from fedfrac.reproduce.firma_program import (build_feds, common_shapes, config_module,
-                                             load_digits_config, run_method)
+                                             load_digits_config)
 
 
 def log_stderr(msg):

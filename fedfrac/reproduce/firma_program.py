@@ -1,13 +1,13 @@
 """FIRMA's compiled programs (:mod:`fedfrac.reproduce.firma`): one program per
 (mode, method, number of clients), all seeds of a scenario vmapped in it and
 every scenario with that number of clients reusing it (index tables padded to
-common widths), and the per-seed records it returns (:func:`run_method`).
+common widths), and the per-seed records it returns (:func:`summarize_runs`);
+:mod:`fedfrac.reproduce.firma_groups` runs them.
 """
 from __future__ import annotations
 
 import dataclasses
 import resource
-import time
 import warnings
 
 import jax
@@ -78,35 +78,41 @@ ARRAY_AXES = {"x": None, "y": None, "x_test": None, "y_test": None,
 RUNS_FORMS = ("vmap", "map")
 
 
-def make_program(sim, rounds, runs="vmap"):
+def make_program(sim, rounds, runs="vmap", options=False):
   """jit of R rounds, each followed by the evaluation, over a batch of runs
   (inputs and outputs stacked on a leading runs axis, ``ARRAY_AXES`` /
   ``STATE_AXES``). ``runs="vmap"``: the runs batched into one program (the
   accelerator form); ``"map"``: one run after another inside the program
   (``lax.map``; the CPU form with clients mapped, where a vmapped batch of
   seeds costs more per client-step than one seed, docs/design.md §2.5). The
-  same numbers either way, to float rounding."""
+  same numbers either way, to float rounding. ``options``: the program takes a
+  third argument, ``{option: [runs]}`` of traced algorithm options, one value
+  per run (``sim`` built with ``traced_options=True``; e.g. FibFL and FibFL+ in
+  one program, :mod:`fedfrac.reproduce.firma_groups`)."""
   if runs not in RUNS_FORMS:
     raise ValueError(f"runs={runs!r}: allowed values are {', '.join(RUNS_FORMS)}")
 
-  def one_run(arrays, state):
+  def one_run(arrays, state, hp=None):
+    algorithm = sim.algorithm if hp is None else sim.algorithm_fn(hp)
+
     def body(s, _):
-      s, m = sim.run_round(sim.algorithm, arrays, s)
-      return s, (m, sim._evaluate(arrays, s))
+      s, m = sim.run_round(algorithm, arrays, s)
+      return s, (m, sim._evaluate(arrays, s, hp))
     return jax.lax.scan(body, state, None, length=rounds)
   if runs == "vmap":
-    return jax.jit(lockstep.vmap(one_run, "runs",
-                                 in_axes=(ARRAY_AXES, sim_lib.STATE_AXES),
+    axes = (ARRAY_AXES, sim_lib.STATE_AXES) + ((0,) if options else ())
+    return jax.jit(lockstep.vmap(one_run, "runs", in_axes=axes,
                                  out_axes=(sim_lib.STATE_AXES, 0)))
 
-  def mapped(arrays, states):
+  def mapped(arrays, states, hp=None):
     shared = {k: v for k, v in arrays.items() if ARRAY_AXES[k] is None}
     per_run = {k: v for k, v in arrays.items() if ARRAY_AXES[k] is not None}
 
     def run(xs):
-      run_arrays, run_state = xs
-      return one_run({**shared, **run_arrays}, run_state._replace(round=states.round))
-    out_states, outputs = jax.lax.map(run, (per_run, states._replace(round=None)))
+      run_arrays, run_state, run_hp = xs
+      return one_run({**shared, **run_arrays}, run_state._replace(round=states.round),
+                     run_hp)
+    out_states, outputs = jax.lax.map(run, (per_run, states._replace(round=None), hp))
     return out_states._replace(round=out_states.round[0]), outputs
   return jax.jit(mapped)
 
@@ -225,65 +231,3 @@ def summarize_runs(sim, method, states, round_metrics, evaluation, rounds, num_c
         run[key] = float(v[-1]) if key.startswith("ring") else v.tolist()
     runs.append(run)
   return runs
-
-
-def run_method(feds, mode, method, scenarios, seeds, log, batch_runs=5):
-  """Every (scenario, seed) run of ``method`` in ``mode``.
-
-  Runs with the same number of clients share one compiled program. They are
-  sorted by their largest client (local-step loops run to the batch's largest
-  step count) and executed ``batch_runs`` at a time in one program (vmapped; one
-  after another when the clients are mapped, the CPU form), so a batch holds runs
-  of similar cost. Returns ``(results, timing)``.
-  """
-  t_wall, t_cpu = time.perf_counter(), cpu_seconds()
-  groups = {}
-  for scen in scenarios:
-    for i, (seed, fed) in enumerate(zip(seeds, feds[scen][1])):
-      groups.setdefault(fed.num_clients, []).append((int(fed.client_size.max()), scen,
-                                                     i, seed, fed))
-  results, compile_s, compile_cpu, compiles = {}, 0.0, 0.0, 0
-  for n, runs in groups.items():
-    runs = sorted(runs, key=lambda r: (r[0], scenarios.index(r[1]), r[2]))
-    cfg0 = feds[runs[0][1]][0]
-    sim = runner.build_simulation(cfg0, method, runs[0][4])
-    rounds = cfg0.rounds
-    # Clients mapped (the CPU form): the runs mapped too; else vmapped.
-    runs_form = "map" if cfg0.engine.client_parallelism == "map" else "vmap"
-    program, compiled = make_program(sim, rounds, runs_form), None
-    per_run, run_s = {}, 0.0
-    for start in range(0, len(runs), batch_runs):
-      batch = runs[start:start + batch_runs]
-      if len(batch) < batch_runs:     # keep one shape: repeat the last run
-        batch = batch + [batch[-1]] * (batch_runs - len(batch))
-      fs = [r[4] for r in batch]
-      arrays = stack_arrays(fs, sim.training)
-      states = stack_states(sim, [r[3] for r in batch], fs)
-      if compiled is None:
-        t0, c0 = time.perf_counter(), cpu_seconds()
-        compiled = program.lower(arrays, states).compile()
-        dt = time.perf_counter() - t0
-        compile_s, compiles = compile_s + dt, compiles + 1
-        compile_cpu += cpu_seconds() - c0
-        log(f"  [{mode}] {method} N={n}: compiled in {dt:.1f}s")
-      t0 = time.perf_counter()
-      out_states, (round_metrics, evaluation) = compiled(arrays, states)
-      jax.block_until_ready(evaluation)
-      run_s += time.perf_counter() - t0
-      round_metrics = jax.tree.map(np.asarray, jax.device_get(round_metrics))
-      evaluation = jax.tree.map(np.asarray, jax.device_get(
-          {k: v for k, v in evaluation.items() if not k.startswith("clients/")}))
-      summaries = summarize_runs(sim, method, out_states, round_metrics, evaluation,
-                                 rounds, n)
-      for r, summary in zip(batch, summaries):
-        per_run[(r[1], r[2])] = summary
-    for scen in dict.fromkeys(r[1] for r in runs):
-      scen_runs = [per_run[(scen, i)] for i in range(len(seeds))]
-      results[(scen, method)] = {"runs": scen_runs, "num_clients": n}
-      acc = [r["accuracy"] for r in scen_runs]
-      log(f"  [{mode}] {method:10s} {scen:6s} acc {np.mean(acc):.4f} ± "
-          f"{np.std(acc, ddof=1) if len(acc) > 1 else 0.0:.4f}")
-    log(f"  [{mode}] {method} N={n}: {len(runs)} runs in {run_s:.1f}s")
-  timing = {"wall_s": time.perf_counter() - t_wall, "cpu_s": cpu_seconds() - t_cpu,
-            "compile_s": compile_s, "compile_cpu_s": compile_cpu, "compiles": compiles}
-  return results, timing
