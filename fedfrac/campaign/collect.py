@@ -13,7 +13,10 @@ on the first mismatch). Then:
 * the window's measured times are appended to ``results/campaign/timings.json``
   (the next window's estimates) and its timing table kept as
   ``results/campaign/windows/<start>_<device>.md``;
-* every plan table with a new item is re-rendered (device names in its title).
+* every plan table with a new item is re-rendered (device names in its title);
+* ``xla_cache.tar`` beside the archive (the compilation cache the window packed
+  for the next one) replaces ``.gpu-cache/`` of the checkout (ignored by git;
+  carried to the next window, :mod:`fedfrac.campaign.carried_cache`).
 """
 from __future__ import annotations
 
@@ -24,36 +27,57 @@ import os
 import statistics
 import sys
 
-from fedfrac.campaign import files, plan as plan_lib
+from fedfrac.campaign import carried_cache, files, plan as plan_lib
 
 CAMPAIGN = os.path.join("results", "campaign")
 
 
 def _write_new(path, blob) -> str:
   """Write ``blob`` to ``path`` unless a verified file is there: 'new', 'same'
-  or 'kept' (a different, verified file stays)."""
+  or 'kept' (a different, verified file stays), except that an item finished in
+  part is replaced by a later file of the same item ('more': a window that went
+  on with it holds its earlier cells too, :func:`fedfrac.campaign.items.run_firma`)."""
+  status = "new"
   if os.path.exists(path):
     with open(path, "rb") as f:
       if f.read() == blob:
         return "same"
-    if files.read_verified(path) is not None:
-      return "kept"
+    old = files.read_verified(path)
+    if old is not None:
+      if not (files.is_partial(old) and _holds_all(json.loads(blob), old)):
+        return "kept"
+      status = "more"
   os.makedirs(os.path.dirname(path), exist_ok=True)
   tmp = f"{path}.tmp{os.getpid()}"
   with open(tmp, "wb") as f:
     f.write(blob)
   os.replace(tmp, path)
-  return "new"
+  return status
+
+
+def _cells(obj) -> set:
+  from fedfrac.reproduce.firma_files import json_cells
+  try:
+    return {(mode, inputs, s, m) for mode, inputs, s, m, _ in json_cells(obj)}
+  except (KeyError, TypeError, AttributeError):
+    return set()
+
+
+def _holds_all(new, old) -> bool:
+  """Whether item file ``new`` holds every FIRMA cell of ``old`` (same item)."""
+  return (new.get("campaign", {}).get("item") == old["campaign"]["item"]
+          and _cells(old) <= _cells(new))
 
 
 def table_files(root, name, table) -> list:
   """Paths (relative to ``root``) of every file a plan table is rendered from:
-  its ``include`` globs, then its verified campaign item files."""
+  its ``include`` globs, then its verified campaign item files (those of items
+  a window finished in part too)."""
   out = []
   for pattern in table.get("include", []):
     out += sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, pattern)))
   folder = os.path.join(root, CAMPAIGN, name)
-  done = files.done_items(folder)
+  done = files.done_items(folder, partial=True)
   out += sorted(os.path.relpath(p, root) for p in done.values())
   return out
 
@@ -156,7 +180,7 @@ def collect(archive, plan_path, root=".", log=print) -> dict:
       table = obj["campaign"]["table"]
       dest = os.path.join(root, CAMPAIGN, table, os.path.basename(name))
       status[name] = _write_new(dest, blobs[name])
-      if status[name] == "new":
+      if status[name] in ("new", "more"):
         touched.add(table)
     elif name.startswith("measurements/"):
       obj = json.loads(blobs[name])
@@ -182,6 +206,15 @@ def collect(archive, plan_path, root=".", log=print) -> dict:
       written.append(render_table(root, table, plan.tables[table]))
     else:
       log(f"{table}: not a table of {plan_path}; its items are kept, nothing rendered")
+  cache = os.path.join(os.path.dirname(os.path.abspath(archive)), carried_cache.TAR)
+  if os.path.exists(cache):
+    try:
+      man = carried_cache.unpack(cache, root)
+      log(f"cache  {man.get('files', 0)} compiled-program files "
+          f"({man.get('bytes', 0) / 2 ** 20:.1f} MiB, jax {man.get('jax')} on "
+          f"{man.get('device')}) -> {os.path.join(root, carried_cache.FOLDER)}")
+    except ValueError as e:
+      log(f"cache  not taken: {e}")
   for name, what in sorted(status.items()):
     log(f"{what:6s} {name}")
   for path in written:

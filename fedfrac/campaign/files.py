@@ -69,8 +69,14 @@ def read_verified(path):
   return obj
 
 
-def done_items(folder) -> dict:
-  """``{item id: path}`` of the verified item files under ``folder`` (recursive)."""
+def is_partial(obj) -> bool:
+  """Whether an item file holds part of its item (a window stopped inside it)."""
+  return bool(obj.get("campaign", {}).get("partial"))
+
+
+def done_items(folder, partial=False) -> dict:
+  """``{item id: path}`` of the verified item files under ``folder`` (recursive);
+  those of items finished in part only with ``partial``."""
   out = {}
   if not os.path.isdir(folder):
     return out
@@ -78,9 +84,18 @@ def done_items(folder) -> dict:
     for name in sorted(names):
       if name.endswith(".json") and name != "timings.json":
         obj = read_verified(os.path.join(dirpath, name))
-        if obj is not None:
+        if obj is not None and (partial or not is_partial(obj)):
           out[obj["campaign"]["item"]] = os.path.join(dirpath, name)
   return out
+
+
+def partial_items(root) -> dict:
+  """``{item id: path relative to root}`` of the verified item files under
+  ``root/results/campaign`` of items a window finished in part only."""
+  folder = os.path.join(root, "results", "campaign")
+  done = done_items(folder)
+  return {i: os.path.relpath(p, root) for i, p in
+          done_items(folder, partial=True).items() if i not in done}
 
 
 def _sha_file(path):

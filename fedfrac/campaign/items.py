@@ -5,8 +5,10 @@ for a stage-a measurement, each a checksummed item file
 
 * ``firma``: one (mode, scenario, method) cell of FIRMA on the real data with
   its seeds vmapped, through ``fedfrac-reproduce firma_files``
-  (:func:`fedfrac.reproduce.firma_files.run_scenarios`); the file is that
-  command's ``--json`` (so its ``--table`` reads it) plus the ``campaign`` entry.
+  (:func:`fedfrac.reproduce.firma_files.run_scenarios`); or a column of cells
+  (every scenario of one or more methods) in shared programs
+  (:func:`run_firma_column`); the file is that command's ``--json`` format (so
+  its ``--table`` reads it) plus the ``campaign`` entry.
 * ``jobs``: one method label of a config file over its seeds (and grid values)
   through the point runner (:func:`fedfrac.reproduce.jobs.run_jobs`); the file
   holds every run's whole record (:func:`fedfrac.reproduce.jobs.encode_record`).
@@ -58,34 +60,109 @@ _WIDTHS: dict = {}
 _CACHE: dict = {}
 
 
-def firma_compile_cache() -> str:
-  """The window's compilation cache for FIRMA items: made on first use, and JAX's
-  once-per-process check of whether a cache is in use reset, since stage a has
-  already compiled without one."""
+def firma_compile_cache(directory=None) -> str:
+  """The window's compilation cache for FIRMA items (``directory``: the
+  window's, which the compile-ahead process fills and the next window gets;
+  else a temporary one): turned on at first use, and JAX's once-per-process
+  check of whether a cache is in use reset, since stage a has already compiled
+  without one."""
   if "dir" not in _CACHE:
     from jax.experimental.compilation_cache import compilation_cache
-    _CACHE["dir"] = tempfile.mkdtemp(prefix="campaign_xla_cache_")
+    from fedfrac.reproduce.firma_points import enable_compile_cache
+    _CACHE["dir"] = directory or tempfile.mkdtemp(prefix="campaign_xla_cache_")
+    os.makedirs(_CACHE["dir"], exist_ok=True)
     compilation_cache.reset_cache()
+    enable_compile_cache(_CACHE["dir"])
   return _CACHE["dir"]
+
+
+def firma_args(spec, data_dir, out=""):
+  """The ``fedfrac-reproduce firma_files`` arguments of a FIRMA item (accelerator
+  form: clients and runs vmapped, one step bucket so every scenario of one
+  number of clients has the same program)."""
+  from fedfrac.reproduce import firma_files
+  scenarios = spec.get("scenarios") or [spec["scenario"]]
+  methods = spec.get("methods") or [spec["method"]]
+  return argparse.Namespace(
+      dataset=spec["dataset"], dir=plan_lib.resolve(spec["data"], data_dir),
+      modes=spec["mode"], scenarios=",".join(scenarios), methods=",".join(methods),
+      seeds=spec["seeds"], rounds=spec["rounds"], parallelism="vmap", workers=1,
+      step_buckets=1, inputs=spec["inputs"], note="", json=out, table="", out="",
+      published=firma_files.PUBLISHED)
+
+
+def firma_widths(args) -> dict:
+  """:func:`fedfrac.reproduce.firma_files.dataset_widths` of ``args``, computed
+  once per dataset, mode, inputs and seeds in this process."""
+  from fedfrac.reproduce import firma_files
+  key = (args.dataset, args.dir, args.modes, args.inputs, args.seeds, args.rounds)
+  if key not in _WIDTHS:
+    _WIDTHS[key] = firma_files.dataset_widths(args)
+  return _WIDTHS[key]
 
 
 def run_firma(spec, data_dir, log) -> dict:
   from fedfrac.reproduce import firma_files
   with tempfile.TemporaryDirectory(prefix="campaign_firma_") as tmp:
     out = os.path.join(tmp, "cell.json")
-    args = argparse.Namespace(
-        dataset=spec["dataset"], dir=plan_lib.resolve(spec["data"], data_dir),
-        modes=spec["mode"], scenarios=spec["scenario"], methods=spec["method"],
-        seeds=spec["seeds"], rounds=spec["rounds"], parallelism="vmap", workers=1,
-        step_buckets=1, inputs=spec["inputs"], note="", json=out, table="", out="",
-        published=firma_files.PUBLISHED)
-    key = (args.dataset, args.dir, args.modes, args.inputs, args.seeds, args.rounds)
-    if key not in _WIDTHS:
-      _WIDTHS[key] = firma_files.dataset_widths(args)
+    args = firma_args(spec, data_dir, out)
+    firma_widths(args)
     firma_files.run_scenarios(args, log=log, cache_dir=firma_compile_cache(),
-                              widths=_WIDTHS[key])
+                              widths=firma_widths(args))
     with open(out) as f:
       return json.load(f)
+
+
+def firma_flops(config, method, fed) -> float:
+  """Product FLOPs of one FIRMA run (:func:`fedfrac.bench.flops.firma_run_flops`)."""
+  import jax
+  from fedfrac import config as config_lib
+  from fedfrac.bench import flops
+  from fedfrac.runner import factories
+  ctx = factories.build_context(config, method, fed)
+  client = config_lib.client_config(config, method)
+  options = {k: v for k, v in config.methods[method].items() if k not in ("name", "client")}
+  params = jax.eval_shape(ctx.model.init, jax.random.PRNGKey(0))
+  return flops.firma_run_flops(method, options, fed.client_size, int(client.batch_size),
+                               int(config.rounds), params, int(client.local_epochs or 1))
+
+
+def step_time_curve(points):
+  """``lanes -> seconds`` of one local step from measured ``[[lanes, seconds]]``
+  (the ``step_scaling`` measurement): linear between the points, flat below the
+  first, proportional to the lanes beyond the last; None without points."""
+  if not points:
+    return None
+  pts = sorted((float(a), float(b)) for a, b in points)
+
+  def curve(lanes):
+    if lanes <= pts[0][0]:
+      return pts[0][1]
+    for (a0, b0), (a1, b1) in zip(pts, pts[1:]):
+      if lanes <= a1:
+        return b0 + (b1 - b0) * (lanes - a0) / (a1 - a0)
+    return pts[-1][1] * lanes / pts[-1][0]
+  return curve
+
+
+def run_firma_column(item, data_dir, log, context) -> dict:
+  """A column item (:func:`fedfrac.reproduce.firma_column.run_column`): its cells
+  but ``item["skip"]`` (held by committed files), the cells of its own earlier
+  partial file (``item["resume"]``, under ``context["root"]``) kept; after each
+  compiled program ``context["progress"](payload)`` gets the partial result."""
+  from fedfrac.reproduce import firma_column
+  args = firma_args(item["spec"], data_dir)
+  resume = item.get("resume")
+  if resume:
+    resume = os.path.join(context.get("root", "."), resume)
+  firma_compile_cache(context.get("cache_dir"))
+  return firma_column.run_column(
+      args, device_label(), log, skip=item.get("skip", ()), resume=resume,
+      widths=firma_widths(args), memory_bytes=context.get("memory_bytes"),
+      step_time=step_time_curve(context.get("step_time")),
+      on_progress=context.get("progress"), compile_only=context.get("compile_only", False),
+      before_compile=context.get("before_compile"),
+      after_compile=context.get("after_compile"), count=firma_flops)
 
 
 def run_jobs(table, spec, data_dir, log) -> dict:
@@ -114,12 +191,51 @@ def run_bench(name, spec, data_dir) -> dict:
                      f"{json.dumps(spec, sort_keys=True)}"}
 
 
-def run_item(item: dict, data_dir: str, staging: str, code: str, log) -> str:
+def _campaign_entry(item, t0, code, partial=False) -> dict:
+  label = device_label()
+  entry = {"item": item["id"], "stage": item["stage"], "kind": item["kind"],
+           "table": item["table"], "spec": item["spec"], "label": item["label"],
+           "timing_key": item["timing_key"], "device": label, "slug": device_slug(label),
+           "seconds": time.perf_counter() - t0, "code": code,
+           "date": time.strftime("%Y-%m-%dT%H:%M")}
+  return dict(entry, partial=True) if partial else entry
+
+
+def item_stats(payload) -> dict:
+  """What the window's timing table shows of a finished item: runs, compiled
+  programs, compile seconds, product FLOPs (a FIRMA column; {} for others)."""
+  timing = payload.get("column", {}).get("timing", {})
+  programs = [p for p in timing.get("programs", []) if "runs" in p]
+  if not programs:
+    return {}
+  return {"runs": sum(p["runs"] for p in programs), "programs": len(programs),
+          "compile_s": float(timing.get("compile_s", 0.0)),
+          "run_s": float(sum(p["run_s"] for p in programs)),
+          "flops": float(timing.get("flops", 0.0))}
+
+
+def run_item(item: dict, data_dir: str, staging: str, code: str, log,
+             context=None) -> str:
   """Run ``item`` (a dict of :class:`fedfrac.campaign.plan.Item` fields plus
-  ``id``, ``label`` and ``timing_key``); write its item file under ``staging``
-  and return the path."""
+  ``id``, ``label``, ``timing_key`` and, for a FIRMA column, ``skip`` and
+  ``resume``); write its item file under ``staging`` and return the path.
+  ``context``: ``root`` (the checkout), ``memory_bytes``, ``step_time``,
+  ``cache_dir``, ``before_compile`` / ``after_compile`` (a column's compilation
+  hooks), ``compile_only``, ``progress(path)`` (called after a column's partial
+  item file is written)."""
   t0 = time.perf_counter()
-  if item["kind"] == "firma":
+  context = dict(context or {})
+  path = item_path(staging, item)
+  if item["kind"] == "firma" and "scenarios" in item["spec"]:
+    report = context.get("progress")
+
+    def partial(payload):
+      files.write_item(path, {**payload, "campaign": _campaign_entry(item, t0, code,
+                                                                     partial=True)})
+      if report is not None:
+        report(path)
+    payload = run_firma_column(item, data_dir, log, dict(context, progress=partial))
+  elif item["kind"] == "firma":
     payload = run_firma(item["spec"], data_dir, log)
   elif item["kind"] == "jobs":
     payload = run_jobs(item["table"], item["spec"], data_dir, log)
@@ -127,13 +243,6 @@ def run_item(item: dict, data_dir: str, staging: str, code: str, log) -> str:
     payload = run_bench(item["table"], item["spec"], data_dir)
   else:
     raise ValueError(f"item kind {item['kind']!r}: allowed values are firma, jobs, bench")
-  label = device_label()
-  payload["campaign"] = {
-      "item": item["id"], "stage": item["stage"], "kind": item["kind"],
-      "table": item["table"], "spec": item["spec"], "label": item["label"],
-      "timing_key": item["timing_key"], "device": label, "slug": device_slug(label),
-      "seconds": time.perf_counter() - t0, "code": code,
-      "date": time.strftime("%Y-%m-%dT%H:%M")}
-  path = item_path(staging, item)
+  payload["campaign"] = _campaign_entry(item, t0, code)
   files.write_item(path, payload)
   return path

@@ -12,7 +12,13 @@ The file holds
 * ``groups`` (stage b): each expands into items (:func:`expand`), in order:
   ``kind`` ``firma`` (FIRMA on the real data: ``dataset``, ``data`` path under
   the data folder, ``modes``, ``inputs``, ``scenarios``, ``methods``, ``seeds``,
-  ``rounds``): one item per (mode, scenario, method), its seeds vmapped;
+  ``rounds``, ``item``): with ``item`` ``"cell"`` (the default) one item per
+  (mode, scenario, method), its seeds vmapped; with ``"column"`` one item per
+  (mode, entry of ``methods``) over every scenario, an entry being a method or a
+  list of methods run in one item, its runs (scenarios × seeds × methods) in as
+  few compiled programs as the methods allow
+  (:func:`fedfrac.reproduce.firma_groups.run_group`: one per number of clients,
+  FibFL and FibFL+ in one);
   ``kind`` ``jobs`` (a config file run through ``fedfrac.reproduce.jobs``:
   ``config``, ``args``, ``set``, ``labels``, ``seeds``, optional ``grid``): one
   item per (config argument, method label), its seeds × grid values vmapped.
@@ -24,7 +30,10 @@ has, the measured time of the same kind of item on the same device is used
 command line names.
 
 An item's id is the digest of its kind, table and spec (never of a machine
-path), so the same item has the same id in every window.
+path), so the same item has the same id in every window. A FIRMA item's cells
+that committed files already hold (:func:`held_cells`: the table's ``include``
+files and the campaign's own item files, a window's partial ones too) are not
+run again (:func:`coverage`).
 """
 from __future__ import annotations
 
@@ -36,6 +45,7 @@ import os
 
 KINDS = ("firma", "jobs")
 TABLE_KINDS = ("firma", "jobs")
+FIRMA_ITEMS = ("cell", "column")
 SAFETY = 1.15      # measured seconds x this = the estimate for the next such item
 
 
@@ -60,18 +70,48 @@ class Item:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
   @property
+  def column(self) -> bool:
+    """A FIRMA item over several scenarios (and methods): ``spec["scenarios"]``."""
+    return self.kind == "firma" and "scenarios" in self.spec
+
+  @property
+  def cells(self) -> list:
+    """``[(scenario, method)]`` of a FIRMA item, in run order."""
+    s = self.spec
+    if self.column:
+      return [(sc, m) for sc in s["scenarios"] for m in s["methods"]]
+    return [(s["scenario"], s["method"])] if self.kind == "firma" else []
+
+  @property
   def timing_key(self) -> str:
     """Items with the same key take about the same time on one device."""
     s = self.spec
+    if self.column:
+      return (f"firma-column:{s['dataset']}:{'+'.join(s['methods'])}:"
+              f"scenarios={len(s['scenarios'])}:seeds={s['seeds']}:R={s['rounds']}")
     if self.kind == "firma":
       return f"firma:{s['dataset']}:{s['method']}:seeds={s['seeds']}:R={s['rounds']}"
     if self.kind == "jobs":
       return f"jobs:{s['config']}:{s['arg']}:{s['label']}:seeds={len(s['seeds'])}"
     return f"{self.kind}:{self.table}"
 
+  def request(self, skip=None, resume=None) -> dict:
+    """The worker's view of this item; a FIRMA column also gets the cells to
+    ``skip`` (held by committed files) and the file to ``resume`` from (its own
+    partial item file of an earlier window)."""
+    out = {"id": self.id, "stage": self.stage, "kind": self.kind, "table": self.table,
+           "spec": self.spec, "label": self.label, "timing_key": self.timing_key}
+    if self.column:
+      out["skip"] = [list(c) for c in (skip or [])]
+      out["resume"] = resume
+    return out
+
   @property
   def label(self) -> str:
     s = self.spec
+    if self.column:
+      return (f"{self.table} {s['mode']} {'+'.join(s['methods'])} "
+              f"{len(s['scenarios'])} scenarios seeds={s['seeds']}")
     if self.kind == "firma":
       return (f"{self.table} {s['mode']} {s['scenario']} {s['method']} "
               f"seeds={s['seeds']}")
@@ -122,13 +162,31 @@ def expand(group, where) -> list:
           "must be an integer >= 1 (seeds 0 .. n-1, vmapped)")
     _need(isinstance(rounds, int) and rounds >= 1, f"{where}.rounds", rounds,
           "must be an integer >= 1")
+    per_item = group.get("item", "cell")
+    _need(per_item in FIRMA_ITEMS, f"{where}.item", per_item,
+          f"allowed values are {', '.join(FIRMA_ITEMS)}")
+    entries = group.get("methods")
+    ok = isinstance(entries, list) and entries and all(
+        isinstance(e, str) or (per_item == "column" and isinstance(e, list) and e
+                               and all(isinstance(m, str) for m in e)) for e in entries)
+    _need(ok, f"{where}.methods", entries, "must be a non-empty list of method names"
+          + (" (or of lists of them, run in one item)" if per_item == "column" else ""))
+    base = {"dataset": group.get("dataset"), "data": group.get("data"),
+            "inputs": group.get("inputs", "authors")}
     for mode in _strings(group, "modes", where):
-      for scenario in _strings(group, "scenarios", where):
-        for method in _strings(group, "methods", where):
-          spec = {"dataset": group.get("dataset"), "data": group.get("data"),
-                  "mode": mode, "inputs": group.get("inputs", "authors"),
-                  "scenario": scenario, "method": method, "seeds": seeds,
-                  "rounds": rounds}
+      scenarios = _strings(group, "scenarios", where)
+      if per_item == "column":
+        for entry in entries:
+          methods = [entry] if isinstance(entry, str) else list(entry)
+          spec = {**base, "mode": mode, "scenarios": scenarios, "methods": methods,
+                  "seeds": seeds, "rounds": rounds}
+          items.append(Item("b", kind, table, spec,
+                            _estimate(group, "+".join(methods), where)))
+        continue
+      for scenario in scenarios:
+        for method in entries:
+          spec = {**base, "mode": mode, "scenario": scenario, "method": method,
+                  "seeds": seeds, "rounds": rounds}
           items.append(Item("b", kind, table, spec, _estimate(group, method, where)))
   else:
     seeds = group.get("seeds")
@@ -228,35 +286,63 @@ def estimate(item: Item, device: str, timings: list, measured: dict) -> float:
   return item.estimate_s
 
 
-def covered_items(plan, root) -> dict:
-  """``{item id: path}`` of the plan's FIRMA items whose cell (mode, inputs,
-  scenario, method) a committed file the item's table ``include`` s already
-  holds with at least the item's seeds and its rounds: one run of that cell
-  with ``seeds`` seeds, as the CPU campaign writes them
-  (``fedfrac-reproduce firma_files --json``)."""
+def held_cells(plan, root) -> dict:
+  """``{(table, mode, inputs, scenario, method, rounds): (seeds, path)}``: the
+  most seeds of each FIRMA cell in the files a plan table renders from (its
+  ``include`` globs and its verified campaign item files under
+  ``results/campaign/<table>/``, a window's partial ones too), read as
+  ``fedfrac-reproduce firma_files --json`` writes them."""
+  from fedfrac.campaign import files
   from fedfrac.reproduce.firma_files import json_cells  # the format's one reader
-  held = {}          # (table, mode, inputs, scenario, method, rounds) -> (seeds, path)
+  held = {}
   for name, table in plan.tables.items():
     if table.get("kind") != "firma":
       continue
-    for pattern in table.get("include", []):
-      for path in sorted(glob.glob(os.path.join(root, pattern))):
-        try:
-          with open(path) as f:
-            d = json.load(f)
-          for mode, inputs, sc, method, cell in json_cells(d):
-            k = (name, mode, inputs, sc, method, int(d["args"]["rounds"]))
-            if len(cell["runs"]) > held.get(k, (0, ""))[0]:
-              held[k] = (len(cell["runs"]), os.path.relpath(path, root))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-          continue           # not a firma_files result: it covers nothing
+    paths = [p for pattern in table.get("include", [])
+             for p in sorted(glob.glob(os.path.join(root, pattern)))]
+    paths += sorted(files.done_items(os.path.join(root, "results", "campaign", name),
+                                     partial=True).values())
+    for path in paths:
+      try:
+        with open(path) as f:
+          d = json.load(f)
+        for mode, inputs, sc, method, cell in json_cells(d):
+          k = (name, mode, inputs, sc, method, int(d["args"]["rounds"]))
+          if len(cell["runs"]) > held.get(k, (0, ""))[0]:
+            held[k] = (len(cell["runs"]), os.path.relpath(path, root))
+      except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        continue           # not a firma_files result: it covers nothing
+  return held
+
+
+def coverage(plan, root) -> dict:
+  """``{item id: {"cells": [(scenario, method)], "paths": [...]}}``: the cells of
+  each FIRMA item that :func:`held_cells` holds with at least the item's seeds
+  and its rounds (the CPU campaign's cells, earlier windows' items), and the
+  files holding them."""
+  held = held_cells(plan, root)
   out = {}
   for item in plan.items:
     if item.kind != "firma":
       continue
     sp = item.spec
-    n, path = held.get((item.table, sp["mode"], sp.get("inputs", "authors"),
-                        sp["scenario"], sp["method"], sp["rounds"]), (0, ""))
-    if n >= sp["seeds"]:
-      out[item.id] = path
+    # The inputs count only for reference_code, as json_cells reads the files.
+    inputs = sp.get("inputs", "authors") if sp["mode"] == "reference_code" else "unit"
+    got = [(cell, held.get((item.table, sp["mode"], inputs, *cell, sp["rounds"]), (0, "")))
+           for cell in item.cells]
+    cells = [(cell, path) for cell, (n, path) in got if n >= sp["seeds"]]
+    if cells:
+      out[item.id] = {"cells": [c for c, _ in cells],
+                      "paths": sorted({p for _, p in cells})}
   return out
+
+
+def covered_items(plan, root) -> dict:
+  """``{item id: path}`` of the plan's FIRMA items whose every cell (mode,
+  inputs, scenario, method) a committed file holds with at least the item's
+  seeds and its rounds (:func:`coverage`): one run of that cell with ``seeds``
+  seeds, as the CPU campaign writes them (``fedfrac-reproduce firma_files
+  --json``), or an earlier window's item."""
+  items = {i.id: i for i in plan.items}
+  return {iid: ", ".join(c["paths"]) for iid, c in coverage(plan, root).items()
+          if len(c["cells"]) == len(items[iid].cells)}

@@ -1,19 +1,20 @@
 """``fedfrac-campaign run``: one budgeted window of the campaign.
 
-The supervisor never touches the accelerator: it reads the plan, starts the
-worker (:mod:`fedfrac.campaign.worker`), learns the device from it within its
-first seconds, sends it what is not committed yet (stage a: measurements no
-accelerator's ``benchmarks/results_<device>.json`` holds, or with
-``--remeasure`` not this device's; on a CPU, not ``results_cpu.json``'s;
-stage b: plan items without a verified
-file under ``results/campaign/``, and unless ``--rerun-covered`` without a
-cell of theirs in a committed file the table includes, such as the CPU
-campaign's) with the deadline and each item's estimate,
-and repacks the archive after every finished item. At the deadline
-(``--budget`` minus ``--reserve`` for packing, counted from ``--started-at``)
-it stops the worker; on SIGTERM or Ctrl-C it does the same at once. Whatever
-finished is in ``OUT/campaign.tar.gz``; ``OUT/campaign.log`` and
-``OUT/timings.md`` are beside it.
+The supervisor never touches the accelerator: it reads the plan, forks the
+worker (:mod:`fedfrac.campaign.worker`), learns the device from it, and sends it
+what is not committed yet (stage a: measurements no accelerator's
+``benchmarks/results_<device>.json`` holds, or with ``--remeasure`` not this
+device's; stage b: plan items without a verified file under
+``results/campaign/``, each FIRMA item without the cells that committed files
+hold, :func:`fedfrac.campaign.plan.coverage`) with the deadline, the estimates
+and the context of stage b (the compilation cache carried from the last window,
+the device's memory, its measured step-time curve). On an accelerator a second
+process compiles stage b's programs ahead (:mod:`fedfrac.campaign.precompile`).
+The archive is repacked after every finished item and every finished program of
+a FIRMA column. At the deadline (``--budget`` minus ``--reserve``, counted from
+``--started-at``) it stops both processes; on SIGTERM or Ctrl-C at once.
+``OUT`` gets ``campaign.tar.gz``, ``campaign.log``, ``timings.md`` and
+``xla_cache.tar`` (:mod:`fedfrac.campaign.carried_cache`).
 
 Exit status: 0 when every item it started finished, 1 when some failed, 2 when
 nothing could run (plan or device), 143 after SIGTERM. (Missing wheels are
@@ -32,7 +33,12 @@ import tempfile
 import threading
 import time
 
-from fedfrac.campaign import files, plan as plan_lib
+from fedfrac.campaign import carried_cache, files, plan as plan_lib, processes
+from fedfrac.campaign.window_report import (accelerator_measurements, committed,
+                                            committed_measurements, peak_tflops,
+                                            step_points, timings_markdown)
+
+__all__ = ["accelerator_measurements", "committed_measurements", "main", "to_do"]
 
 
 class Terminated(Exception):
@@ -79,33 +85,24 @@ def parse_args(argv):
                  help="stage b also runs the FIRMA items whose cell a file the table "
                  "includes already holds with as many seeds and rounds (default: "
                  "skipped, e.g. cells the CPU campaign has committed)")
+  p.add_argument("--cache-dir", default="",
+                 help="the persistent compilation cache of stage b (default "
+                 "ROOT/.gpu-cache/xla, the cache the last window carried)")
+  p.add_argument("--cache-cap-mb", type=float, default=carried_cache.CAP_BYTES / 2 ** 20,
+                 help="most MiB of cache entries packed into OUT/xla_cache.tar for the "
+                 "next window (a window carries 64 MiB in all)")
+  p.add_argument("--compile-ahead", default="auto", choices=("auto", "on", "off"),
+                 help="compile stage b's FIRMA programs in a second process while the "
+                 "worker runs (auto: on an accelerator)")
   args = p.parse_args(argv)
+  if args.cache_cap_mb < 0:
+    p.error(f"--cache-cap-mb={args.cache_cap_mb:g}: must be >= 0")
   if args.budget <= args.reserve:
     p.error(f"--budget={args.budget:g}: must exceed --reserve={args.reserve:g}")
   bad = [s for s in args.stages.split(",") if s not in ("a", "b")]
   if bad:
     p.error(f"--stages={args.stages}: {bad[0]!r} unknown; allowed: a, b")
   return args
-
-
-def committed_measurements(root, slug) -> dict:
-  path = os.path.join(root, "benchmarks", f"results_{slug}.json")
-  if not os.path.exists(path):
-    return {}
-  with open(path) as f:
-    return json.load(f).get("accelerator", {})
-
-
-def accelerator_measurements(root) -> dict:
-  """The measurements of every accelerator's ``benchmarks/results_<slug>.json``
-  (not the CPU's), as :func:`committed_measurements` gives one device's."""
-  import glob
-  have = {}
-  for path in sorted(glob.glob(os.path.join(root, "benchmarks", "results_*.json"))):
-    slug = os.path.basename(path)[len("results_"):-len(".json")]
-    if slug != "cpu":
-      have.update(committed_measurements(root, slug))
-  return have
 
 
 def to_do(plan, args, device, covered=None) -> list:
@@ -132,39 +129,6 @@ def to_do(plan, args, device, covered=None) -> list:
   return todo
 
 
-def _as_dict(item):
-  return {"id": item.id, "stage": item.stage, "kind": item.kind, "table": item.table,
-          "spec": item.spec, "label": item.label, "timing_key": item.timing_key}
-
-
-def timings_markdown(rows, device, budget, wall) -> str:
-  lines = [f"# Campaign window on {device}", "",
-           f"Budget {budget:.0f} s, wall {wall:.0f} s.", "",
-           "| # | stage | item | status | seconds | estimate s |", "|---|---|---|---|---|---|"]
-  for i, r in enumerate(rows, 1):
-    sec = "" if r.get("seconds") is None else f"{r['seconds']:.1f}"
-    est = "" if r.get("estimate") is None else f"{r['estimate']:.0f}"
-    lines.append(f"| {i} | {r['stage']} | {r['label']} | {r['status']} | {sec} | {est} |")
-  return "\n".join(lines) + "\n"
-
-
-def _child(ev_w, req_r, err_w, parent_fds, staging, data_dir):
-  """The forked worker: default signal handling, its prints into the
-  supervisor's log pipe, then :func:`fedfrac.campaign.worker.serve`."""
-  for s in (signal.SIGTERM, signal.SIGINT):
-    signal.signal(s, signal.SIG_DFL)
-  for fd in parent_fds:
-    os.close(fd)
-  os.dup2(err_w, 1)
-  os.dup2(err_w, 2)
-  os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6")   # room for PyTorch
-  from fedfrac.campaign import worker
-  code = worker.serve(os.fdopen(ev_w, "w"), os.fdopen(req_r), staging, data_dir)
-  sys.stdout.flush()
-  sys.stderr.flush()
-  os._exit(code)
-
-
 class Window:
   """One run of the campaign: the worker, its events, the archive."""
 
@@ -180,23 +144,19 @@ class Window:
     self.timing_rows = []   # measured seconds of finished items
     self.plan_digest = None
     self.modules = None     # third-party modules the worker imported
+    self.precompiler = None
+    self.sync_dir = tempfile.mkdtemp(prefix="fedfrac_compile_sync_")
+    self.cache_dir = args.cache_dir or carried_cache.directory(args.root)
+    self.peak = None        # the device's float32 peak, TFLOP/s
+    self.todo_ids = []      # stage b's items in plan order
+    self.finished = set()
 
   # ------------------------------------------------------------ worker
   def start_worker(self):
     """Fork the worker (:func:`fedfrac.campaign.worker.serve`): the package is
     already imported here, and nothing here has touched the accelerator."""
-    import multiprocessing as mp
-    ev_r, ev_w = os.pipe()
-    req_r, req_w = os.pipe()
-    err_r, err_w = os.pipe()
-    self.worker = mp.get_context("fork").Process(
-        target=_child, args=(ev_w, req_r, err_w, (ev_r, req_w, err_r), self.staging,
-                             self.args.data), name="fedfrac-campaign-worker")
-    self.worker.start()
-    for fd in (ev_w, req_r, err_w):
-      os.close(fd)
-    self.request = os.fdopen(req_w, "w", buffering=1)
-    events, errors = os.fdopen(ev_r), os.fdopen(err_r, errors="replace")
+    self.worker, self.request, events, errors = processes.fork_worker(self.staging,
+                                                                      self.args.data)
     threading.Thread(target=self._read_events, args=(events,), daemon=True).start()
     threading.Thread(target=self._copy_stderr, args=(errors,), daemon=True).start()
 
@@ -222,15 +182,28 @@ class Window:
       except queue.Empty:
         continue
 
+  def start_precompiler(self, request_line):
+    """Fork the compile-ahead process; its lines go to the log marked ``~``."""
+    self.precompiler, stream = processes.fork_precompiler(request_line, self.args.data)
+    threading.Thread(target=lambda: [self.log.raw("  ~ " + line) for line in stream],
+                     daemon=True).start()
+
   def stop_worker(self):
-    w = self.worker
-    if w is None or not w.is_alive():
-      return
-    w.terminate()
-    w.join(5)
-    if w.is_alive():
-      w.kill()
-      w.join()
+    processes.stop(self.worker, self.precompiler)
+
+  def pack_cache(self):
+    """``OUT/xla_cache.tar`` for the next window: the entries of the stage-b
+    items this window compiled but did not finish first (plan order)."""
+    from fedfrac.campaign import precompile
+    if not self.device or not os.path.isdir(self.cache_dir):
+      return None
+    entries = precompile.item_entries(self.sync_dir)
+    first = [f for i in self.todo_ids if i not in self.finished for f in entries.get(i, [])]
+    manifest = {"jax": self.device.get("jax"), "device": self.device["device"],
+                "platform": self.device["platform"],
+                "window": time.strftime("%Y-%m-%dT%H:%M", time.localtime(self.t0))}
+    return carried_cache.pack(self.cache_dir, os.path.join(self.args.out, carried_cache.TAR),
+                              manifest, first, int(self.args.cache_cap_mb * 2 ** 20))
 
   # ------------------------------------------------------------ archive
   def pack(self):
@@ -238,7 +211,8 @@ class Window:
     shutil.copyfile(self.log.path, os.path.join(self.staging, "campaign.log"))
     files.write_json_atomic(os.path.join(self.staging, "timings.json"), self.timing_rows)
     label = self.device["device"] if self.device else "an unknown device"
-    md = timings_markdown(self.rows, label, self.args.budget, time.time() - self.t0)
+    md = timings_markdown(self.rows, label, self.args.budget, time.time() - self.t0,
+                          self.peak)
     with open(os.path.join(self.staging, "timings.md"), "w") as f:
       f.write(md)
     shutil.copyfile(os.path.join(self.staging, "timings.md"), os.path.join(out, "timings.md"))
@@ -274,9 +248,13 @@ class Window:
     if device["platform"] == "cpu":
       log("DRY RUN ON THE CPU: no accelerator found; every figure of this window is a "
           "CPU figure and is labelled so")
+    log(carried_cache.describe(args.root, device.get("jax"), device["device"]))
     rerun = args.rerun_covered or "b" not in args.stages.split(",")
+    cov = {} if rerun else plan_lib.coverage(plan, args.root)
     covered = {} if rerun else plan_lib.covered_items(plan, args.root)
     todo = to_do(plan, args, device, covered)
+    self.todo_ids = [i.id for i in todo if i.stage == "b"]
+    self.peak = peak_tflops(committed(args.root, device["slug"], "peaks"))
     timings = plan_lib.load_timings(os.path.join(args.root, "results", "campaign",
                                                  "timings.json"))
     estimates = {i.id: plan_lib.estimate(i, device["device"], timings, {}) for i in todo}
@@ -287,10 +265,23 @@ class Window:
           f"hold with their seeds ({', '.join(sorted(set(covered.values())))}); "
           f"--rerun-covered runs them")
     items = {i.id: i for i in todo}
-    self.request.write(json.dumps({"items": [_as_dict(i) for i in todo],
-                                   "estimates": estimates, "deadline": self.deadline,
-                                   "window": self.deadline - self.t0}) + "\n")
+    resume = {} if rerun else files.partial_items(args.root)
+    context = {"root": os.path.abspath(args.root), "cache_dir": self.cache_dir,
+               "sync_dir": self.sync_dir, "memory_bytes": device.get("memory_bytes"),
+               "step_time": step_points(committed(args.root, device["slug"],
+                                                  "step_scaling"))}
+    line = json.dumps({"items": [i.request(cov.get(i.id, {}).get("cells"),
+                                           resume.get(i.id)) for i in todo],
+                       "estimates": estimates, "deadline": self.deadline,
+                       "window": self.deadline - self.t0, "context": context}) + "\n"
+    self.request.write(line)
     self.request.flush()
+    ahead = args.compile_ahead == "on" or (args.compile_ahead == "auto"
+                                           and device["platform"] != "cpu")
+    if ahead and any(i.column for i in todo):
+      log("compile-ahead: a second process compiles stage b's FIRMA programs into "
+          f"{self.cache_dir}")
+      self.start_precompiler(line)
     failed, running = 0, None
     while True:
       ev = self.next_event(self.deadline)
@@ -308,10 +299,16 @@ class Window:
         log(f"start  {ev['label']} (estimate {ev['estimate']:.0f} s)")
         self.rows.append({"stage": item.stage, "label": item.label, "status": "running",
                           "seconds": None, "estimate": ev["estimate"]})
+      elif kind == "progress":
+        log(f"part   {items[ev['item']].label}: finished cells written")
+        self.pack()
       elif kind == "done":
         log(f"done   {ev['label']} in {ev['seconds']:.1f} s")
         running = None
-        self.rows[-1].update(status="done", seconds=ev["seconds"])
+        self.finished.add(ev["item"])
+        self.rows[-1].update(status="done", seconds=ev["seconds"], stats=ev.get("stats"))
+        if item.stage == "a" and item.table == "peaks":
+          self.peak = peak_tflops((files.read_verified(ev["path"]) or {}).get("result"))
         self.timing_rows.append(self._timing_row(ev, item, ev["seconds"]))
         self.pack()
       elif kind == "failed":
@@ -368,6 +365,11 @@ def main(argv=None) -> int:
     for s in old:       # a second signal must not cut the packing short
       signal.signal(s, signal.SIG_IGN)
     window.stop_worker()
+    cache = window.pack_cache()
+    if cache:
+      log(f"compile cache for the next window: {cache['files']} files, "
+          f"{cache['bytes'] / 2 ** 20:.1f} MiB in {carried_cache.TAR} "
+          f"({cache['left_out']} left out: --cache-cap-mb)")
     n = sum(r["status"] == "done" for r in window.rows)
     log(f"finished {n} items in {time.time() - t0:.0f} s of {args.budget:.0f} s; "
         f"archive {os.path.join(args.out, files.ARCHIVE)}")
@@ -376,4 +378,5 @@ def main(argv=None) -> int:
     for s, h in old.items():
       signal.signal(s, h)
     shutil.rmtree(window.staging, ignore_errors=True)
+    shutil.rmtree(window.sync_dir, ignore_errors=True)
   return code

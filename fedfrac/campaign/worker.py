@@ -10,10 +10,18 @@ code prints goes to stderr), one request on another::
 
   -> {"event": "hello"}                        before anything heavy
   -> {"event": "device", "device", "platform", "slug", "jax", "devices",
-      "torch", "torch_cuda", "seconds"}
-  <- {"items": [...], "estimates": {id: s}, "deadline": epoch s, "window": s}
-  -> {"event": "start" | "done" | "failed" | "skip" | "stop", "item": id, ...}
+      "torch", "torch_cuda", "memory_bytes", "seconds"}
+  <- {"items": [...], "estimates": {id: s}, "deadline": epoch s, "window": s,
+      "context": {"root", "cache_dir", "step_time", "sync_dir"}}
+  -> {"event": "start" | "done" | "failed" | "skip" | "stop" | "progress",
+      "item": id, ...}
   -> {"event": "end"}
+
+A FIRMA column writes its item file after each compiled program (``progress``:
+the supervisor repacks the archive, so a window stopped inside the item keeps
+its finished cells). With a ``sync_dir``, the worker waits before compiling a
+program that the compile-ahead process (:mod:`fedfrac.campaign.precompile`) is
+compiling at that moment, then loads it from the cache.
 """
 from __future__ import annotations
 
@@ -43,6 +51,8 @@ def device_check() -> dict:
           "device": items.device_label(), "devices": [str(d) for d in devs],
           "jax": jax.__version__, "torch": None, "torch_cuda": False}
   info["slug"] = items.device_slug(info["device"])
+  from fedfrac.runner.local_devices import worker_memory_bytes
+  info["memory_bytes"] = worker_memory_bytes(1)
   try:
     import torch
     info["torch"], info["torch_cuda"] = torch.__version__, bool(torch.cuda.is_available())
@@ -73,6 +83,12 @@ def serve(events, request, staging, data_dir) -> int:
   from fedfrac.reproduce import jobs
   code = jobs.code_digest()
   measured = {}
+  context = dict(request.get("context") or {})
+  sync_dir = context.pop("sync_dir", None)
+  sync = None
+  if sync_dir:
+    from fedfrac.campaign import precompile
+    sync = precompile.CompileSync(sync_dir, context.get("cache_dir"), log)
   for item in request["items"]:
     key = item["timing_key"]
     est = SAFETY * measured[key] if key in measured else request["estimates"][item["id"]]
@@ -86,8 +102,13 @@ def serve(events, request, staging, data_dir) -> int:
       break
     emit(event="start", item=item["id"], label=item["label"], estimate=est, key=key)
     t0 = time.perf_counter()
+    progress = lambda path, item=item: emit(event="progress", item=item["id"], path=path)
+    hooks = {}
+    if sync is not None:
+      hooks = dict(zip(("before_compile", "after_compile"), sync.for_item(item["id"])))
     try:
-      path = items_lib.run_item(item, data_dir, staging, code, log)
+      path = items_lib.run_item(item, data_dir, staging, code, log,
+                                dict(context, progress=progress, **hooks))
     except (Exception, SystemExit) as e:   # a plan entry that fails: say so, go on
       traceback.print_exc()
       text = str(e).strip().splitlines()
@@ -97,8 +118,10 @@ def serve(events, request, staging, data_dir) -> int:
       continue
     seconds = time.perf_counter() - t0
     measured[key] = seconds
+    from fedfrac.campaign import files
+    stats = items_lib.item_stats(files.read_verified(path) or {})
     emit(event="done", item=item["id"], label=item["label"], seconds=seconds, path=path,
-         key=key)
+         key=key, stats=stats)
   emit(event="end", modules=third_party_modules())
   return 0
 

@@ -144,17 +144,24 @@ def _groups(feds, methods, scenarios, seeds, share, skip):
 
 
 def run_group(feds, mode, methods, scenarios, seeds, log, batch_runs=None,
-              memory_bytes=None, step_time=None, share=True, skip=(), on_cells=None):
+              memory_bytes=None, step_time=None, share=True, skip=(), on_cells=None,
+              compile_only=False, before_compile=None, after_compile=None):
   """Every (scenario, seed) run of ``methods`` in ``mode`` but the (scenario,
   method) cells in ``skip``, in as few compiled programs as the methods allow.
 
   ``feds``: {scenario: (config, [fed per seed])} padded to common shapes.
   ``batch_runs``: fixed batch size (else :func:`plan_batches` from
-  ``memory_bytes``, default the device's, and ``step_time``). ``on_cells(results)``
-  is called after each program with every cell finished so far. Returns
-  ``(results, timing)``: ``results[(scenario, method)] = {"runs": [per seed],
-  "num_clients"}``; ``timing`` has wall/CPU/compile seconds and ``programs``:
-  per compiled program its methods, N, scenarios, runs, batches and seconds."""
+  ``memory_bytes``, default the device's, and ``step_time``). ``on_cells(results,
+  programs)`` is called after each program with every cell finished so far and
+  the programs run so far (as ``timing["programs"]``).
+  ``compile_only``: compile each program (into the persistent cache, when one
+  is on) and run nothing; ``before_compile(name)`` and ``after_compile(name)``
+  are called around each compilation with the program's name (its mode,
+  methods, N and batch shape), e.g. to wait for another process compiling it
+  (:mod:`fedfrac.campaign.precompile`). Returns ``(results, timing)``:
+  ``results[(scenario, method)] = {"runs": [per seed], "num_clients"}``;
+  ``timing`` has wall/CPU/compile seconds and ``programs``: per compiled
+  program its methods, N, scenarios, runs, batches and seconds."""
   t_wall, t_cpu = time.perf_counter(), cpu_seconds()
   results, programs = {}, []
   compile_s = compile_cpu = 0.0
@@ -186,12 +193,21 @@ def run_group(feds, mode, methods, scenarios, seeds, log, batch_runs=None,
         args.append({k: jnp.asarray([options[i][k] for i in batch], jnp.float32)
                      for k in options[0]})
       if compiled is None:
+        name = (f"{mode}:{'+'.join(dict.fromkeys(r.method for r in runs))}:N={n}:"
+                f"{len(batches)}x{len(batch)}")
+        if before_compile is not None:
+          before_compile(name)
         t0, c0 = time.perf_counter(), cpu_seconds()
         compiled = program.lower(*args).compile()
         dt = time.perf_counter() - t0
+        if after_compile is not None:
+          after_compile(name)
         compile_s, compile_cpu = compile_s + dt, compile_cpu + cpu_seconds() - c0
+        programs.append({"name": name, "compile_s": dt})
         log(f"  [{mode}] {'+'.join(dict.fromkeys(r.method for r in runs))} N={n}: "
             f"compiled in {dt:.1f}s")
+        if compile_only:
+          break
       t0 = time.perf_counter()
       out_states, (round_metrics, evaluation) = compiled(*args)
       jax.block_until_ready(evaluation)
@@ -202,6 +218,8 @@ def run_group(feds, mode, methods, scenarios, seeds, log, batch_runs=None,
       for r, summary in zip(chosen, summarize_runs(sim, built, out_states, round_metrics,
                                                    evaluation, rounds, n)):
         per_run[(r.method, r.scenario, r.index)] = summary
+    if compile_only:
+      continue
     cells = list(dict.fromkeys((r.scenario, r.method) for r in runs))
     for scen, method in cells:
       cell = [per_run[(method, scen, i)] for i in range(len(seeds))]
@@ -210,15 +228,16 @@ def run_group(feds, mode, methods, scenarios, seeds, log, batch_runs=None,
       log(f"  [{mode}] {method:10s} {scen:6s} acc {np.mean(acc):.4f} ± "
           f"{np.std(acc, ddof=1) if len(acc) > 1 else 0.0:.4f}")
     size = len(batches[0])
-    programs.append({"methods": list(dict.fromkeys(r.method for r in runs)),
-                     "num_clients": n, "scenarios": list(dict.fromkeys(c[0] for c in cells)),
-                     "runs": len(runs), "batches": len(batches), "batch_runs": size,
-                     "padding_runs": len(batches) * size - len(runs), "run_s": run_s,
-                     "wall_s": time.perf_counter() - t_prog})
+    programs[-1].update({
+        "methods": list(dict.fromkeys(r.method for r in runs)), "num_clients": n,
+        "scenarios": list(dict.fromkeys(c[0] for c in cells)), "runs": len(runs),
+        "batches": len(batches), "batch_runs": size,
+        "padding_runs": len(batches) * size - len(runs), "run_s": run_s,
+        "wall_s": time.perf_counter() - t_prog})
     log(f"  [{mode}] {'+'.join(programs[-1]['methods'])} N={n}: {len(runs)} runs in "
         f"{len(batches)} batch{'es' if len(batches) > 1 else ''} of {size}, {run_s:.1f}s")
     if on_cells is not None:
-      on_cells(dict(results))
+      on_cells(dict(results), [dict(p) for p in programs])
   timing = {"wall_s": time.perf_counter() - t_wall, "cpu_s": cpu_seconds() - t_cpu,
             "compile_s": compile_s, "compile_cpu_s": compile_cpu,
             "compiles": len(programs), "programs": programs}

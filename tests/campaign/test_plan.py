@@ -45,9 +45,14 @@ def test_the_committed_plan_runs_firma_then_kuramoto_then_fofedavg():
   assert firma[0].spec["mode"] == "reference_code" and firma[0].spec["seeds"] == 3
   seeds = [i.spec["seeds"] for i in firma]
   assert seeds == sorted(seeds)            # every 3-seed cell before any 5-seed one
-  cells = {(i.spec["dataset"], i.spec["mode"], i.spec["scenario"], i.spec["method"])
-           for i in firma if i.spec["seeds"] == 5}
-  assert len(cells) == 2 * 2 * 7 * 6      # both data sets, modes, all of Tables 7-10
+  for n in (3, 5):                         # both data sets, modes, all of Tables 7-10
+    cells = {(i.spec["dataset"], i.spec["mode"], *c) for i in firma
+             if i.spec["seeds"] == n for c in i.cells}
+    assert len(cells) == 2 * 2 * 7 * 6
+  # One item per column of the tables; FibFL and FibFL+ in one item (one program).
+  assert all(i.column and len(i.spec["scenarios"]) == 7 for i in firma)
+  assert [i.spec["methods"] for i in firma[:3]] == [["fedavg", "rdfl", "fedrep"],
+                                                    ["fibfl", "fibfl_plus"], ["fibfl_pp"]]
   assert len({i.id for i in plan.items}) == len(plan.items)
   for name, table in plan.tables.items():
     assert table["out"].startswith("results/") and name in tables
@@ -125,45 +130,90 @@ def test_estimates_and_what_is_left_to_do(tmp_path):
   assert names(supervisor.to_do(plan, args, {"slug": "cpu"}))[0] == "vs_torch"
 
 
-def test_items_whose_cells_committed_cpu_files_hold_are_not_rerun(tmp_path):
-  """A FIRMA item is skipped when a file its table includes holds its cell with as
-  many seeds and the same rounds (the CPU campaign's cells); fewer seeds, other
-  rounds, other inputs or --rerun-covered leave it to do."""
+def test_cells_that_committed_files_hold_are_not_rerun(tmp_path):
+  """A FIRMA column skips the cells a file its table includes holds with as many
+  seeds and the same rounds (the CPU campaign's cells), and is not run at all
+  when it holds every cell; fewer seeds, other rounds, other inputs or
+  --rerun-covered leave the cell to do."""
   plan = plan_lib.load(PLAN)
   item = next(i for i in plan.items if i.table == "firma_mnist" and i.kind == "firma"
-              and i.spec["mode"] == "reference_code" and i.spec["scenario"] == "dir0.5"
-              and i.spec["method"] == "rdfl" and i.spec["seeds"] == 3)
-  five = next(i for i in plan.items if i.table == "firma_mnist"
-              and i.spec.get("seeds") == 5 and i.spec["mode"] == "reference_code"
-              and i.spec["scenario"] == "dir0.5" and i.spec["method"] == "rdfl")
+              and i.spec["mode"] == "reference_code"
+              and i.spec["methods"] == ["fibfl_pp"] and i.spec["seeds"] == 3)
+  five = next(i for i in plan.items if i.table == "firma_mnist" and i.spec.get("seeds") == 5
+              and i.spec["mode"] == "reference_code" and i.spec["methods"] == ["fibfl_pp"])
   folder = tmp_path / "results" / "firma_mnist_cpu"
   folder.mkdir(parents=True)
 
-  def write(runs, rounds=30, inputs="authors", name="cell.json"):
+  def write(scenarios, runs=3, rounds=30, inputs="authors", name="cell.json"):
     (folder / name).write_text(json.dumps({
         "args": {"inputs": inputs, "rounds": rounds, "seeds": runs},
-        "scenarios": {"dir0.5": {"results": {"reference_code": {
-            "dir0.5/rdfl": {"runs": [{"accuracy": 0.85}] * runs}}}}}}))
+        "scenarios": {s: {"results": {"reference_code": {f"{s}/fibfl_pp": {
+            "runs": [{"accuracy": 0.85}] * runs}}}} for s in scenarios}}))
   (tmp_path / "results" / "unrelated.json").write_text("[1, 2]")
   argv = ["--out", str(tmp_path / "o"), "--plan", str(PLAN), "--root", str(tmp_path),
           "--stages", "b"]
   args = supervisor.parse_args(argv)
   again = supervisor.parse_args(argv + ["--rerun-covered"])
-  cpu = {"slug": "x"}
-  write(3)
+  gpu = {"slug": "x"}
+  write(["dir0.5"])
+  cov = plan_lib.coverage(plan, str(tmp_path))
+  assert cov[item.id] == {"cells": [("dir0.5", "fibfl_pp")],
+                          "paths": [os.path.join("results", "firma_mnist_cpu", "cell.json")]}
+  assert item.request(cov[item.id]["cells"])["skip"] == [["dir0.5", "fibfl_pp"]]
+  assert item in supervisor.to_do(plan, args, gpu)     # six cells left
+  every = ["iid", "dir0.8", "dir0.5", "dir0.1", "ls1", "ls2", "ls3"]
+  write(every)
   assert plan_lib.covered_items(plan, str(tmp_path)) == {
       item.id: os.path.join("results", "firma_mnist_cpu", "cell.json")}
-  todo = supervisor.to_do(plan, args, cpu)
+  todo = supervisor.to_do(plan, args, gpu)
   assert item not in todo and five in todo and len(todo) == len(plan.items) - 1
-  assert item in supervisor.to_do(plan, again, cpu)
+  assert item in supervisor.to_do(plan, again, gpu)
   for runs, rounds, inputs in ((2, 30, "authors"), (3, 29, "authors"), (3, 30, "unit")):
-    write(runs, rounds, inputs)
-    assert item in supervisor.to_do(plan, args, cpu), (runs, rounds, inputs)
-  # A file of the cell at other rounds, read first, does not hide the one at its rounds.
-  write(3, 29, name="a_cell_at_29_rounds.json")
-  write(3, 30, name="z_cell.json")
+    write(every, runs, rounds, inputs)
+    assert item in supervisor.to_do(plan, args, gpu), (runs, rounds, inputs)
+  # A file of the cells at other rounds, read first, does not hide the one at its rounds.
+  write(every, 3, 29, name="a_cells_at_29_rounds.json")
+  write(every, 3, 30, name="z_cells.json")
   assert plan_lib.covered_items(plan, str(tmp_path)) == {
-      item.id: os.path.join("results", "firma_mnist_cpu", "z_cell.json")}
+      item.id: os.path.join("results", "firma_mnist_cpu", "z_cells.json")}
+
+
+def test_a_window_stopped_inside_a_column_leaves_a_partial_file_the_next_goes_on_from(
+    tmp_path):
+  """A partial item file covers its cells (they are skipped and carried into the
+  next file of the item), does not count as done, and a later file of the same
+  item holding more replaces it on collect; a complete file is kept."""
+  from fedfrac.campaign import collect
+  plan = plan_lib.load(PLAN)
+  item = next(i for i in plan.items if i.column and i.spec["mode"] == "paper"
+              and i.spec["methods"] == ["fibfl_pp"] and i.table == "firma_mnist")
+  folder = tmp_path / "results" / "campaign" / item.table
+
+  def payload(scenarios, partial):
+    entry = {"item": item.id, "table": item.table}
+    return {"args": {"inputs": "authors", "rounds": 30, "seeds": 3},
+            "scenarios": {s: {"results": {"paper": {f"{s}/fibfl_pp": {
+                "runs": [{"accuracy": 0.5}] * 3}}}} for s in scenarios},
+            "campaign": dict(entry, partial=True) if partial else entry}
+  path = str(folder / f"{item.id}.json")
+  files.write_item(path, payload(["iid", "dir0.8"], partial=True))
+  assert item.id not in files.done_items(str(tmp_path / "results" / "campaign"))
+  assert files.partial_items(str(tmp_path)) == {
+      item.id: os.path.relpath(path, tmp_path)}
+  assert plan_lib.coverage(plan, str(tmp_path))[item.id]["cells"] == [
+      ("iid", "fibfl_pp"), ("dir0.8", "fibfl_pp")]
+  args = supervisor.parse_args(["--out", str(tmp_path / "o"), "--plan", str(PLAN),
+                                "--root", str(tmp_path), "--stages", "b"])
+  assert item in supervisor.to_do(plan, args, {"slug": "x"})
+  # The next window's file of the item holds the earlier cells too: it replaces it.
+  more = files.canonical(files.write_item(str(tmp_path / "more.json"),
+                                          payload(["iid", "dir0.8", "dir0.5"], False)))
+  fewer = files.canonical(files.write_item(str(tmp_path / "fewer.json"),
+                                           payload(["dir0.5"], False)))
+  assert collect._write_new(path, fewer) == "kept"      # it would lose two cells
+  assert collect._write_new(path, more) == "more"
+  assert item.id in files.done_items(str(tmp_path / "results" / "campaign"))
+  assert collect._write_new(path, fewer) == "kept"      # complete files stay
 
 
 def _third_party_imports():

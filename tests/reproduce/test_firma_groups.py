@@ -73,10 +73,12 @@ def test_cells_in_skip_are_not_run_and_progress_is_reported(feds):
   seen = []
   results, timing = firma.run_group(feds, "reference_code", ["fedavg"], SCENARIOS, SEEDS,
                                     lambda msg: None, memory_bytes=1 << 34,
-                                    skip={("ls1", "fedavg")}, on_cells=seen.append)
+                                    skip={("ls1", "fedavg")},
+                                    on_cells=lambda r, p: seen.append((r, p)))
   assert set(results) == {("dir0.5", "fedavg")}
   assert timing["programs"][0]["runs"] == 2
-  assert seen and set(seen[-1]) == set(results)
+  assert seen and set(seen[-1][0]) == set(results)
+  assert seen[-1][1][0]["runs"] == 2 and seen[-1][1][0]["name"].endswith(":N=5:1x2")
 
 
 def test_batches_fill_memory_then_split_only_where_a_step_curve_says_so():
