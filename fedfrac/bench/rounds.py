@@ -68,7 +68,7 @@ from fedfrac.bench.studies import (  # noqa: F401  (re-exported)
 from fedfrac.bench.table_rows import (  # noqa: F401  (re-exported)
     _mb, _ratio, args_repeats, torch_section)
 from fedfrac.bench.timing import (  # noqa: F401  (re-exported)
-    _flops, bench_workload, build, device_peak_mb, machine_description, matmul_peak_gflops,
+    bench_workload, build, device_peak_mb, machine_description, matmul_peak_gflops,
     memory_of, rss_mb, step_flops, time_rounds, torch_rounds_for)
 from fedfrac.bench.workloads import (  # noqa: F401  (re-exported)
     base_config, cnn_config, cnn_workload, digits_clients, dirichlet_data, dirichlet_workload,
@@ -88,7 +88,8 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
        " GFLOP/s**." if results else "", "",
        "## Workloads", "",
        "Times are medians over the timed rounds after a warm-up round; compile time is "
-       "separate. GFLOP/s = XLA cost-analysis FLOPs of one local step x active steps / "
+       "separate. GFLOP/s = the matrix products and convolutions of one local step, "
+       "counted from the layer shapes (fedfrac.bench.flops), x active steps / "
        "round time. Masked = fraction of executed local steps that were masked (padding "
        "of unequal clients). Memory = compiled round program: arguments + outputs + "
        "temporaries.", "",

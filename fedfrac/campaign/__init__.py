@@ -17,10 +17,15 @@ Modules: :mod:`~fedfrac.campaign.plan` (the plan and its items),
 :mod:`~fedfrac.campaign.worker` (the process that runs the items),
 :mod:`~fedfrac.campaign.items` (how each kind of item runs),
 :mod:`~fedfrac.campaign.collect` (archive -> results and tables),
+:mod:`~fedfrac.campaign.precompile` (the compile-ahead process),
+:mod:`~fedfrac.campaign.carried_cache` (the compile cache one window leaves the next),
+:mod:`~fedfrac.campaign.processes` (forking the worker and the compile-ahead process),
+:mod:`~fedfrac.campaign.window_report` (committed measurements, the timing table),
 :mod:`~fedfrac.campaign.environment` (what the GPU image holds and the wheels add).
 """
 
 # The measurements stage a can run (fedfrac.bench.accelerator.MEASUREMENTS, named
 # here so that the plan is checked without importing JAX).
 MEASUREMENT_NAMES = ("vs_torch", "fibfl_seeds", "conv_forms", "precision",
-                     "points_per_hour")
+                     "points_per_hour", "peaks", "step_scaling", "masked_steps",
+                     "papers_vs_torch", "profile")

@@ -7,8 +7,10 @@ The file holds
   ``firma``: ``fedfrac-reproduce firma_files``' table, ``out`` and the committed
   JSON files it already ``include`` s; ``kind`` ``jobs``: a table of final
   metrics per method, ``out``, ``title``, ``metrics``);
-* ``measurements`` (stage a): ``{"name", "args", "estimate_s"}`` of
-  :data:`fedfrac.bench.accelerator.MEASUREMENTS`, in order;
+* ``measurements`` (stage a): ``{"name", "args", "estimate_s", "late"}`` of
+  :data:`fedfrac.bench.accelerator.MEASUREMENTS`, in order; a ``late`` one runs
+  after stage b's items (a window's time goes to the plan's points first; a call
+  with ``--stages a`` runs it);
 * ``groups`` (stage b): each expands into items (:func:`expand`), in order:
   ``kind`` ``firma`` (FIRMA on the real data: ``dataset``, ``data`` path under
   the data folder, ``modes``, ``inputs``, ``scenarios``, ``methods``, ``seeds``,
@@ -62,6 +64,7 @@ class Item:
   table: str
   spec: dict
   estimate_s: float
+  late: bool = False
 
   @property
   def id(self) -> str:
@@ -234,8 +237,10 @@ def load(path) -> Plan:
           f"allowed values are {', '.join(MEASUREMENT_NAMES)}")
     _need(isinstance(m.get("args", {}), dict), f"{where}.args", m.get("args"),
           "must be a dict of keyword arguments")
+    _need(isinstance(m.get("late", False), bool), f"{where}.late", m.get("late"),
+          "must be true or false")
     measurements.append(Item("a", "bench", m["name"], m.get("args", {}),
-                             _estimate(m, m["name"], where)))
+                             _estimate(m, m["name"], where), bool(m.get("late", False))))
   items = []
   for i, group in enumerate(data.get("groups", [])):
     where = f"groups[{i}]"

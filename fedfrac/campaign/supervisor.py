@@ -106,27 +106,29 @@ def parse_args(argv):
 
 
 def to_do(plan, args, device, covered=None) -> list:
-  """The items of the chosen stages not yet committed, in plan order. A
-  measurement one accelerator has is not repeated on another unless
-  ``--remeasure`` (the GPU windows are short; the plan's points need them);
-  a FIRMA item whose cell a table's included file already holds with its seeds
-  and rounds (``covered``, default :func:`fedfrac.campaign.plan.covered_items`)
-  is not run unless ``--rerun-covered``."""
+  """The items of the chosen stages not yet committed, in plan order: stage a's
+  measurements, stage b's items, then the ``late`` measurements. A measurement
+  one accelerator has is not repeated on another unless ``--remeasure`` (the
+  GPU windows are short; the plan's points need them); a FIRMA item whose
+  cells the table's files already hold with its seeds and rounds (``covered``,
+  default :func:`fedfrac.campaign.plan.covered_items`) is not run unless
+  ``--rerun-covered``."""
   stages = args.stages.split(",")
-  todo = []
+  measurements, points = [], []
   if "a" in stages:
     have = committed_measurements(args.root, device["slug"])
     if device["slug"] != "cpu" and not getattr(args, "remeasure", False):
       have = {**accelerator_measurements(args.root), **have}
-    todo += [m for m in plan.measurements if m.table not in have]
+    measurements = [m for m in plan.measurements if m.table not in have]
   if "b" in stages:
     done = files.done_items(os.path.join(args.root, "results", "campaign"))
     if getattr(args, "rerun_covered", False):
       covered = {}
     elif covered is None:
       covered = plan_lib.covered_items(plan, args.root)
-    todo += [i for i in plan.items if i.id not in done and i.id not in covered]
-  return todo
+    points = [i for i in plan.items if i.id not in done and i.id not in covered]
+  return ([m for m in measurements if not m.late] + points
+          + [m for m in measurements if m.late])
 
 
 class Window:
