@@ -20,60 +20,25 @@ Each returns a JSON-able dict; :func:`markdown` renders any of them and
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import time
 
 import jax
 import numpy as np
 
-from fedfrac.bench import convs, studies, table_rows, timing, torch_side, workloads
+from fedfrac.bench import convs, studies, table_rows, timing, torch_side
+# The vs-PyTorch workloads and their sizes (re-exported).
+from fedfrac.bench.workloads import SIZES, WORKLOADS, sized_workload  # noqa: F401
 from fedfrac.sim import precision as precision_lib
 
 START = "<!-- accelerator:start -->"
 END = "<!-- accelerator:end -->"
-WORKLOADS = ("cnn10", "cnn1000", "firma_mlp")
-# Default sizes of the workloads (workloads.workloads' figures).
-SIZES = {"cnn10": dict(clients=10, per_client=600),
-         "cnn1000": dict(clients=1000, per_client=600, pool=60000),
-         "firma_mlp": dict(clients=5, per_client=256, epochs=21)}
 
 
 def device_name() -> str:
   """The device the measurements ran on, as JAX names it (``cpu`` on a CPU)."""
   d = jax.devices()[0]
   return "cpu" if d.platform == "cpu" else d.device_kind
-
-
-def sized_workload(name, clients=None, per_client=None, pool=None, epochs=None):
-  """Workload ``name`` of ``fedfrac.bench.workloads`` at other sizes (same model,
-  optimizer and participation), with its PyTorch counterpart."""
-  size = {**SIZES[name], **{k: v for k, v in dict(clients=clients, per_client=per_client,
-                                                  pool=pool, epochs=epochs).items()
-                            if v is not None}}
-  k, n = size["clients"], size["per_client"]
-  if name == "firma_mlp":
-    e = size["epochs"]
-
-    def make():
-      c = workloads.firma_mlp_fedavg_config()
-      c.client.local_epochs = e
-      return c, workloads.digits_clients(k, n), "fedavg"
-    return workloads.Workload(name, f"FIRMA-sized MLP: FedAvg+Adam, {k} clients x {n}, "
-                           f"E={e}, B=64 (digits)", make,
-                           torch=("firma_mlp", k, {"per_client": n, "epochs": e}))
-  participation = 1.0 if name == "cnn10" else 0.1
-  pool_n = size.get("pool") or k * n
-  cohort = max(1, math.ceil(participation * k))
-
-  def make():
-    return (workloads.cnn_config(participation),
-            workloads.synthetic_images(k, n, pool=pool_n), "fedavg")
-  torch_kw = {"per_client": n, "pool": pool_n}
-  if cohort < k:
-    torch_kw["cohort"] = cohort
-  return workloads.Workload(name, f"CNNMnist FedAvg, {k} clients x {n}, cohort {cohort}",
-                         make, torch=("cnn_mnist", k, torch_kw))
 
 
 def _slim(row):

@@ -99,9 +99,9 @@ def _firma_round(runs, clients, per_client, epochs, unroll=0):
 
 
 def _cnn_round(clients, per_client):
-  from fedfrac.bench import accelerator, timing
-  sim = timing.build(accelerator.sized_workload("cnn10", clients=clients,
-                                                per_client=per_client))
+  from fedfrac.bench import timing, workloads
+  sim = timing.build(workloads.sized_workload("cnn10", clients=clients,
+                                              per_client=per_client))
   box = {"state": sim.init(0)}
   sim.compile(1, box["state"])
 

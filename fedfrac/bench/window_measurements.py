@@ -190,9 +190,7 @@ PAPER_WORKLOADS = ("kuramoto_cnn4", "fofedavg_cnn", "cnn1000")
 def _paper_workload(name, clients=None, per_client=None, epochs=None):
   """(fedfrac config, data, label, torch forms, description, per-step FLOPs note)."""
   if name == "cnn1000":
-    from fedfrac.bench import accelerator
-    w = accelerator.sized_workload("cnn1000", clients=clients, per_client=per_client)
-    return w
+    return workloads.sized_workload("cnn1000", clients=clients, per_client=per_client)
   key = "kuramoto_cnn" if name == "kuramoto_cnn4" else "cnn_mnist_real"
   w = campaign.WORKLOADS[key]
   k = clients or (10 if name == "kuramoto_cnn4" else w.clients)

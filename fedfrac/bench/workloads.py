@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable, Optional
 
 import numpy as np
@@ -174,3 +175,42 @@ def workloads():
       "dirichlet": Workload("dirichlet", "(5) 2NN FedAvg, Dirichlet a=0.1, 100 clients, "
                             "C=0.2", dirichlet_workload()),
   }
+
+
+# The vs-PyTorch workloads of the accelerator measurements (fedfrac.bench.accelerator).
+WORKLOADS = ("cnn10", "cnn1000", "firma_mlp")
+# Default sizes of the workloads (workloads.workloads' figures).
+SIZES = {"cnn10": dict(clients=10, per_client=600),
+         "cnn1000": dict(clients=1000, per_client=600, pool=60000),
+         "firma_mlp": dict(clients=5, per_client=256, epochs=21)}
+
+
+def sized_workload(name, clients=None, per_client=None, pool=None, epochs=None):
+  """Workload ``name`` of ``fedfrac.bench.workloads`` at other sizes (same model,
+  optimizer and participation), with its PyTorch counterpart."""
+  size = {**SIZES[name], **{k: v for k, v in dict(clients=clients, per_client=per_client,
+                                                  pool=pool, epochs=epochs).items()
+                            if v is not None}}
+  k, n = size["clients"], size["per_client"]
+  if name == "firma_mlp":
+    e = size["epochs"]
+
+    def make():
+      c = firma_mlp_fedavg_config()
+      c.client.local_epochs = e
+      return c, digits_clients(k, n), "fedavg"
+    return Workload(name, f"FIRMA-sized MLP: FedAvg+Adam, {k} clients x {n}, "
+                           f"E={e}, B=64 (digits)", make,
+                           torch=("firma_mlp", k, {"per_client": n, "epochs": e}))
+  participation = 1.0 if name == "cnn10" else 0.1
+  pool_n = size.get("pool") or k * n
+  cohort = max(1, math.ceil(participation * k))
+
+  def make():
+    return (cnn_config(participation),
+            synthetic_images(k, n, pool=pool_n), "fedavg")
+  torch_kw = {"per_client": n, "pool": pool_n}
+  if cohort < k:
+    torch_kw["cohort"] = cohort
+  return Workload(name, f"CNNMnist FedAvg, {k} clients x {n}, cohort {cohort}",
+                         make, torch=("cnn_mnist", k, torch_kw))

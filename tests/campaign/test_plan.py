@@ -35,7 +35,10 @@ def test_the_committed_plan_runs_firma_then_kuramoto_then_fofedavg():
   plan = plan_lib.load(str(PLAN))
   assert tuple(accelerator.MEASUREMENTS) == campaign.MEASUREMENT_NAMES
   assert [m.table for m in plan.measurements] == [
-      "vs_torch", "conv_forms", "precision", "points_per_hour", "fibfl_seeds"]
+      "vs_torch", "conv_forms", "precision", "points_per_hour", "fibfl_seeds", "peaks",
+      "step_scaling", "profile", "masked_steps", "papers_vs_torch"]
+  assert [m.table for m in plan.measurements if m.late] == [
+      "profile", "masked_steps", "papers_vs_torch"]
   tables = [i.table for i in plan.items]
   order = list(dict.fromkeys(tables))
   assert order == ["firma_fashion_mnist", "firma_mnist", "kuramoto_fashion_mnist_reference",
@@ -117,9 +120,11 @@ def test_estimates_and_what_is_left_to_do(tmp_path):
   args = supervisor.parse_args(["--out", str(tmp_path / "o"), "--plan", str(PLAN),
                                 "--root", str(tmp_path)])
   todo = supervisor.to_do(plan, args, {"slug": "x"})
-  assert [t.table for t in todo[:4]] == ["conv_forms", "precision", "points_per_hour",
-                                         "fibfl_seeds"]
-  assert todo[4] is second and first not in todo
+  assert [t.table for t in todo[:6]] == ["conv_forms", "precision", "points_per_hour",
+                                         "fibfl_seeds", "peaks", "step_scaling"]
+  assert todo[6] is second and first not in todo
+  # The late measurements come after stage b's items.
+  assert [t.table for t in todo[-3:]] == ["profile", "masked_steps", "papers_vs_torch"]
   # Another accelerator does not repeat what one has measured, unless
   # --remeasure; a CPU dry run measures for itself.
   names = lambda t: [m.table for m in t if m.stage == "a"]
