@@ -87,8 +87,8 @@ def firma_args(spec, data_dir, out=""):
       dataset=spec["dataset"], dir=plan_lib.resolve(spec["data"], data_dir),
       modes=spec["mode"], scenarios=",".join(scenarios), methods=",".join(methods),
       seeds=spec["seeds"], rounds=spec["rounds"], parallelism="vmap", workers=1,
-      step_buckets=1, inputs=spec["inputs"], note="", json=out, table="", out="",
-      published=firma_files.PUBLISHED)
+      step_buckets=1, inputs=spec["inputs"], init=spec.get("init"), note="", json=out,
+      table="", out="", published=firma_files.PUBLISHED)
 
 
 def firma_widths(args) -> dict:

@@ -113,7 +113,8 @@ class Item:
   def label(self) -> str:
     s = self.spec
     if self.column:
-      return (f"{self.table} {s['mode']} {'+'.join(s['methods'])} "
+      variant = f" init={s['init']}" if s.get("init") else ""
+      return (f"{self.table} {s['mode']}{variant} {'+'.join(s['methods'])} "
               f"{len(s['scenarios'])} scenarios seeds={s['seeds']}")
     if self.kind == "firma":
       return (f"{self.table} {s['mode']} {s['scenario']} {s['method']} "
@@ -176,6 +177,11 @@ def expand(group, where) -> list:
           + (" (or of lists of them, run in one item)" if per_item == "column" else ""))
     base = {"dataset": group.get("dataset"), "data": group.get("data"),
             "inputs": group.get("inputs", "authors")}
+    if group.get("init") is not None:      # a labelled variant (firma_variants)
+      from fedfrac.reproduce.firma_variants import INITS
+      _need(group["init"] in INITS, f"{where}.init", group["init"],
+            f"allowed values are {', '.join(INITS)} (or leave it out)")
+      base["init"] = group["init"]
     for mode in _strings(group, "modes", where):
       scenarios = _strings(group, "scenarios", where)
       if per_item == "column":
@@ -325,14 +331,16 @@ def coverage(plan, root) -> dict:
   each FIRMA item that :func:`held_cells` holds with at least the item's seeds
   and its rounds (the CPU campaign's cells, earlier windows' items), and the
   files holding them."""
+  from fedfrac.reproduce.firma_variants import cell_inputs
   held = held_cells(plan, root)
   out = {}
   for item in plan.items:
     if item.kind != "firma":
       continue
     sp = item.spec
-    # The inputs count only for reference_code, as json_cells reads the files.
-    inputs = sp.get("inputs", "authors") if sp["mode"] == "reference_code" else "unit"
+    # As json_cells reads the files: the inputs (and a variant) count only for
+    # reference_code.
+    inputs = cell_inputs(sp["mode"], {"inputs": "authors", **sp})
     got = [(cell, held.get((item.table, sp["mode"], inputs, *cell, sp["rounds"]), (0, "")))
            for cell in item.cells]
     cells = [(cell, path) for cell, (n, path) in got if n >= sp["seeds"]]

@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from fedfrac.reproduce import common, firma_files, firma_tables, published_tables
-from fedfrac.reproduce import tuned, verdicts
+from fedfrac.reproduce import firma_variants, tuned, verdicts
 from fedfrac.reproduce.doc_registry import block, result_table
 
 R = "REPRODUCTION.md"
@@ -352,7 +352,7 @@ def firma_t910():
   parts = []
   for (mode, inputs), cells in sorted(groups.items()):
     devices = sorted({d for entries in cells.values() for _, d in entries})
-    parts.append(f"`{mode}` with {firma_files.INPUTS[inputs]}: "
+    parts.append(f"`{mode}` with {firma_variants.title(inputs, firma_files.INPUTS)}: "
                  + ", ".join(f"{firma_tables.LABELS[m]} {firma_tables.PAPER_COLUMNS[s]}"
                              for s, m in sorted(cells, key=lambda c: (
                                  firma_tables.METHODS.index(c[1]),
@@ -513,7 +513,7 @@ def readme_firma_mnist():
     seeds = sorted({r[3] for r in rows["accuracy"]})
     beyond = {key: _beyond(r, key) for key, r in rows.items()}
     parts.append(
-        f"`{group[0]}` with {firma_files.INPUTS[group[1]]}: "
+        f"`{group[0]}` with {firma_variants.title(group[1], firma_files.INPUTS)}: "
         f"{listing([firma_tables.LABELS[m] for m in methods])} in "
         f"{len({c[0] for c in cells})} of the {len(firma_tables.SCENARIOS)} scenarios "
         f"({' or '.join(map(str, seeds))} seeds, {listing(devices)}); beyond the margin "

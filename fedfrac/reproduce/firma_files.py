@@ -22,7 +22,9 @@ import json
 import os
 import time
 
-from fedfrac.reproduce import common, firma, firma_tables, verdicts
+from fedfrac.reproduce import common, firma, firma_tables, firma_variants, verdicts
+# How the runs execute here (re-exported: --parallelism and --workers).
+from fedfrac.reproduce.firma_forms import cpu_backend, parallelism, workers  # noqa: F401
 
 PUBLISHED = os.path.join(os.path.dirname(firma.__file__), "published", "firma.json")
 # --dataset -> (title, Tables (accuracy, Gini), the data set's files and size)
@@ -107,10 +109,11 @@ def at_chance(runs) -> int:
 
 def json_cells(d):
   """(mode, inputs, scenario, method, cell) of every cell of one ``--json`` result
-  ``d``; ``inputs`` counts only for ``reference_code`` (else ``"unit"``)."""
+  ``d``; ``inputs`` counts only for ``reference_code`` (else ``"unit"``), with a
+  labelled variant's name (:func:`fedfrac.reproduce.firma_variants.cell_inputs`)."""
   for entry in d["scenarios"].values():
     for mode, res in entry["results"].items():
-      inputs = d["args"].get("inputs", "unit") if mode == "reference_code" else "unit"
+      inputs = firma_variants.cell_inputs(mode, d["args"])
       for key, cell in res.items():
         yield (mode, inputs, *key.split("/"), cell)
 
@@ -219,10 +222,11 @@ def markdown(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
     cells = groups[group]
     devices = sorted({dev for entries in cells.values() for _, dev in entries})
     for name, _ in firma_tables.row_groups(mode):
-      lines.append(f"| {mode} | {INPUTS[inputs]} | {', '.join(devices)} | {name} | "
+      lines.append(f"| {mode} | {firma_variants.title(inputs, INPUTS)} | "
+                   f"{', '.join(devices)} | {name} | "
                    f"{verdicts.tally_text(counts[group][names[0]][name])} | "
                    f"{verdicts.tally_text(counts[group][names[1]][name])} |")
-    body += [f"## compat = {mode}, {INPUTS[inputs]}", "",
+    body += [f"## compat = {mode}, {firma_variants.title(inputs, INPUTS)}", "",
              "Runs:", ""] + [f"- {line}" for line in sources[group]] + [""]
     for table, key, label in ((names[0], "accuracy", "mean per-client test accuracy"),
                               (names[1], "gini", "Gini of per-client accuracy")):
@@ -246,31 +250,6 @@ def write_table(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
   common.write_text(out, markdown(json_paths, out, published, dataset))
 
 
-def cpu_backend() -> bool:
-  import jax
-  return jax.default_backend() == "cpu"
-
-
-def parallelism(setting: str) -> str:
-  """``--parallelism``: ``auto`` is ``map`` on a CPU (one client after another,
-  and the run's seeds one after another in the same program: 1.42–1.53 ms of CPU
-  per client-step on one core against 2.32 for the ten clients vmapped,
-  docs/design.md §2.5) and ``vmap`` on an accelerator (seeds vmapped too)."""
-  if setting == "auto":
-    return "map" if cpu_backend() else "vmap"
-  return setting
-
-
-def workers(setting: int) -> int:
-  """``--workers``: 0 is one process per CPU core, each pinned to its core, on a
-  CPU (two single-core processes train 1.6–2× the client-steps of one
-  two-threaded process, docs/design.md §2.5), and 1 (this process) on an
-  accelerator."""
-  if setting:
-    return setting
-  return max(1, os.cpu_count() or 1) if cpu_backend() else 1
-
-
 def files_spec(args) -> dict:
   """The data of a ``firma_files`` run as :func:`fedfrac.reproduce.firma_program.config_module`
   takes it (a plain dict: it travels to worker processes and into point keys)."""
@@ -278,6 +257,8 @@ def files_spec(args) -> dict:
           "inputs": args.inputs, "parallelism": parallelism(args.parallelism)}
   if getattr(args, "step_buckets", None) is not None:
     spec["step_buckets"] = int(args.step_buckets)
+  if getattr(args, "init", None):
+    spec["init"] = args.init
   return spec
 
 
@@ -314,8 +295,9 @@ def run_scenarios(args, log=print, cache_dir=None, widths=None):
   flags = {k: v for k, v in vars(args).items()
            if k not in ("json", "table", "out", "published", "workers")}
   flags["parallelism"] = parallelism(args.parallelism)
-  if flags.get("step_buckets") is None:    # the default: files written before it match
-    flags.pop("step_buckets", None)
+  for key in ("step_buckets", "init"):      # defaults: files written before them match
+    if flags.get(key) is None:
+      flags.pop(key, None)
   dev = jax.devices()[0]
   device = f"CPU, {os.cpu_count()} cores" if dev.platform == "cpu" else dev.device_kind
   out = {"args": {**flags, "device": device}, "scenarios": {}}
@@ -375,6 +357,9 @@ def main(argv=None):
   p.add_argument("--inputs", default="authors", choices=tuple(INPUTS),
                  help="authors: the reference_code mode normalises inputs as the "
                  "authors' code, (x - 0.5) / 0.5; unit: every mode keeps [0, 1]")
+  p.add_argument("--init", default=None, choices=firma_variants.INITS,
+                 help="a labelled variant of reference_code: shared = one shared "
+                 "initial model for the ring methods (its own table section)")
   p.add_argument("--note", default="", help="a line about this run, kept in --json "
                  "and printed with its runs in the table")
   p.add_argument("--json", default="")

@@ -19,7 +19,7 @@ from fedfrac import sim as sim_lib
 from fedfrac import runner
 from fedfrac import metrics as metrics_lib
 from fedfrac.ops import lockstep
-from fedfrac.reproduce import common
+from fedfrac.reproduce import common, firma_variants
 
 
 
@@ -43,7 +43,8 @@ def config_module(files=None):
   authors' input normalisation in ``reference_code``; ``unit``: [0, 1]),
   ``parallelism`` (``engine.client_parallelism``) and, when present,
   ``step_buckets`` (``engine.step_buckets``; absent: the engine's automatic
-  choice, which depends on the clients' sizes); N = 10."""
+  choice, which depends on the clients' sizes) and ``init`` (a labelled variant,
+  :mod:`fedfrac.reproduce.firma_variants`); N = 10."""
   import types
   from fedfrac import config as config_lib
   digits = load_digits_config()
@@ -60,6 +61,7 @@ def config_module(files=None):
     c.engine.client_parallelism = files["parallelism"]
     if files.get("step_buckets") is not None:
       c.engine.step_buckets = int(files["step_buckets"])
+    firma_variants.apply(c, files.get("init"))
     return c
   return types.SimpleNamespace(firma_config=firma_config, __file__=digits.__file__)
 

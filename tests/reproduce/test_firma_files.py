@@ -116,12 +116,13 @@ def test_a_run_on_idx_files_is_kept_per_scenario_and_resumed(tmp_path, capsys):
 
 
 def test_cpu_defaults_are_map_and_one_pinned_process_per_core(monkeypatch):
-  monkeypatch.setattr(firma_files, "cpu_backend", lambda: True)
-  monkeypatch.setattr(firma_files.os, "cpu_count", lambda: 2)
+  from fedfrac.reproduce import firma_forms
+  monkeypatch.setattr(firma_forms, "cpu_backend", lambda: True)
+  monkeypatch.setattr(firma_forms.os, "cpu_count", lambda: 2)
   assert firma_files.parallelism("auto") == "map"
   assert firma_files.workers(0) == 2
   assert (firma_files.parallelism("vmap"), firma_files.workers(1)) == ("vmap", 1)
-  monkeypatch.setattr(firma_files, "cpu_backend", lambda: False)
+  monkeypatch.setattr(firma_forms, "cpu_backend", lambda: False)
   assert (firma_files.parallelism("auto"), firma_files.workers(0)) == ("vmap", 1)
 
 
