@@ -12,15 +12,21 @@ import signal
 import sys
 
 
-def _worker_child(ev_w, req_r, err_w, parent_fds, staging, data_dir):
-  """The forked worker: default signal handling, its prints into the
-  supervisor's log pipe, then :func:`fedfrac.campaign.worker.serve`."""
+def _child_setup(err_w, parent_fds):
+  """In a forked child: default signal handling, the parent's ends of the pipes
+  closed, stdout and stderr into the supervisor's log pipe."""
   for s in (signal.SIGTERM, signal.SIGINT):
     signal.signal(s, signal.SIG_DFL)
   for fd in parent_fds:
     os.close(fd)
   os.dup2(err_w, 1)
   os.dup2(err_w, 2)
+
+
+def _worker_child(ev_w, req_r, err_w, parent_fds, staging, data_dir):
+  """The forked worker: :func:`_child_setup`, then
+  :func:`fedfrac.campaign.worker.serve`."""
+  _child_setup(err_w, parent_fds)
   os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6")   # room for PyTorch
   from fedfrac.campaign import worker
   code = worker.serve(os.fdopen(ev_w, "w"), os.fdopen(req_r), staging, data_dir)
@@ -31,12 +37,7 @@ def _worker_child(ev_w, req_r, err_w, parent_fds, staging, data_dir):
 
 def _precompile_child(request_line, data_dir, err_w, parent_fds):
   """The forked compile-ahead process (:mod:`fedfrac.campaign.precompile`)."""
-  for s in (signal.SIGTERM, signal.SIGINT):
-    signal.signal(s, signal.SIG_DFL)
-  for fd in parent_fds:
-    os.close(fd)
-  os.dup2(err_w, 1)
-  os.dup2(err_w, 2)
+  _child_setup(err_w, parent_fds)
   from fedfrac.campaign import precompile
   precompile.main_child(request_line, data_dir, os.dup(err_w))
   os._exit(0)

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedfrac import runner
+from fedfrac.sim.communication import tree_bytes
 from fedfrac.reproduce.firma_program import (cpu_seconds, make_program, stack_arrays,
                                              stack_states, summarize_runs)
 
@@ -64,11 +65,6 @@ def program_of(method: str, share: bool) -> tuple:
     built, options = SHARED_PROGRAMS[method]
     return built, dict(options)
   return method, None
-
-
-def tree_bytes(tree) -> int:
-  return sum(int(np.prod(np.shape(x))) * np.dtype(x.dtype).itemsize
-             for x in jax.tree.leaves(tree))
 
 
 def run_bytes(sim, fed, state) -> int:
