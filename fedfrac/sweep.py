@@ -97,7 +97,7 @@ import numpy as np
 
 from fedfrac import algorithms
 from fedfrac import config as config_lib
-from fedfrac import config_files
+from fedfrac import config_files, config_keys
 from fedfrac import metrics as metrics_lib
 from fedfrac import runner, sweep_checks
 from fedfrac._version import __version__
@@ -185,7 +185,9 @@ def expand(base, axes, seeds, grid=None, grid_methods=()):
   grid value × seed. Each is a dict with ``id``, ``axes`` (the config point),
   ``axes_index``, ``label`` (method label), ``run_label`` (with the grid value),
   ``grid`` (value or None), ``seed`` and ``config`` (the point's config with
-  ``only`` = its method)."""
+  ``only`` = its method). Every key of ``base`` is checked first, as the
+  command line checks a config file's (:func:`fedfrac.config_keys.check_keys`)."""
+  config_keys.check_keys(base)
   if grid is not None and len(grid) != 1:
     raise sweep_checks.UsageError(f"--grid: give exactly one option, got {sorted(grid)}")
   option = next(iter(grid)) if grid else None

@@ -128,3 +128,38 @@ def test_a_client_lr_grid_runs_every_method_at_each_rate():
   still, trained = (res.record(m, 0).curve("train_update_norm")[1][-1]
                     for m in res.methods())
   assert trained > 1e4 * still > 0   # the update scales with the rate
+
+
+@pytest.mark.parametrize("entry", ["run", "run_many", "sweep"])
+@pytest.mark.parametrize("section,key,value,match", [
+    ("client", "learning_rate", 0.5,
+     r"^config\.client\.learning_rate=0\.5: unknown key 'learning_rate'; did you mean "
+     r"'lr'\? config\.client has keys: "),
+    ("data", "alhpa", 0.05,
+     r"^config\.data\.alhpa=0\.05: unknown key 'alhpa'; did you mean 'alpha'\? "),
+])
+def test_a_misspelt_key_of_a_config_built_in_python_is_refused(entry, section, key, value,
+                                                                match, monkeypatch):
+  """``c.client.learning_rate = 0.5; ff.run(c)`` ran with the default lr (and
+  ``c.data.alhpa`` with α 0.5), status ok; the command line refuses the same
+  keys. Nothing compiles: the check comes first."""
+  from fedfrac import sweep
+  from fedfrac.runner import chunked
+  monkeypatch.setattr(chunked, "run_one", lambda *a, **k: pytest.fail("a run started"))
+  c = helpers.tiny_config(rounds=1)
+  with c[section].unlocked():
+    c[section][key] = value
+  call = {"run": ff.run, "run_many": ff.run_many,
+          "sweep": lambda c: sweep.run(c, [], (0,), ["accuracy"], progress=False,
+                                       log=lambda *a, **k: None)}[entry]
+  with pytest.raises(config_lib.ConfigError, match=match):
+    call(c)
+
+
+def test_a_misspelt_method_option_from_python_is_refused_like_on_the_command_line():
+  c = helpers.tiny_config(rounds=1)
+  c.methods = ml_collections.ConfigDict({"m": {"name": "fedavgm", "momentun": 0.5}})
+  with pytest.raises(config_lib.ConfigError,
+                     match=r"config\.methods\.m\.momentun=0\.5: unknown option for "
+                           r"algorithm 'fedavgm'; did you mean 'momentum'\?"):
+    ff.run(c)
