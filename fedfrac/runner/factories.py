@@ -183,8 +183,9 @@ def check_methods(config, fed_data) -> None:
   traced once on abstract arrays (:func:`fedfrac.algorithms.check.check_algorithm`).
 
   Raises:
-    ConfigError naming the method, the key and what is allowed (or the function
-    of your algorithm that returned what the engine cannot use).
+    ConfigError naming the method, the key and what is allowed, or its subclass
+    :class:`fedfrac.algorithms.ContractError` naming the function of your
+    algorithm that returned what the engine cannot use.
   """
   from fedfrac.algorithms import check
   for label in config_lib.method_labels(config):
@@ -203,8 +204,8 @@ def check_methods(config, fed_data) -> None:
         check.check_algorithm(algorithm, ctx, fed_data,
                               cohort_size(config.participation, fed_data.num_clients))
       except check.ContractError as e:
-        raise config_lib.ConfigError(f"config.methods.{label}: {e}; nothing has run "
-                                     f"yet") from e
+        raise check.ContractError(f"config.methods.{label}: {e}; nothing has run "
+                                  f"yet") from e
 
 
 def build_context(config, label, fed_data, all_client_sizes=None) -> contract.BuildContext:
