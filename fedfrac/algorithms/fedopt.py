@@ -12,8 +12,17 @@ pseudo-gradient −Δ̄_t to an optax server optimizer with learning rate η:
   w_{t+1} = w_t + η m_t / (√v_t + τ)
 
 with m_{−1} = 0 and v_{−1} = τ² (Alg. 2 requires v_{−1} ≥ τ²). As in Alg. 2 there
-is no bias correction by default; ``bias_correction=True`` divides m_t by
-1 − β1^{t+1} and v_t by 1 − β2^{t+1} (Adam-style; the form optax.adam uses).
+is no bias correction by default. ``bias_correction=True`` is Adam's form
+(Kingma & Ba 2015, Alg. 1), the one ``optax.adam`` computes: both moments start
+at zero, m_{−1} = v_{−1} = 0, and the step is
+
+  w_{t+1} = w_t + η m̂_t / (√v̂_t + τ),  m̂_t = m_t / (1 − β1^{t+1}),
+  v̂_t = v_t / (1 − β2^{t+1})                     (FedAdagrad: v̂_t = v_t)
+
+so FedAdam with it equals a FedAvg server running ``optax.adam(η, β1, β2,
+eps=τ)`` on the pseudo-gradient (``server_optimizer``, :mod:`fedfrac.algorithms.fedavg`).
+(Starting v at τ² as well made the first steps up to 1/(τ√(1−β2)) times smaller
+than Adam's for small updates: 10× at |Δ̄| = 1e-4 with τ = 1e-3.)
 ``server_opt="sgd"`` is w_{t+1} = w_t + η Δ̄_t (η = 1 is FedAvg).
 
 Registered presets: ``fedadam``, ``fedyogi``, ``fedadagrad`` (Reddi et al.'s
@@ -56,15 +65,19 @@ class AdaptiveState(NamedTuple):
 def scale_by_reddi(kind, beta1=0.9, beta2=0.99, tau=1e-3, bias_correction=False):
   """The second-moment rules of Reddi et al. 2021, Alg. 2, as an optax transformation.
 
-  Takes (pseudo-)gradients g and returns m / (√v + τ) built from g (the caller
-  scales by −η). ``kind`` is ``"adam"``, ``"yogi"`` or ``"adagrad"``.
+  Takes (pseudo-)gradients g (a pytree, any shapes) and returns m / (√v + τ)
+  built from g (the caller scales by −η). ``kind`` is ``"adam"``, ``"yogi"`` or
+  ``"adagrad"``. Without ``bias_correction`` v starts at τ² (Alg. 2); with it,
+  both moments start at zero and are divided by 1 − β^{t+1} (Adam, Kingma & Ba
+  2015, Alg. 1: ``kind="adam"`` is ``optax.scale_by_adam(β1, β2, eps=τ)``).
   """
   if kind not in ("adam", "yogi", "adagrad"):
     raise ValueError(f"server_opt={kind!r}: allowed values are adam, yogi, adagrad")
 
   def init_fn(params):
+    v0 = 0.0 if bias_correction else tau * tau   # Adam's v_{−1} = 0; Alg. 2's τ²
     return AdaptiveState(jnp.zeros((), jnp.int32), trees.tree_zeros_like(params),
-                         jax.tree.map(lambda p: jnp.full_like(p, tau * tau), params))
+                         jax.tree.map(lambda p: jnp.full_like(p, v0), params))
 
   def update_fn(updates, state, params=None):
     del params
