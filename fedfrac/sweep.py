@@ -96,6 +96,7 @@ import time
 import numpy as np
 
 from fedfrac import algorithms
+from fedfrac.algorithms import server_optimizer
 from fedfrac import config as config_lib
 from fedfrac import config_files, config_keys
 from fedfrac import metrics as metrics_lib
@@ -173,8 +174,14 @@ def grid_targets(config, grid, grid_methods):
 
 def config_key(config) -> dict:
   """``config`` as a JSON dict without the keys a point does not depend on
-  (its seeds, which each point names itself, and the progress switch)."""
+  (its seeds, which each point names itself, and the progress switch). An
+  optax server optimizer given as an object is the text of its settings
+  (:func:`fedfrac.algorithms.server_optimizer.describe`), not just its type."""
   out = json.loads(config.to_json_best_effort(sort_keys=True))
+  for label, method in config.methods.items():
+    value = method.get("server_optimizer", None) if hasattr(method, "get") else None
+    if server_optimizer.is_transformation(value):
+      out["methods"][label]["server_optimizer"] = server_optimizer.plain(value)
   out.pop("seeds", None)
   out.pop("progress", None)
   return out

@@ -25,6 +25,10 @@ eps=τ)`` on the pseudo-gradient (``server_optimizer``, :mod:`fedfrac.algorithms
 than Adam's for small updates: 10× at |Δ̄| = 1e-4 with τ = 1e-3.)
 ``server_opt="sgd"`` is w_{t+1} = w_t + η Δ̄_t (η = 1 is FedAvg).
 
+Each is a preset of FedAvg's ``server_optimizer`` (any optax optimizer as the
+server step, :mod:`fedfrac.algorithms.server_optimizer`): the same clients and
+server step with the transformation :func:`server_optimizer` makes.
+
 Registered presets: ``fedadam``, ``fedyogi``, ``fedadagrad`` (Reddi et al.'s
 defaults β1 = 0.9, β2 = 0.99, τ = 1e-3).
 """
@@ -36,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedfrac.algorithms import contract, local_training, schema, server, tasks, trees
+from fedfrac.algorithms import contract, fedavg, schema, trees
 
 SERVER_OPTIMIZERS = ("adam", "yogi", "adagrad", "sgd")
 
@@ -113,30 +117,10 @@ def server_optimizer(hp) -> optax.GradientTransformation:
 
 
 def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
-  training = ctx.training
-  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
-  server_tx = server_optimizer(hp)
-
-  def init(key, params0, num_clients, data_info):
-    del key, num_clients, data_info
-    return {"params": params0, "opt_state": server_tx.init(params0)}, None
-
-  def client_update(payload, client_state, view, key, round_index):
-    delta, metrics = local_training.local_delta(payload, view, key, round_index, loss_fn,
-                                                training)
-    return delta, client_state, metrics
-
-  def aggregate(server_state, client_states, messages, weights, mask, key):
-    mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
-    pseudo_grad = jax.tree.map(jnp.negative, mean_delta)    # −Δ̄_t
-    updates, opt_state = server_tx.update(pseudo_grad, server_state["opt_state"],
-                                          server_state["params"])
-    params = optax.apply_updates(server_state["params"], updates)
-    return ({"params": params, "opt_state": opt_state}, client_states,
-            {"server_step_norm": trees.tree_norm(updates)})
-
-  return contract.FedAlgorithm("fedopt", init, contract.broadcast_params,
-                           client_update, aggregate, contract.eval_global_params)
+  """FedAvg with :func:`server_optimizer` as its ``server_optimizer``: the
+  server step of :mod:`fedfrac.algorithms.server_optimizer`."""
+  preset = {"server_lr": 1.0, "server_optimizer": server_optimizer(hp)}
+  return fedavg.build(ctx, preset)._replace(name="fedopt")
 
 
 ENTRIES = (
