@@ -28,20 +28,24 @@ from fedfrac.runner import points as points_lib
 from fedfrac.runner import signals
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.extensions import (  # noqa: F401  (their old home)
-    cannot_ship, extensions_for_workers, install_extensions, pack_extensions, user_extensions)
+    cannot_ship, extensions_for_workers, install_extensions, pack_extensions, user_extensions,
+    workers_problem)
 from fedfrac.runner.log import PointProgress
 
 
 def worker_count(config, num_runs) -> int:
   """Processes for the (method, seed) runs: ``config.workers`` (0: one per local
   device, i.e. per CPU core on a CPU host), at most one per run; 1 (saying why
-  on stderr) when your own algorithms or models cannot be sent to workers."""
+  on stderr) when the work cannot go to worker processes
+  (:func:`fedfrac.runner.extensions.workers_problem`: your own algorithms or
+  models cannot be sent, the config cannot be pickled, or the script that calls
+  has no ``if __name__ == "__main__":`` guard, which made it wait forever)."""
   workers = int(config.get("workers", 1))
   if workers == 0:
     workers = len(points_lib.local_workers())
   workers = max(1, min(workers, num_runs))
   if workers > 1:
-    _, problem = pack_extensions()
+    problem = workers_problem(config)
     if problem:
       print(f"config.workers={config.get('workers', 1)}: running in this process: "
             f"{problem}", file=sys.stderr)
