@@ -163,3 +163,32 @@ def test_a_misspelt_method_option_from_python_is_refused_like_on_the_command_lin
                      match=r"config\.methods\.m\.momentun=0\.5: unknown option for "
                            r"algorithm 'fedavgm'; did you mean 'momentum'\?"):
     ff.run(c)
+
+
+class NoHead(nn.Module):
+  @nn.compact
+  def __call__(self, x):
+    return nn.Dense(3)(nn.relu(nn.Dense(8)(x)))
+
+
+def test_personalised_methods_run_with_a_plain_module_whose_last_layer_is_head():
+  """``model=TwoLayer()`` (its last layer ``name="head"``, no ``flax_model``):
+  FedRep crashed after the earlier methods ran ("vmap wrapped function must be
+  passed at least one argument"); a module with no head at all is refused in
+  one line before compute for every method that needs one."""
+  x, y = _arrays()
+  c = helpers.tiny_config(rounds=1, eval_every=1, **{"data.partition": "iid"})
+  c.data.num_clients = 3
+  c.methods = ml_collections.ConfigDict({"fedrep": {"name": "fedrep"}})
+  res = ff.run(c, data=(x, y), model=TwoLayer())
+  assert res.record("fedrep", 0).status == "ok"
+  heads = res.final_params("fedrep")["head"]["kernel"]
+  assert heads.shape == (3, 8, 3) and not np.allclose(heads[0], heads[1])   # per client
+  for name in ("fedrep", "fibfl_pp", "moon"):
+    c.methods = ml_collections.ConfigDict({"m": {"name": name}})
+    with pytest.raises(config_lib.ConfigError,
+                       match=rf"^config\.methods\.m: algorithm '{name}' uses the model's "
+                             r"head .* model 'NoHead' has none: name its head with "
+                             r"ff\.models\.flax_model\(module, head='\.\.\.'\) \(its "
+                             r"top-level submodules are 'Dense_0', 'Dense_1'\)"):
+      ff.run(c, data=(x, y), model=NoHead())
