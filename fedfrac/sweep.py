@@ -376,7 +376,9 @@ def run_batch(spec):
     else:
       single = config.copy_and_resolve_references()
       single.seeds = tuple(chunk)
-      records = runner.run(single, progress=False).records
+      res = runner.run(single, progress=False)
+      res.raise_failed()   # a batch whose run failed fails whole (no point is written)
+      records = res.records
     runs = [(seed, v) for seed in chunk for v in values]
     for (seed, v), rec in zip(runs, records):
       yield spec["ids"][(seed, v)], point_record(rec, spec["metrics"], spec, v)
@@ -398,6 +400,7 @@ def run_point(config, seeds, grid, grid_methods, batch):
         raise SystemExit("--grid needs batched runs; drop --no_batch")
       single.seeds = tuple(seeds)
       res = runner.run(single)
+      res.raise_failed()
     records.extend(res.records)
   return records
 

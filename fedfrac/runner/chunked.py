@@ -48,6 +48,16 @@ class RunInterrupted(KeyboardInterrupt):
     self.message, self.results, self.signum = message, results, int(signum)
 
 
+def failure_line(label, seed, error) -> str:
+  """One line naming a (method, seed) run that raised ``error``: the others
+  run on and are kept (:attr:`fedfrac.runner.records.Results.failed`)."""
+  text = next((l.strip() for l in str(error).splitlines() if l.strip()), "")
+  text = text if len(text) <= 300 else text[:297] + "..."
+  kind = getattr(error, "kind", type(error).__name__)
+  return (f"method {label!r} seed {seed} failed: {kind}: {text}; the other runs go on "
+          f"and are kept (results.failed has the error)")
+
+
 def resume_hint(workdir) -> str:
   return (f"rerun the same command with --workdir={workdir} to resume" if workdir
           else "no --workdir was given, so nothing was kept")

@@ -13,6 +13,7 @@ the last checkpoint and gives the same numbers as an uninterrupted run.
 """
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 from fedfrac import config as config_lib
@@ -22,7 +23,7 @@ from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.chunked import (RunInterrupted, _build_data, _data_seed,  # noqa: F401
                                     _slice_run, _to_host, _whole, chunk_loop,
-                                    resume_hint, run_one)
+                                    failure_line, resume_hint, run_one)
 from fedfrac.runner.records import Results
 
 
@@ -66,6 +67,10 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
     FloatingPointError: a run diverged with ``on_divergence="error"``; every run
       that finished before it (and its own rows) is written first (with workers,
       every other run finishes first).
+  A run that raises anything else (a method that fails while compiling or
+  running) does not stop the others: one line on stderr names it, the others
+  run and are returned and written, and ``Results.failed`` holds its error
+  (``results.raise_failed()`` raises it again).
   """
   own = user_inputs.prepare(config, data, algorithms, model, digest=bool(workdir))
   config = own.config
@@ -95,10 +100,10 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
       data_cache[ds] = _build_data(config, ds, own.data)
   # every method, before any runs
   factories.check_methods(config, data_cache[_data_seed(config, seeds[0])])
-  records = []
+  records, failed = [], {}
 
   def finish():
-    results = Results(config, records)
+    results = Results(config, records, failed)
     if workdir:
       for rec in records:
         stored.save_record(workdir, rec)
@@ -110,7 +115,8 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   workers = parallel.worker_count(config, len(jobs))
   if workers > 1:
     return parallel.run_in_workers(config, jobs, workdir, stop_after_round, progress,
-                                   workers, records, finish, own.data, keep_params)
+                                   workers, records, finish, own.data, keep_params,
+                                   failed)
   with signals.Signals(graceful=True) as stop:
     for label, seed in jobs:
       try:
@@ -124,6 +130,10 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
       except DiskFullError:
         parallel.finish_if_space(finish, records)
         raise
+      except Exception as e:   # this method failed: the others run on and are kept
+        failed[(label, seed)] = e
+        print(failure_line(label, seed, e), file=sys.stderr)
+        continue
       records.append(rec)
       if stop.requested is not None:
         results = finish()

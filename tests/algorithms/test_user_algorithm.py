@@ -231,3 +231,34 @@ def test_check_algorithm_and_contract_error_are_exported():
   algorithms.register(_broken("aggregate"), name="broken")
   with pytest.raises(ff.algorithms.ContractError, match="aggregate returned"):
     _check(_config("broken"))
+
+
+def _fails_on_the_host(ctx, hp):
+  """FedAvg whose host-side metrics raise after its first chunk has run: a
+  failure no check before compute can see."""
+  def host_metrics(rounds_done):
+    raise RuntimeError(f"boom after {rounds_done} rounds")
+  return build_mean_of_deltas(ctx, hp)._replace(host_metrics=host_metrics)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_method_that_fails_keeps_the_finished_methods_results(workers, capsys):
+  """A method failing inside ff.run lost every finished method's results (the
+  exception propagated; with workers: "task 1 failed in a worker")."""
+  c = helpers.tiny_config(rounds=1, eval_every=1, workers=workers)
+  c.methods = ml_collections.ConfigDict({"fedavg": {"name": "fedavg"},
+                                         "broken": {"name": "fails"},
+                                         "fedprox": {"name": "fedprox"}})
+  res = ff.run(c, algorithms={"fails": _fails_on_the_host})
+  assert res.methods() == ["fedavg", "fedprox"]
+  assert all(r.status == "ok" for r in res.records)
+  assert list(res.failed) == [("broken", 0)]
+  assert "boom after 1 rounds" in str(res.failed[("broken", 0)])
+  lines = [l for l in capsys.readouterr().err.splitlines() if "failed" in l]
+  assert lines == ["method 'broken' seed 0 failed: RuntimeError: boom after 1 rounds; the "
+                   "other runs go on and are kept (results.failed has the error)"]
+  assert "failed: broken seed 0: RuntimeError: boom after 1 rounds" in res.table()
+  with pytest.raises(KeyError, match="method 'broken' seed 0 failed: "):
+    res.record("broken", 0)
+  with pytest.raises(RuntimeError, match="boom"):
+    res.raise_failed()
