@@ -192,3 +192,29 @@ def test_personalised_methods_run_with_a_plain_module_whose_last_layer_is_head()
                              r"ff\.models\.flax_model\(module, head='\.\.\.'\) \(its "
                              r"top-level submodules are 'Dense_0', 'Dense_1'\)"):
       ff.run(c, data=(x, y), model=NoHead())
+
+
+def test_messages_for_the_usual_notebook_slips():
+  """A misspelt run label was a bare ``KeyError: ('fofedav', 0)``, a misspelt
+  algorithm name listed the names without a guess, and ``model=Net`` (the
+  class) said "expected a flax.linen Module, got type"."""
+  rec = RunRecord("fofedavg", "fofedavg", 0, [], [])
+  res = ff.Results(helpers.tiny_config(), [rec, RunRecord("fedavg", "fedavg", 0, [], [])])
+  with pytest.raises(KeyError, match=r"^method 'fofedav': no such run; did you mean "
+                                     r"'fofedavg'\? the methods are 'fofedavg', 'fedavg'$"):
+    res.record("fofedav", 0)
+  with pytest.raises(KeyError, match=r"^method 'fedavg' has no seed 3; its seeds are 0$"):
+    res.record("fedavg", 3)
+  assert res.record("fofedavg", 0) is rec
+  c = helpers.tiny_config(rounds=1)
+  c.methods = ml_collections.ConfigDict({"a": {"name": "fedavgg"}})
+  with pytest.raises(config_lib.ConfigError, match=r"^config\.methods\.a\.name='fedavgg': "
+                                                   r"did you mean 'fedavg'\? allowed values"):
+    ff.run(c)
+  x, y = _arrays()
+  with pytest.raises(TypeError, match=r"^model: TwoLayer is a flax\.linen Module class; "
+                                      r"pass an instance, e.g\. TwoLayer\(\)$"):
+    ff.run(helpers.tiny_config(rounds=1), data=(x, y), model=TwoLayer)
+  with pytest.raises(ff.data.DataError, match=r"^data:y_train: has dtype float32 \(shape "
+                                              r"\(192,\)\); expected integer class labels"):
+    ff.run(helpers.tiny_config(rounds=1), data=(x, y.astype(np.float32)), model=TwoLayer())
