@@ -23,13 +23,15 @@ from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.chunked import (RunInterrupted, _build_data, _data_seed,  # noqa: F401
                                     _slice_run, _to_host, _whole, chunk_loop,
-                                    failure_line, resume_hint, run_one)
+                                    failure_line, resume_hint, run_one,
+                                    use_compile_cache)
 from fedfrac.runner.records import Results
 
 
 def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] = None,
         progress: Optional[bool] = None, overwrite: bool = False, *, data=None,
-        algorithms: Optional[dict] = None, model=None, keep_params: bool = True) -> Results:
+        algorithms: Optional[dict] = None, model=None, keep_params: bool = True,
+        compile_cache: bool = True) -> Results:
   """Run every method × seed of ``config`` (validated first); see module docstring.
 
   Args:
@@ -55,6 +57,11 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
       head named) instead of ``config.model`` (:mod:`fedfrac.models.adapter`).
     keep_params: keep every run's final parameters
       (:meth:`Results.final_params`).
+    compile_cache: use JAX's persistent compilation cache as the command lines
+      do, so running a cell again loads its programs from disk
+      (:func:`fedfrac.runner.chunked.use_compile_cache`); the switch is
+      ``FEDFRAC_COMPILE_CACHE`` (``=off``, or ``=DIR``). False leaves the
+      process's cache setting as it is (tools that time compilation).
   With ``config.workers`` > 1 (0: one per CPU core or local device) the (method,
   seed) runs are spread over that many worker processes
   (:func:`fedfrac.runner.parallel.run_in_workers`);
@@ -76,6 +83,7 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   config = own.config
   config_lib.validate(config)
   workdir_lib.check_name(workdir)
+  use_compile_cache(compile_cache)
   if stop_after_round is not None:
     config_lib.check(config_lib.is_int(stop_after_round) and stop_after_round >= 1,
                      "stop_after_round", stop_after_round, "must be an integer >= 1")
@@ -103,7 +111,9 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   records, failed = [], {}
 
   def finish():
-    results = Results(config, records, failed)
+    results = Results(config, records, failed, {
+        seed: data_cache[_data_seed(config, seed)] for seed in dict.fromkeys(
+            s for _, s in jobs)})
     if workdir:
       for rec in records:
         stored.save_record(workdir, rec)

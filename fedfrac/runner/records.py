@@ -118,10 +118,12 @@ class Results:
 
   ``failed``: ``{(method label, seed): exception}`` of the runs that raised
   (``ff.run`` keeps the others and says so in one line per failure; ``raise
-  results.failed[key]`` shows the traceback)."""
+  results.failed[key]`` shows the traceback). ``data``: ``{seed: FederatedData}``,
+  the federated split each seed's runs used (:meth:`federated_data`)."""
   config: Any
   records: list
   failed: dict = dataclasses.field(default_factory=dict)
+  data: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
   @property
   def rows(self):
@@ -195,6 +197,22 @@ class Results:
                          f"evaluates the same model; leave client= out")
       params = _tree_map(lambda x: x[client], params)
     return _module_params(self.config, params)
+
+  def federated_data(self, seed=None):
+    """The :class:`fedfrac.data.FederatedData` the runs of ``seed`` (None: the
+    only seed) used: ``data=`` arrays or ``config.data`` split over the
+    clients, e.g. ``client_test_arrays(k)`` to evaluate client ``k``'s
+    personalised ``final_params(label, client=k)`` on its own test split.
+    Kept by ``run`` and ``run_many``, not read back from a workdir."""
+    if seed is None:
+      if len(self.data) != 1:
+        raise ValueError(f"the runs used seeds {sorted(self.data)}: give seed=" if self.data
+                         else "no federated data kept (records read back from a workdir)")
+      seed = next(iter(self.data))
+    if seed not in self.data:
+      raise KeyError(f"seed {seed!r}: no runs used it; the seeds are "
+                     f"{', '.join(map(str, sorted(self.data))) or '(none)'}")
+    return self.data[seed]
 
   def summary(self) -> dict:
     out = summarize(self.records, self.config)
