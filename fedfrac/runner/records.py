@@ -143,7 +143,7 @@ class Results:
     if (method, seed) in self.failed:
       error = self.failed[(method, seed)]
       raise UnknownRun(f"method {method!r} seed {seed} failed: "
-                       f"{type(error).__name__}: {error}") from error
+                       f"{_error_text(error)}") from error
     import difflib
     labels = self.methods() + [m for m, _ in self.failed if m not in self.methods()]
     seeds = sorted({rec.seed for rec in self.records if rec.method == method})
@@ -210,7 +210,7 @@ class Results:
                          else "no federated data kept (records read back from a workdir)")
       seed = next(iter(self.data))
     if seed not in self.data:
-      raise KeyError(f"seed {seed!r}: no runs used it; the seeds are "
+      raise UnknownRun(f"seed {seed!r}: no runs used it; the seeds are "
                      f"{', '.join(map(str, sorted(self.data))) or '(none)'}")
     return self.data[seed]
 
