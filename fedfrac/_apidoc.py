@@ -58,6 +58,8 @@ CONTRACT_API = (("fedfrac.algorithms.contract", ("FedAlgorithm", "BuildContext",
                 ("fedfrac.algorithms", ("entry", "make", "hparams", "names", "register",
                                         "unregister")),
                 ("fedfrac.algorithms.check", ("check_algorithm", "ContractError")),
+                ("fedfrac.algorithms.server_optimizer", ("from_text", "aggregate_with",
+                                                         "describe")),
                 ("fedfrac.algorithms.schema", ("HParam", "HParamSchema")),
                 ("fedfrac.catalog", ("Family", "family")))
 

@@ -332,6 +332,14 @@ def main(argv):
   print(results.table())
   if _WORKDIR.value:
     print(f"\nwrote {_WORKDIR.value}/metrics.csv, summary.json, accuracy.png")
+  if results.failed:   # the other runs finished and are written; each was named
+    if _DEBUG.value:
+      results.raise_failed()
+    names = ", ".join(f"{m} seed {s}" for m, s in results.failed)
+    print(f"error: {len(results.failed)} run(s) failed ({names}); the others finished"
+          f"{' and are in ' + _WORKDIR.value if _WORKDIR.value else ''} (--debug shows "
+          f"the traceback)", file=sys.stderr)
+    sys.exit(DIVERGED)
 
 
 def cli():

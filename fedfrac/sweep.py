@@ -96,8 +96,9 @@ import time
 import numpy as np
 
 from fedfrac import algorithms
+from fedfrac.algorithms import server_optimizer
 from fedfrac import config as config_lib
-from fedfrac import config_files
+from fedfrac import config_files, config_keys
 from fedfrac import metrics as metrics_lib
 from fedfrac import runner, sweep_checks
 from fedfrac._version import __version__
@@ -173,8 +174,14 @@ def grid_targets(config, grid, grid_methods):
 
 def config_key(config) -> dict:
   """``config`` as a JSON dict without the keys a point does not depend on
-  (its seeds, which each point names itself, and the progress switch)."""
+  (its seeds, which each point names itself, and the progress switch). An
+  optax server optimizer given as an object is the text of its settings
+  (:func:`fedfrac.algorithms.server_optimizer.describe`), not just its type."""
   out = json.loads(config.to_json_best_effort(sort_keys=True))
+  for label, method in config.methods.items():
+    value = method.get("server_optimizer", None) if hasattr(method, "get") else None
+    if server_optimizer.is_transformation(value):
+      out["methods"][label]["server_optimizer"] = server_optimizer.plain(value)
   out.pop("seeds", None)
   out.pop("progress", None)
   return out
@@ -185,7 +192,9 @@ def expand(base, axes, seeds, grid=None, grid_methods=()):
   grid value × seed. Each is a dict with ``id``, ``axes`` (the config point),
   ``axes_index``, ``label`` (method label), ``run_label`` (with the grid value),
   ``grid`` (value or None), ``seed`` and ``config`` (the point's config with
-  ``only`` = its method)."""
+  ``only`` = its method). Every key of ``base`` is checked first, as the
+  command line checks a config file's (:func:`fedfrac.config_keys.check_keys`)."""
+  config_keys.check_keys(base)
   if grid is not None and len(grid) != 1:
     raise sweep_checks.UsageError(f"--grid: give exactly one option, got {sorted(grid)}")
   option = next(iter(grid)) if grid else None
@@ -367,7 +376,9 @@ def run_batch(spec):
     else:
       single = config.copy_and_resolve_references()
       single.seeds = tuple(chunk)
-      records = runner.run(single, progress=False).records
+      res = runner.run(single, progress=False)
+      res.raise_failed()   # a batch whose run failed fails whole (no point is written)
+      records = res.records
     runs = [(seed, v) for seed in chunk for v in values]
     for (seed, v), rec in zip(runs, records):
       yield spec["ids"][(seed, v)], point_record(rec, spec["metrics"], spec, v)
@@ -389,6 +400,7 @@ def run_point(config, seeds, grid, grid_methods, batch):
         raise SystemExit("--grid needs batched runs; drop --no_batch")
       single.seeds = tuple(seeds)
       res = runner.run(single)
+      res.raise_failed()
     records.extend(res.records)
   return records
 

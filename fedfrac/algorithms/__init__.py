@@ -11,8 +11,9 @@ Your own algorithm joins the registry with :func:`register` (or
 just a ``build(ctx, hp) -> FedAlgorithm`` function (no options). Its name then
 works as ``config.methods.<label>.name`` everywhere a built-in name does; before
 anything compiles, its functions are traced once on abstract arrays
-(:func:`fedfrac.algorithms.check.check_algorithm`), so a mistake in what they
-return is named in one line. Runs spread over worker processes
+(:func:`check_algorithm`, here as in :mod:`fedfrac.algorithms.check`), so a
+mistake in what they return is named in one line (:class:`ContractError`, a
+:class:`fedfrac.config.ConfigError`). Runs spread over worker processes
 (``config.workers``) receive the registered entries
 (:mod:`fedfrac.runner.parallel`).
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from fedfrac.algorithms.contract import (AlgorithmEntry, BuildContext, ClientView,
                                          FedAlgorithm)
+from fedfrac.algorithms.check import ContractError, check_algorithm
 from fedfrac.algorithms.local_training import LocalTraining, local_train
 from fedfrac.algorithms.schema import HParam, HParamSchema
 from fedfrac.algorithms import (dp_fedavg, dp_sgd, fdse, fedavg, fedavgm, fedbm, feddyn,

@@ -14,7 +14,9 @@ client_state, metrics)`` with the client state unchanged in structure, shape
 and dtype and the metrics a dict; ``aggregate`` gives ``(server_state,
 client_states[, metrics])`` whose states match what ``init`` made (they are the
 ``lax.scan`` carry of the rounds); ``eval_params`` gives parameters shaped like
-the model's. A mismatch raises :class:`ContractError` in one line naming the
+the model's and, for an algorithm without ``personalized=True``, independent
+of the client state (else every client would be evaluated with client 0's
+model). A mismatch raises :class:`ContractError` in one line naming the
 function, what it returned and what was expected, instead of an error from
 deep inside the engine (an ``IndexError`` in the cohort's vmap, ``KeyError: 0``
 after ``aggregate``, a scan-carry mismatch). The runner checks every algorithm
@@ -30,15 +32,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedfrac._validation import ConfigError
 from fedfrac.algorithms.contract import BuildContext, ClientView, FedAlgorithm
 
 _MAX_TEXT = 240
 _view = cast(Any, ClientView)   # a view of abstract arrays (ShapeDtypeStruct fields)
 
 
-class ContractError(ValueError):
+class ContractError(ConfigError):
   """An algorithm's function returned something the engine cannot use (the
-  message names the function, what it returned and what was expected)."""
+  message names the function, what it returned and what was expected). A
+  :class:`fedfrac.config.ConfigError` (bad input, refused before any compute,
+  one line on the command line) and a ``ValueError``."""
 
 
 def describe(tree: Any, depth: int = 0) -> str:
@@ -221,3 +226,30 @@ def check_algorithm(algorithm: FedAlgorithm, ctx: BuildContext, data: Any,
   if wrong:
     raise ContractError(f"algorithm {name!r}: eval_params returned {wrong} (the model's "
                         f"parameters, as model.init makes them)")
+  if not algorithm.personalized:
+    where = client_dependent_outputs(algorithm.eval_params, server, row)
+    if where:
+      raise ContractError(
+          f"algorithm {name!r}: eval_params(server_state, client_state) returns "
+          f"parameters that depend on the client state (at {', '.join(where[:3])}), but "
+          f"the FedAlgorithm has personalized=False, so every client would be evaluated "
+          f"with client 0's model; pass personalized=True to FedAlgorithm(...)")
+
+
+def client_dependent_outputs(eval_params, server: Any, row: Any) -> list:
+  """Where the output of ``eval_params(server, row)`` depends on ``row`` (the
+  key paths of those leaves; empty when none does), from its jaxpr: a value
+  computed from a client-state input counts, whatever the operation (a
+  sub-program such as a ``cond`` counts for all its outputs)."""
+  if not jax.tree.leaves(row):
+    return []
+  closed = jax.make_jaxpr(eval_params, return_shape=True)(server, row)
+  jaxpr, out_shape = closed[0].jaxpr, closed[1]
+  n_server = len(jax.tree.leaves(server))
+  depends = set(jaxpr.invars[n_server:])
+  for eqn in jaxpr.eqns:
+    if any(not hasattr(v, "val") and v in depends for v in eqn.invars):
+      depends.update(eqn.outvars)
+  paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(out_shape)[0]]
+  return [_key_text(path) for path, v in zip(paths, jaxpr.outvars)
+          if not hasattr(v, "val") and v in depends]

@@ -175,6 +175,9 @@ class AlgorithmEntry:
       no churn).
     decentralised: clients exchange models with each other (a ring), not
       through a server.
+    needs_head: it uses the model's head apart from its extractor (keeps it per
+      client, or reads the features that enter it), so a model whose head has
+      no parameters is refused before compute.
   """
   name: str
   build: Callable
@@ -183,6 +186,7 @@ class AlgorithmEntry:
   robust_aggregation: bool = False
   full_participation: bool = False
   decentralised: bool = False
+  needs_head: bool = False
 
   def hparams(self, given: Optional[Mapping[str, Any]] = None, prefix: str = "") -> dict:
     """Resolved, validated options (defaults fill what ``given`` lacks)."""

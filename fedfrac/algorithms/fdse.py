@@ -76,5 +76,6 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 ENTRIES = (
     contract.AlgorithmEntry("fdse", build, HPARAMS,
                             "FDSE (our reading): FedAvg plus a feature-statistics "
-                            "consistency term lambda", robust_aggregation=True),
+                            "consistency term lambda", robust_aggregation=True,
+                            needs_head=True),
 )

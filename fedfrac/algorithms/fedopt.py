@@ -12,9 +12,22 @@ pseudo-gradient −Δ̄_t to an optax server optimizer with learning rate η:
   w_{t+1} = w_t + η m_t / (√v_t + τ)
 
 with m_{−1} = 0 and v_{−1} = τ² (Alg. 2 requires v_{−1} ≥ τ²). As in Alg. 2 there
-is no bias correction by default; ``bias_correction=True`` divides m_t by
-1 − β1^{t+1} and v_t by 1 − β2^{t+1} (Adam-style; the form optax.adam uses).
+is no bias correction by default. ``bias_correction=True`` is Adam's form
+(Kingma & Ba 2015, Alg. 1), the one ``optax.adam`` computes: both moments start
+at zero, m_{−1} = v_{−1} = 0, and the step is
+
+  w_{t+1} = w_t + η m̂_t / (√v̂_t + τ),  m̂_t = m_t / (1 − β1^{t+1}),
+  v̂_t = v_t / (1 − β2^{t+1})                     (FedAdagrad: v̂_t = v_t)
+
+so FedAdam with it equals a FedAvg server running ``optax.adam(η, β1, β2,
+eps=τ)`` on the pseudo-gradient (``server_optimizer``, :mod:`fedfrac.algorithms.fedavg`).
+(Starting v at τ² as well made the first steps up to 1/(τ√(1−β2)) times smaller
+than Adam's for small updates: 10× at |Δ̄| = 1e-4 with τ = 1e-3.)
 ``server_opt="sgd"`` is w_{t+1} = w_t + η Δ̄_t (η = 1 is FedAvg).
+
+Each is a preset of FedAvg's ``server_optimizer`` (any optax optimizer as the
+server step, :mod:`fedfrac.algorithms.server_optimizer`): the same clients and
+server step with the transformation :func:`server_optimizer` makes.
 
 Registered presets: ``fedadam``, ``fedyogi``, ``fedadagrad`` (Reddi et al.'s
 defaults β1 = 0.9, β2 = 0.99, τ = 1e-3).
@@ -27,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedfrac.algorithms import contract, local_training, schema, server, tasks, trees
+from fedfrac.algorithms import contract, fedavg, schema, trees
 
 SERVER_OPTIMIZERS = ("adam", "yogi", "adagrad", "sgd")
 
@@ -56,15 +69,19 @@ class AdaptiveState(NamedTuple):
 def scale_by_reddi(kind, beta1=0.9, beta2=0.99, tau=1e-3, bias_correction=False):
   """The second-moment rules of Reddi et al. 2021, Alg. 2, as an optax transformation.
 
-  Takes (pseudo-)gradients g and returns m / (√v + τ) built from g (the caller
-  scales by −η). ``kind`` is ``"adam"``, ``"yogi"`` or ``"adagrad"``.
+  Takes (pseudo-)gradients g (a pytree, any shapes) and returns m / (√v + τ)
+  built from g (the caller scales by −η). ``kind`` is ``"adam"``, ``"yogi"`` or
+  ``"adagrad"``. Without ``bias_correction`` v starts at τ² (Alg. 2); with it,
+  both moments start at zero and are divided by 1 − β^{t+1} (Adam, Kingma & Ba
+  2015, Alg. 1: ``kind="adam"`` is ``optax.scale_by_adam(β1, β2, eps=τ)``).
   """
   if kind not in ("adam", "yogi", "adagrad"):
     raise ValueError(f"server_opt={kind!r}: allowed values are adam, yogi, adagrad")
 
   def init_fn(params):
+    v0 = 0.0 if bias_correction else tau * tau   # Adam's v_{−1} = 0; Alg. 2's τ²
     return AdaptiveState(jnp.zeros((), jnp.int32), trees.tree_zeros_like(params),
-                         jax.tree.map(lambda p: jnp.full_like(p, tau * tau), params))
+                         jax.tree.map(lambda p: jnp.full_like(p, v0), params))
 
   def update_fn(updates, state, params=None):
     del params
@@ -100,30 +117,10 @@ def server_optimizer(hp) -> optax.GradientTransformation:
 
 
 def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
-  training = ctx.training
-  loss_fn = tasks.supervised_loss(ctx.model, ctx.task)
-  server_tx = server_optimizer(hp)
-
-  def init(key, params0, num_clients, data_info):
-    del key, num_clients, data_info
-    return {"params": params0, "opt_state": server_tx.init(params0)}, None
-
-  def client_update(payload, client_state, view, key, round_index):
-    delta, metrics = local_training.local_delta(payload, view, key, round_index, loss_fn,
-                                                training)
-    return delta, client_state, metrics
-
-  def aggregate(server_state, client_states, messages, weights, mask, key):
-    mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
-    pseudo_grad = jax.tree.map(jnp.negative, mean_delta)    # −Δ̄_t
-    updates, opt_state = server_tx.update(pseudo_grad, server_state["opt_state"],
-                                          server_state["params"])
-    params = optax.apply_updates(server_state["params"], updates)
-    return ({"params": params, "opt_state": opt_state}, client_states,
-            {"server_step_norm": trees.tree_norm(updates)})
-
-  return contract.FedAlgorithm("fedopt", init, contract.broadcast_params,
-                           client_update, aggregate, contract.eval_global_params)
+  """FedAvg with :func:`server_optimizer` as its ``server_optimizer``: the
+  server step of :mod:`fedfrac.algorithms.server_optimizer`."""
+  preset = {"server_lr": 1.0, "server_optimizer": server_optimizer(hp)}
+  return fedavg.build(ctx, preset)._replace(name="fedopt")
 
 
 ENTRIES = (

@@ -8,7 +8,9 @@ with the configured local optimizer: every mini-batch gradient g gets the
 proximal gradient added, g + μ (w − w_t), before the optimizer step (so any
 optax client optimizer sees the gradient of h_k). The reported ``loss`` is the
 task loss F_k only. The server is FedAvg: w_{t+1} = w_t + Σ_k p_k Δ_k with
-p_k = n_k / Σ_{j∈S_t} n_j. μ = 0 is FedAvg exactly.
+p_k = n_k / Σ_{j∈S_t} n_j. μ = 0 is FedAvg exactly. Option ``server_optimizer``:
+any optax optimizer as the server step instead, as for FedAvg
+(:mod:`fedfrac.algorithms.server_optimizer`).
 
 The paper's handling of stragglers (variable local work γ_k) maps to the engine's
 per-client step counts (epoch mode gives each client E·⌈n_k/B⌉ steps).
@@ -18,11 +20,14 @@ from __future__ import annotations
 import jax
 
 from fedfrac.algorithms import contract, local_training, schema, server, tasks, trees
+from fedfrac.algorithms import server_optimizer as server_opt
+from fedfrac.algorithms.fedavg import SERVER_OPTIMIZER
 
 
 HPARAMS = schema.HParamSchema({
     "mu": schema.HParam(0.01, schema.non_negative, "proximal weight μ; must be >= 0"),
-})
+    "server_optimizer": SERVER_OPTIMIZER,
+}, checks=(lambda hp: server_opt.problem(hp["server_optimizer"]),))
 
 
 def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
@@ -44,9 +49,16 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
     return {"params": trees.tree_add(server_state["params"], mean_delta)}, client_states
 
-  return contract.FedAlgorithm("fedprox", contract.init_global_model,
-                               contract.broadcast_params,
-                           client_update, aggregate, contract.eval_global_params)
+  init = contract.init_global_model
+  tx = server_opt.transformation(hp.get("server_optimizer"))
+  if tx is not None:   # ServerOpt(w_t, −Δ̄_t) (Reddi et al. 2021, Alg. 1)
+    def init(key, params0, num_clients, data_info):
+      del key, num_clients, data_info
+      return server_opt.init(tx, params0), None
+    aggregate = server_opt.aggregate_with(tx, ctx.aggregator)
+
+  return contract.FedAlgorithm("fedprox", init, contract.broadcast_params,
+                               client_update, aggregate, contract.eval_global_params)
 
 
 ENTRIES = (

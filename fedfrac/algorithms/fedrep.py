@@ -67,5 +67,5 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 ENTRIES = (
     contract.AlgorithmEntry(
         "fedrep", build, HPARAMS,
-        "FedRep: shared extractor, private heads"),
+        "FedRep: shared extractor, private heads", needs_head=True),
 )

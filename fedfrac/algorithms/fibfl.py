@@ -122,9 +122,9 @@ ENTRIES = (
     contract.AlgorithmEntry(
         "fibfl", build, HPARAMS.with_defaults(gate="none"),
         "FibFL: Fibonacci ring model aggregation",
-        full_participation=True, decentralised=True),
+        full_participation=True, decentralised=True, needs_head=True),
     contract.AlgorithmEntry(
         "fibfl_plus", build, HPARAMS.with_defaults(gate="accuracy"),
         "FibFL+: FibFL with an accuracy gate",
-        full_participation=True, decentralised=True),
+        full_participation=True, decentralised=True, needs_head=True),
 )

@@ -211,5 +211,5 @@ ENTRIES = (
     contract.AlgorithmEntry(
         "fibfl_pp", build, HPARAMS,
         "FibFL++: the full FIRMA ring protocol",
-        full_participation=True, decentralised=True),
+        full_participation=True, decentralised=True, needs_head=True),
 )

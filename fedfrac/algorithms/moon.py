@@ -199,5 +199,6 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 ENTRIES = (
     contract.AlgorithmEntry(
         "moon", build, HPARAMS,
-        "MOON: model-contrastive local learning", robust_aggregation=True),
+        "MOON: model-contrastive local learning", robust_aggregation=True,
+        needs_head=True),
 )

@@ -116,7 +116,8 @@ def precision_accuracy(methods=("fedavg", "fibfl_pp"), scenarios=("iid", "dir0.1
         c.only = m
         c.progress = False
         c.engine.matmul_precision = p
-        recs = runner.run_many(c, seeds=tuple(range(seeds)), progress=False).records
+        recs = runner.run_many(c, seeds=tuple(range(seeds)), progress=False,
+                               compile_cache=False).records   # the bench times compiles
         acc = [float(r.curve("client_accuracy_mean")[1][-1]) for r in recs]
         mean = float(np.mean(acc))
         std = float(np.std(acc, ddof=1)) if len(acc) > 1 else 0.0

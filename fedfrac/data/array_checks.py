@@ -51,7 +51,14 @@ def check_labels(y: np.ndarray, name: str, num_classes: int = 0, examples: int =
   names the option that declares ``C``).
   """
   y = np.asarray(y)
-  if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+  if not np.issubdtype(y.dtype, np.integer):   # the dtype first: the usual mistake
+    whole = (np.issubdtype(y.dtype, np.floating) and y.size and np.isfinite(y).all()
+             and (y == np.round(y)).all())
+    hint = ("these are whole numbers: pass y.astype(np.int32)" if whole else
+            "real-valued targets need a regression task.loss, e.g. 'mse'")
+    _fail(name, f"has dtype {y.dtype} (shape {y.shape})",
+          f"integer class labels 0..C-1 ({hint})")
+  if y.ndim != 1:
     _fail(name, f"has shape {y.shape} and dtype {y.dtype}",
           "a 1-D array of integer class labels")
   if not y.size:

@@ -99,6 +99,12 @@ class FederatedData:
     idx = self.client_index[k, :self.client_size[k]]
     return self.x_train[idx], self.y_train[idx]
 
+  def client_test_arrays(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Host copy of client k's test split ``(x [m_k, ...], y [m_k])``: what a
+    personalised method's client ``k`` is evaluated on."""
+    idx = self.client_test_index[k, :self.client_test_size[k]]
+    return self.x_test[idx], self.y_test[idx]
+
 
 def index_table(parts: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
   """Pad index lists into ``([K, n_max] int32, [K] int32)``.

@@ -492,8 +492,21 @@ def partition(labels: ArrayLike, num_clients: int, scheme: str, seed: int,
 
 def class_counts(labels: ArrayLike, parts: Sequence[np.ndarray],
                  num_classes: int) -> np.ndarray:
-  """``[K, C]`` per-client class histogram."""
+  """``[K, C]`` per-client class histogram of integer ``labels`` in
+  ``0..num_classes-1`` (``parts``: one index array per client); labels outside
+  that range are refused in one line (``ValueError``), not counted in extra
+  columns."""
   labels = np.asarray(labels)
+  if labels.size and not np.issubdtype(labels.dtype, np.integer):
+    raise ValueError(f"class_counts: labels have dtype {labels.dtype}; expected integer "
+                     f"class labels 0..{int(num_classes) - 1}")
+  used = np.concatenate([np.asarray(p, np.int64).reshape(-1) for p in parts]) if len(
+      parts) else np.zeros(0, np.int64)
+  if used.size:
+    lo, hi = int(labels[used].min()), int(labels[used].max())
+    if lo < 0 or hi >= num_classes:
+      raise ValueError(f"class_counts: labels span {lo}..{hi}; expected class labels in "
+                       f"0..{int(num_classes) - 1} (num_classes={num_classes})")
   return np.stack([np.bincount(labels[p], minlength=num_classes) for p in parts])
 
 

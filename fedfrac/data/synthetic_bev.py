@@ -105,7 +105,6 @@ from typing import Mapping, Sequence, Union
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import signal as sp_signal
 
 from fedfrac.data import bev
 
@@ -298,8 +297,8 @@ def _trip_speed(rng, cp, agg, speed_factor, mass_kg):
   speed[-1] = 0.0
   # Cruise fluctuations: AR(1) multiplicative noise (σ 4 %, ~15 s correlation).
   phi = math.exp(-DT / 15.0)
-  noise = sp_signal.lfilter([0.04 * math.sqrt(1 - phi * phi)], [1.0, -phi],
-                            rng.standard_normal(n + 100))[100:]
+  noise = _ar1([0.04 * math.sqrt(1 - phi * phi)], [1.0, -phi],
+               rng.standard_normal(n + 100))[100:]
   speed = np.minimum(speed * (1.0 + noise), 1.03 * cp["v_max_kmh"] / 3.6)
   # 5 s moving average limits jerk; zero padding keeps rest at both ends.
   kernel = np.ones(5) / 5.0
@@ -309,13 +308,21 @@ def _trip_speed(rng, cp, agg, speed_factor, mass_kg):
   return np.maximum(speed, 0.0)
 
 
+def _ar1(b, a, noise):
+  """``scipy.signal.lfilter(b, a, noise)``, imported here: SciPy's signal module
+  takes most of a second to import, and only the synthetic BEV fleet needs it
+  (``import fedfrac`` does not load it)."""
+  from scipy import signal as sp_signal
+  return sp_signal.lfilter(b, a, noise)
+
+
 def _grade_along(rng, distance_m, sigma):
   """OU road grade (tan θ) at the given cumulative distances ``[T] -> [T]``."""
   step, corr = 10.0, 600.0
   n = int(distance_m[-1] // step) + 2
   phi = math.exp(-step / corr)
-  g = sp_signal.lfilter([sigma * math.sqrt(1 - phi * phi)], [1.0, -phi],
-                        rng.standard_normal(n + 200))[200:]
+  g = _ar1([sigma * math.sqrt(1 - phi * phi)], [1.0, -phi],
+           rng.standard_normal(n + 200))[200:]
   return np.clip(np.interp(distance_m, step * np.arange(n), g), -0.08, 0.08)
 
 

@@ -13,9 +13,12 @@ under that protocol: its top-level submodule named ``head`` (e.g. the last
 ``nn.Dense(..., name="head")``, or the automatic name ``"Dense_1"``) becomes
 ``params["head"]``, every other top-level entry ``params["extractor"]``, and
 the features are the head's input, captured while the module runs
-(``flax.linen.intercept_methods``). Without a head every parameter is in the
-extractor: global methods (FedAvg, FedProx, the fractional family, ...) run as
-usual, and a method that needs the head says so in one line. A ``train`` (or
+(``flax.linen.intercept_methods``). A module given as it is (``model=Net()``,
+``head=None``) whose top-level submodule is named ``"head"`` has that as its
+head. Without a head every parameter is in the extractor: global methods
+(FedAvg, FedProx, the fractional family, ...) run as usual, and a method that
+keeps the head per client (FedRep, the FIRMA ring) or reads its features says
+so in one line before compute. A ``train`` (or
 ``deterministic``) argument of ``__call__`` is passed when the module has one.
 Only parameters are federated: a module with other variable collections
 (BatchNorm's ``batch_stats``) is refused (use LayerNorm or GroupNorm).
@@ -40,12 +43,29 @@ def _call_arguments(module: nn.Module) -> set:
     return set()
 
 
+# The head a module given without one has, when it has a top-level submodule so named.
+DEFAULT_HEAD = "head"
+
+
 @dataclasses.dataclass(frozen=True)
 class FlaxAdapter:
   """``init`` / ``apply`` of fedfrac's protocol around a plain flax ``module``
-  (see the module docstring); ``head`` names its top-level head submodule."""
+  (see the module docstring); ``head`` names its top-level head submodule
+  (None: the one named ``"head"`` if there is one)."""
   module: nn.Module
   head: Optional[str] = None
+
+  def _head_in(self, params: dict) -> Optional[str]:
+    """The head's name among the module's own top-level ``params``."""
+    if self.head is not None:
+      return self.head
+    return DEFAULT_HEAD if DEFAULT_HEAD in params else None
+
+  def _head_of(self, split: dict) -> Optional[str]:
+    """The head's name, from fedfrac's ``{"extractor", "head"}`` parameters."""
+    if self.head is not None:
+      return self.head
+    return DEFAULT_HEAD if jax.tree.leaves(split["head"]) else None
 
   def _mode(self, train: bool) -> dict:
     args = _call_arguments(self.module)
@@ -64,20 +84,22 @@ class FlaxAdapter:
                        f"parameters only (use LayerNorm or GroupNorm instead of BatchNorm)")
     params = dict(variables.get("params", {}))
     head: Any = {}
-    if self.head is not None:
-      if self.head not in params:
-        raise ValueError(f"model.head={self.head!r}: {type(self.module).__name__} has no "
-                         f"top-level submodule of that name; its submodules are "
-                         f"{', '.join(map(repr, params)) or '(none)'}")
-      head = params.pop(self.head)
+    if self.head is not None and self.head not in params:
+      raise ValueError(f"model.head={self.head!r}: {type(self.module).__name__} has no "
+                       f"top-level submodule of that name; its submodules are "
+                       f"{', '.join(map(repr, params)) or '(none)'}")
+    name = self._head_in(params)
+    if name is not None:
+      head = params.pop(name)
     return {"params": {"extractor": params, "head": head}}
 
   def module_params(self, params) -> dict:
     """fedfrac's ``{"extractor", "head"}`` parameters in the module's own
     structure (``module.apply({"params": module_params(p)}, x)`` runs it)."""
     inner = dict(params["extractor"])
-    if self.head is not None:
-      inner[self.head] = params["head"]
+    name = self._head_of(params)
+    if name is not None:
+      inner[name] = params["head"]
     return inner
 
   def apply(self, variables, x, train: bool = False, rngs=None,
@@ -86,7 +108,8 @@ class FlaxAdapter:
     kwargs = dict(self._mode(train), rngs=rngs) if rngs else self._mode(train)
     if not return_features:
       return self.module.apply({"params": inner}, x, **kwargs)
-    if self.head is None:
+    head = self._head_of(variables["params"])
+    if head is None:
       raise ValueError(f"model.head=None: this method reads the features that enter the "
                        f"model's head; name the head submodule of "
                        f"{type(self.module).__name__}: ff.models.flax_model(module, "
@@ -95,7 +118,7 @@ class FlaxAdapter:
 
     def grab(next_fun, args, kw, context):
       if context.method_name == "__call__" and getattr(context.module, "path",
-                                                        None) == (self.head,):
+                                                        None) == (head,):
         captured.append(args[0])
       return next_fun(*args, **kw)
     with nn.intercept_methods(grab):
@@ -106,8 +129,11 @@ class FlaxAdapter:
 
 def flax_model(module: nn.Module, head: Optional[str] = None) -> FlaxAdapter:
   """A plain flax ``module`` for ``ff.run(config, model=...)``; ``head`` names
-  its top-level submodule that personalised methods keep per client (see the
-  module docstring)."""
+  its top-level submodule that personalised methods keep per client (None: the
+  one named ``"head"`` if any; see the module docstring)."""
+  if isinstance(module, type) and issubclass(module, nn.Module):
+    raise TypeError(f"model: {module.__name__} is a flax.linen Module class; pass an "
+                    f"instance, e.g. {module.__name__}()")
   if not isinstance(module, nn.Module):
     raise TypeError(f"model: expected a flax.linen Module, got {type(module).__name__}")
   if head is not None and not isinstance(head, str):

@@ -225,8 +225,11 @@ def run_batch(spec):
   """Executor of one batch: ``ff.run_many`` of one method (``spec["config"]``
   with ``only`` = its label) over ``spec["seeds"]`` × its grid values; yields
   ``(point id, encoded record)`` per run, in ``run_many``'s order."""
+  # The cache is the command's (fedfrac-reproduce turns it on; the GPU campaign
+  # keeps its stages apart): run_many leaves it as it is.
   records = runner.run_many(spec["config"], seeds=tuple(spec["seeds"]), grid=spec["grid"],
-                            progress=False, data_cache=_DATA_CACHE).records
+                            progress=False, data_cache=_DATA_CACHE,
+                            compile_cache=False).records
   ids = {(seed, v): pid for seed, v, pid in spec["ids"]}
   expected = [(seed, v) for seed in spec["seeds"] for v in spec["values"]]
   if len(records) != len(expected):

@@ -16,7 +16,7 @@ import numpy as np
 
 from fedfrac import config as config_lib
 from fedfrac import data as data_lib
-from fedfrac.runner import factories, stored
+from fedfrac.runner import compile_cache, factories, stored
 from fedfrac.runner.checkpoint import Checkpointer, NoIntactCheckpoint
 from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.records import RunRecord, final_params
@@ -46,6 +46,33 @@ class RunInterrupted(KeyboardInterrupt):
   def __init__(self, message, results, signum=signal.SIGINT):
     super().__init__(message)
     self.message, self.results, self.signum = message, results, int(signum)
+
+
+def use_compile_cache(wanted: bool = True) -> Optional[str]:
+  """``ff.run`` / ``ff.run_many`` use JAX's persistent compilation cache as the
+  command lines do (:func:`fedfrac.runner.compile_cache.enable`: a re-run
+  loads its programs from disk instead of compiling them again), unless
+  ``FEDFRAC_COMPILE_CACHE=off`` or ``wanted`` is False (tools that time
+  compilation). A cache this process already uses (a command line's, a
+  reproduction's own directory) is kept. Returns the directory, or None."""
+  current = jax.config.jax_compilation_cache_dir
+  if not wanted or current:
+    return current or None
+  path = compile_cache.enable()
+  if path is not None:   # JAX decides once per process whether a cache is used
+    from jax.experimental.compilation_cache import compilation_cache as jax_cache
+    jax_cache.reset_cache()
+  return path
+
+
+def failure_line(label, seed, error) -> str:
+  """One line naming a (method, seed) run that raised ``error``: the others
+  run on and are kept (:attr:`fedfrac.runner.records.Results.failed`)."""
+  text = next((l.strip() for l in str(error).splitlines() if l.strip()), "")
+  text = text if len(text) <= 300 else text[:297] + "..."
+  kind = getattr(error, "kind", type(error).__name__)
+  return (f"method {label!r} seed {seed} failed: {kind}: {text}; the other runs go on "
+          f"and are kept (results.failed has the error)")
 
 
 def resume_hint(workdir) -> str:

@@ -9,9 +9,11 @@ queue (:mod:`fedfrac.runner.work_queue`) and the runs of
 """
 from __future__ import annotations
 
+import ast
 import os
 import pickle
 import sys
+from typing import Optional
 
 
 def user_extensions() -> dict:
@@ -67,18 +69,84 @@ def pack_extensions() -> tuple:
   return pickle.dumps(ext), None
 
 
+def _is_main_guard(node) -> bool:
+  """Whether ``node`` is ``if __name__ == "__main__":`` (either side)."""
+  test = getattr(node, "test", None)
+  if not (isinstance(node, ast.If) and isinstance(test, ast.Compare)
+          and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+    return False
+  sides = [test.left, test.comparators[0]]
+  return (any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+          and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides))
+
+
+def unguarded_main() -> Optional[str]:
+  """Why worker processes cannot start from here, or None: this call runs in
+  the top-level code of a script (``python script.py``, ``python -m module``)
+  outside an ``if __name__ == "__main__":`` block. A spawned worker starts by
+  importing that script again, which would run its top-level code, the
+  experiment included, in every worker: they and this process would wait on
+  each other without end. A notebook, ``python -c`` or a call under the guard
+  is fine."""
+  main = sys.modules.get("__main__")
+  spec_name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+  if not _main_is_a_file(main) or spec_name.endswith("__main__"):
+    return None   # workers do not import it again (multiprocessing.spawn)
+  frame = sys._getframe(1)
+  while frame is not None and not (frame.f_globals is vars(main)
+                                   and frame.f_code.co_name == "<module>"):
+    frame = frame.f_back
+  if frame is None:
+    return None   # the script's top-level code is not what calls
+  path = main.__file__
+  try:
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+  except (OSError, SyntaxError, ValueError):
+    return None
+  line = frame.f_lineno
+  if any(_is_main_guard(n) and n.body[0].lineno <= line <= (n.body[-1].end_lineno or line)
+         for n in tree.body):
+    return None
+  return (f"{os.path.basename(path)} runs this at its top level (line {line}) without "
+          f"an `if __name__ == \"__main__\":` guard, and every worker process would "
+          f"import it and run it again; put the script's code under that guard to use "
+          f"worker processes")
+
+
+def workers_problem(payload=None) -> Optional[str]:
+  """Why this process cannot hand work to worker processes, or None: an
+  unguarded script (:func:`unguarded_main`), your own algorithms or models that
+  cannot be sent (:func:`pack_extensions`), or a ``payload`` (the configs of
+  the work, e.g. with an optax server optimizer) that cannot be pickled."""
+  problem = unguarded_main() or pack_extensions()[1]
+  if problem or payload is None:
+    return problem
+  try:
+    pickle.dumps(payload)
+  except Exception as e:   # a local function inside a config value
+    return (f"the config cannot be sent to worker processes ({type(e).__name__}: "
+            f"{e}; e.g. an optax server optimizer given as an object: give it by "
+            f"name, server_optimizer='adam(0.01)')")
+  return None
+
+
 def extensions_for_workers():
-  """:func:`pack_extensions`'s blob; RuntimeError (one line) when they cannot be sent."""
+  """:func:`pack_extensions`'s blob; RuntimeError (one line) when they cannot be
+  sent or the main script has no ``__main__`` guard (:func:`unguarded_main`)."""
+  guard = unguarded_main()
+  if guard:
+    raise RuntimeError(f"worker processes cannot start: {guard}")
   blob, problem = pack_extensions()
   if problem:
     raise RuntimeError(f"worker processes cannot run: {problem}")
   return blob
 
 
-def cannot_ship(log=print) -> bool:
-  """Whether your own algorithms or models cannot be sent to worker processes
-  (then ``log`` says so in one line: the sweep runs in this process)."""
-  problem = pack_extensions()[1]
+def cannot_ship(log=print, payload=None) -> bool:
+  """Whether the work cannot go to worker processes (:func:`workers_problem`;
+  then ``log`` says why in one line: the sweep runs in this process)."""
+  problem = workers_problem(payload)
   if problem:
     log(f"running in this process: {problem}")
   return bool(problem)

@@ -11,6 +11,7 @@ import math
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from fedfrac import algorithms
@@ -183,8 +184,9 @@ def check_methods(config, fed_data) -> None:
   traced once on abstract arrays (:func:`fedfrac.algorithms.check.check_algorithm`).
 
   Raises:
-    ConfigError naming the method, the key and what is allowed (or the function
-    of your algorithm that returned what the engine cannot use).
+    ConfigError naming the method, the key and what is allowed, or its subclass
+    :class:`fedfrac.algorithms.ContractError` naming the function of your
+    algorithm that returned what the engine cannot use.
   """
   from fedfrac.algorithms import check
   for label in config_lib.method_labels(config):
@@ -198,13 +200,30 @@ def check_methods(config, fed_data) -> None:
       raise config_lib.ConfigError(
           f"config.{e} (method {label!r}, algorithm {method.name!r}); nothing has run "
           f"yet") from None
+    if algorithms.entry(method.name).needs_head:
+      _check_head(ctx.model, label, method.name)
     if not algorithms.is_builtin(method.name):   # your own: traced once, abstractly
       try:
         check.check_algorithm(algorithm, ctx, fed_data,
                               cohort_size(config.participation, fed_data.num_clients))
       except check.ContractError as e:
-        raise config_lib.ConfigError(f"config.methods.{label}: {e}; nothing has run "
-                                     f"yet") from e
+        raise check.ContractError(f"config.methods.{label}: {e}; nothing has run "
+                                  f"yet") from e
+
+
+def _check_head(model, label, name) -> None:
+  """ConfigError when ``model``'s head has no parameters (a flax module given
+  without naming its head) and algorithm ``name`` needs one."""
+  params = jax.eval_shape(model.init, jax.ShapeDtypeStruct((2,), jnp.uint32))
+  if jax.tree.leaves(params["head"]):
+    return
+  parts = ", ".join(map(repr, params["extractor"])) or "(none)"
+  raise config_lib.ConfigError(
+      f"config.methods.{label}: algorithm {name!r} uses the model's head apart from its "
+      f"extractor (keeps it per client, or reads the features that enter it), and model "
+      f"{model.name!r} has none: name its head with ff.models.flax_model(module, "
+      f"head='...') (its top-level submodules are {parts}) or name that submodule "
+      f"'head'; nothing has run yet")
 
 
 def build_context(config, label, fed_data, all_client_sizes=None) -> contract.BuildContext:

@@ -13,6 +13,7 @@ the last checkpoint and gives the same numbers as an uninterrupted run.
 """
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 from fedfrac import config as config_lib
@@ -22,13 +23,15 @@ from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.chunked import (RunInterrupted, _build_data, _data_seed,  # noqa: F401
                                     _slice_run, _to_host, _whole, chunk_loop,
-                                    resume_hint, run_one)
+                                    failure_line, resume_hint, run_one,
+                                    use_compile_cache)
 from fedfrac.runner.records import Results
 
 
 def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] = None,
         progress: Optional[bool] = None, overwrite: bool = False, *, data=None,
-        algorithms: Optional[dict] = None, model=None, keep_params: bool = True) -> Results:
+        algorithms: Optional[dict] = None, model=None, keep_params: bool = True,
+        compile_cache: bool = True) -> Results:
   """Run every method × seed of ``config`` (validated first); see module docstring.
 
   Args:
@@ -54,6 +57,11 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
       head named) instead of ``config.model`` (:mod:`fedfrac.models.adapter`).
     keep_params: keep every run's final parameters
       (:meth:`Results.final_params`).
+    compile_cache: use JAX's persistent compilation cache as the command lines
+      do, so running a cell again loads its programs from disk
+      (:func:`fedfrac.runner.chunked.use_compile_cache`); the switch is
+      ``FEDFRAC_COMPILE_CACHE`` (``=off``, or ``=DIR``). False leaves the
+      process's cache setting as it is (tools that time compilation).
   With ``config.workers`` > 1 (0: one per CPU core or local device) the (method,
   seed) runs are spread over that many worker processes
   (:func:`fedfrac.runner.parallel.run_in_workers`);
@@ -66,11 +74,16 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
     FloatingPointError: a run diverged with ``on_divergence="error"``; every run
       that finished before it (and its own rows) is written first (with workers,
       every other run finishes first).
+  A run that raises anything else (a method that fails while compiling or
+  running) does not stop the others: one line on stderr names it, the others
+  run and are returned and written, and ``Results.failed`` holds its error
+  (``results.raise_failed()`` raises it again).
   """
   own = user_inputs.prepare(config, data, algorithms, model, digest=bool(workdir))
   config = own.config
   config_lib.validate(config)
   workdir_lib.check_name(workdir)
+  use_compile_cache(compile_cache)
   if stop_after_round is not None:
     config_lib.check(config_lib.is_int(stop_after_round) and stop_after_round >= 1,
                      "stop_after_round", stop_after_round, "must be an integer >= 1")
@@ -95,10 +108,12 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
       data_cache[ds] = _build_data(config, ds, own.data)
   # every method, before any runs
   factories.check_methods(config, data_cache[_data_seed(config, seeds[0])])
-  records = []
+  records, failed = [], {}
 
   def finish():
-    results = Results(config, records)
+    results = Results(config, records, failed, {
+        seed: data_cache[_data_seed(config, seed)] for seed in dict.fromkeys(
+            s for _, s in jobs)})
     if workdir:
       for rec in records:
         stored.save_record(workdir, rec)
@@ -110,7 +125,8 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   workers = parallel.worker_count(config, len(jobs))
   if workers > 1:
     return parallel.run_in_workers(config, jobs, workdir, stop_after_round, progress,
-                                   workers, records, finish, own.data, keep_params)
+                                   workers, records, finish, own.data, keep_params,
+                                   failed)
   with signals.Signals(graceful=True) as stop:
     for label, seed in jobs:
       try:
@@ -124,6 +140,10 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
       except DiskFullError:
         parallel.finish_if_space(finish, records)
         raise
+      except Exception as e:   # this method failed: the others run on and are kept
+        failed[(label, seed)] = e
+        print(failure_line(label, seed, e), file=sys.stderr)
+        continue
       records.append(rec)
       if stop.requested is not None:
         results = finish()

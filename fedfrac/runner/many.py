@@ -11,7 +11,8 @@ from fedfrac import config as config_lib
 from fedfrac.runner import factories, outputs, stored, user_inputs
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.log import Progress, RunLog
-from fedfrac.runner.chunked import _build_data, _data_seed, _slice_run, _to_host, chunk_loop
+from fedfrac.runner.chunked import (_build_data, _data_seed, _slice_run, _to_host, chunk_loop,
+                                    use_compile_cache)
 from fedfrac.runner.records import Results, final_params
 from fedfrac.sim.batched import BatchedSimulation
 
@@ -68,7 +69,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
              workdir: Optional[str] = None, progress: Optional[bool] = None,
              data_cache: Optional[dict] = None, overwrite: bool = False, *, data=None,
              algorithms: Optional[dict] = None, model=None,
-             keep_params: bool = True) -> Results:
+             keep_params: bool = True, compile_cache: bool = True) -> Results:
   """Every method's runs over ``seeds`` (× a ``grid``) vmapped as ONE compiled program.
 
   Args:
@@ -80,7 +81,8 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
       client learning rate η0); methods that have the option run every value
       (labelled ``method[option=value]``), the others run once. An option no
       selected method has is refused before any compute.
-    data, algorithms, model, keep_params: as for :func:`fedfrac.runner.loop.run`.
+    data, algorithms, model, keep_params, compile_cache: as for
+      :func:`fedfrac.runner.loop.run`.
     data_cache: optional dict reused across calls (sweep scripts): federated
       datasets are memoised in it by (data config, data seed), so a sweep
       generates or loads each dataset once.
@@ -97,6 +99,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   config = own.config
   config_lib.validate(config)
   workdir_lib.check_name(workdir)
+  use_compile_cache(compile_cache)
   factories.apply_cpu_devices(config)
   seeds = tuple(config.seeds if seeds is None else seeds)
   _check_grid(grid, config)
@@ -158,7 +161,8 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
         rec.params = final_params(sim.algorithm, run_state.server, run_state.clients,
                                   sim.num_clients)
       records.append(rec)
-  results = Results(config, records)
+  results = Results(config, records, data={
+      seed: data_cache[(data_key, _data_seed(config, seed))] for seed in seeds})
   if workdir:
     for rec in records:
       stored.save_record(workdir, rec)

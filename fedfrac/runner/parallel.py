@@ -28,20 +28,25 @@ from fedfrac.runner import points as points_lib
 from fedfrac.runner import signals
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.extensions import (  # noqa: F401  (their old home)
-    cannot_ship, extensions_for_workers, install_extensions, pack_extensions, user_extensions)
+    cannot_ship, extensions_for_workers, install_extensions, pack_extensions, user_extensions,
+    workers_problem)
 from fedfrac.runner.log import PointProgress
+from fedfrac.runner.records import RunFailed
 
 
 def worker_count(config, num_runs) -> int:
   """Processes for the (method, seed) runs: ``config.workers`` (0: one per local
   device, i.e. per CPU core on a CPU host), at most one per run; 1 (saying why
-  on stderr) when your own algorithms or models cannot be sent to workers."""
+  on stderr) when the work cannot go to worker processes
+  (:func:`fedfrac.runner.extensions.workers_problem`: your own algorithms or
+  models cannot be sent, the config cannot be pickled, or the script that calls
+  has no ``if __name__ == "__main__":`` guard, which made it wait forever)."""
   workers = int(config.get("workers", 1))
   if workers == 0:
     workers = len(points_lib.local_workers())
   workers = max(1, min(workers, num_runs))
   if workers > 1:
-    _, problem = pack_extensions()
+    problem = workers_problem(config)
     if problem:
       print(f"config.workers={config.get('workers', 1)}: running in this process: "
             f"{problem}", file=sys.stderr)
@@ -63,11 +68,13 @@ def finish_if_space(finish, records) -> None:
 def job_task(item, emit):
   """:func:`fedfrac.runner.points.work_queue` target: one (method, seed) run in
   a worker process; emits ``(label, seed, record, divergence message or "")``,
-  or ``(label, seed, None, disk-full message)``. SIGINT / SIGTERM stop the run
-  after its current chunk (checkpointed; the record is ``partial``)."""
+  ``(label, seed, None, ("disk full", message))`` or, when the run raised
+  anything else, ``(label, seed, None, (exception type, traceback))`` (the
+  parent keeps the other runs). SIGINT / SIGTERM stop the run after its current
+  chunk (checkpointed; the record is ``partial``)."""
   config, label, seed, workdir, stop_after_round, user_data, keep_params = item
-  fed_data = chunked._build_data(config, chunked._data_seed(config, seed), user_data)
   try:
+    fed_data = chunked._build_data(config, chunked._data_seed(config, seed), user_data)
     rec = chunked.run_one(config, label, seed, fed_data, workdir, stop_after_round,
                           progress=False, stop=signals.stop_requested,
                           keep_params=keep_params)
@@ -75,11 +82,14 @@ def job_task(item, emit):
   except FloatingPointError as e:   # on_divergence="error": re-raised by the parent
     emit((label, seed, e.record, str(e)))
   except DiskFullError as e:        # raised by the parent in one line
-    emit((label, seed, None, str(e)))
+    emit((label, seed, None, ("disk full", str(e))))
+  except Exception as e:            # kept by the parent in Results.failed
+    import traceback
+    emit((label, seed, None, (type(e).__name__, f"{e}\n{traceback.format_exc()}")))
 
 
 def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, records,
-                   finish, user_data=None, keep_params=True):
+                   finish, user_data=None, keep_params=True, failed=None):
   """``run`` with the (method, seed) runs spread over ``workers`` processes
   (:func:`fedfrac.runner.points.work_queue`, one per CPU core or device): each
   compiles and runs its own programs, so compilation, which is single-threaded
@@ -87,7 +97,9 @@ def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, r
   computation as in one process; checkpoints and resumption are per run as
   there. Ctrl-C or SIGTERM stops every worker after its current chunk, each
   writing a checkpoint; the parent then writes the rows so far (a second signal
-  stops them at once)."""
+  stops them at once). A run that raised is named in one line and put in
+  ``failed`` (``{(label, seed): RunFailed}``); the others go on."""
+  failed = {} if failed is None else failed
   items = [(config, label, seed, workdir, stop_after_round, user_data, keep_params)
            for label, seed in jobs]
   show = config.progress if progress is None else progress
@@ -96,8 +108,13 @@ def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, r
 
   def on_message(index, payload):
     label, seed, rec, error = payload
+    if rec is None and error[0] == "disk full":
+      full.append(error[1])
+      return
     if rec is None:
-      full.append(error)
+      failed[(label, seed)] = RunFailed(error[1], kind=error[0])
+      print(chunked.failure_line(label, seed, failed[(label, seed)]), file=sys.stderr)
+      bar.update(1)
       return
     done[(label, seed)] = rec
     if error:

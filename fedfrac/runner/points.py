@@ -245,7 +245,8 @@ def execute(batches: list, store: PointStore, workers: Optional[int] = None,
   envs = local_workers()
   n = len(envs) if workers is None else int(workers)
   n = max(1, min(n, len(batches))) if batches else 1
-  if n > 1 and importlib.import_module("fedfrac.runner.parallel").cannot_ship(log):
+  if n > 1 and importlib.import_module("fedfrac.runner.parallel").cannot_ship(
+      log, [b.spec for b in batches]):
     n = 1
   t0 = time.perf_counter()
   try:

@@ -96,11 +96,34 @@ class RunRecord:
     return rows
 
 
+class RunFailed(RuntimeError):
+  """A run that raised in a worker process (its traceback in the message);
+  ``kind`` is the name of the exception it raised there."""
+
+  def __init__(self, message, kind="RuntimeError"):
+    super().__init__(message)
+    self.kind = kind
+
+
+class UnknownRun(KeyError):
+  """A (method, seed) no record holds (the message lists those there are)."""
+
+  def __str__(self):
+    return str(self.args[0]) if self.args else ""
+
+
 @dataclasses.dataclass
 class Results:
-  """What ``run`` returns: per-round rows, per-run records and a summary."""
+  """What ``run`` returns: per-round rows, per-run records and a summary.
+
+  ``failed``: ``{(method label, seed): exception}`` of the runs that raised
+  (``ff.run`` keeps the others and says so in one line per failure; ``raise
+  results.failed[key]`` shows the traceback). ``data``: ``{seed: FederatedData}``,
+  the federated split each seed's runs used (:meth:`federated_data`)."""
   config: Any
   records: list
+  failed: dict = dataclasses.field(default_factory=dict)
+  data: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
   @property
   def rows(self):
@@ -111,10 +134,31 @@ class Results:
     return [r for rec in self.records for r in rec.round_rows]
 
   def record(self, method, seed):
+    """The :class:`RunRecord` of ``method`` (its label) and ``seed``; an
+    unknown one raises :class:`UnknownRun` naming the runs there are ("did you
+    mean"), or the error of a run that failed."""
     for rec in self.records:
       if rec.method == method and rec.seed == seed:
         return rec
-    raise KeyError((method, seed))
+    if (method, seed) in self.failed:
+      error = self.failed[(method, seed)]
+      raise UnknownRun(f"method {method!r} seed {seed} failed: "
+                       f"{_error_text(error)}") from error
+    import difflib
+    labels = self.methods() + [m for m, _ in self.failed if m not in self.methods()]
+    seeds = sorted({rec.seed for rec in self.records if rec.method == method})
+    if method in labels:
+      raise UnknownRun(f"method {method!r} has no seed {seed!r}; its seeds are "
+                       f"{', '.join(map(str, seeds)) or '(none: it failed)'}")
+    close = difflib.get_close_matches(str(method), labels, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise UnknownRun(f"method {method!r}: no such run; {hint}the methods are "
+                     f"{', '.join(map(repr, labels)) or '(none)'}")
+
+  def raise_failed(self) -> None:
+    """Raise the first failed run's exception again (nothing when none failed)."""
+    for error in self.failed.values():
+      raise error
 
   def methods(self):
     return list(dict.fromkeys(rec.method for rec in self.records))
@@ -154,11 +198,32 @@ class Results:
       params = _tree_map(lambda x: x[client], params)
     return _module_params(self.config, params)
 
+  def federated_data(self, seed=None):
+    """The :class:`fedfrac.data.FederatedData` the runs of ``seed`` (None: the
+    only seed) used: ``data=`` arrays or ``config.data`` split over the
+    clients, e.g. ``client_test_arrays(k)`` to evaluate client ``k``'s
+    personalised ``final_params(label, client=k)`` on its own test split.
+    Kept by ``run`` and ``run_many``, not read back from a workdir."""
+    if seed is None:
+      if len(self.data) != 1:
+        raise ValueError(f"the runs used seeds {sorted(self.data)}: give seed=" if self.data
+                         else "no federated data kept (records read back from a workdir)")
+      seed = next(iter(self.data))
+    if seed not in self.data:
+      raise UnknownRun(f"seed {seed!r}: no runs used it; the seeds are "
+                     f"{', '.join(map(str, sorted(self.data))) or '(none)'}")
+    return self.data[seed]
+
   def summary(self) -> dict:
-    return summarize(self.records, self.config)
+    out = summarize(self.records, self.config)
+    if self.failed:
+      out["failed"] = {f"{m} seed {s}": _error_text(e) for (m, s), e in self.failed.items()}
+    return out
 
   def table(self) -> str:
-    return format_table(self.summary(), self.config)
+    """The markdown table of :func:`format_table`, then a line per failed run."""
+    lines = [f"failed: {m} seed {s}: {_error_text(e)}" for (m, s), e in self.failed.items()]
+    return "\n".join([format_table(self.summary(), self.config)] + lines)
 
   def plot(self, metric=None):
     """The two figures of ``metric`` (default accuracy, RMSE for regression),
@@ -168,6 +233,12 @@ class Results:
     ``.save(directory)`` writes ``accuracy.png`` and ``ranking.png``."""
     from fedfrac.runner import overview
     return overview.results_figures(self, metric)
+
+
+def _error_text(error) -> str:
+  """``"<exception type>: <first line of its message>"``."""
+  first = next((l.strip() for l in str(error).splitlines() if l.strip()), "")
+  return f"{getattr(error, 'kind', type(error).__name__)}: {first}"
 
 
 def _tree_map(fn, tree):

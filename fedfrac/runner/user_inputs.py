@@ -3,7 +3,10 @@ the config: ``algorithms={name: entry}``, ``model=`` (a flax module) and
 ``data=`` (arrays or a federated dataset).
 
 :func:`prepare` registers the algorithms (:func:`fedfrac.algorithms.register`)
-and the model (:func:`fedfrac.models.register`), checks the data
+and the model (:func:`fedfrac.models.register`), checks every key of the config
+as the command line does (:func:`fedfrac.config_keys.check_keys`: a config built
+in Python with ``c.client.learning_rate = 0.5`` is refused with "did you mean
+'lr'?" instead of running with the default), checks the data
 (:func:`fedfrac.data.arrays.user_data`) and returns the config the run uses
 (a copy naming the model), the checked data and what a workdir's fingerprint
 records of them (the data's digest, the module's repr), all before any compute.
@@ -13,6 +16,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional
 
 from fedfrac import algorithms as algorithms_lib
+from fedfrac import config_keys
 from fedfrac import models as models_lib
 from fedfrac.data import arrays as arrays_lib
 
@@ -45,6 +49,7 @@ def prepare(config, data=None, algorithms: Optional[dict] = None, model=None,
       raise TypeError(f"algorithms={algorithms!r}: expected a dict {{name: entry}}")
     for name, entry in algorithms.items():
       algorithms_lib.register(entry, name=name)
+  config_keys.check_keys(config)   # after registering: their options are known
   extra = {}
   if model is not None:
     name = model_name(model)

@@ -6,6 +6,8 @@ Each method's algorithm options are checked by the algorithm registry
 """
 from __future__ import annotations
 
+import difflib
+
 import ml_collections
 
 from fedfrac import algorithms
@@ -133,8 +135,11 @@ def validate_methods(config) -> None:
   for label in config.methods:
     mc = config.methods[label]
     name = mc.get("name", None) if isinstance(mc, ml_collections.ConfigDict) else None
-    check(name in algorithms.names(), f"methods.{label}.name", name,
-          f"allowed values are {', '.join(algorithms.names())}")
+    if name not in algorithms.names():
+      close = difflib.get_close_matches(str(name), algorithms.names(), n=1)
+      hint = f"did you mean {close[0]!r}? " if close else ""
+      fail(f"methods.{label}.name", name,
+           f"{hint}allowed values are {', '.join(algorithms.names())}")
     try:
       algorithms.entry(name).hparams(config_lib.method_options(mc),
                                      prefix=f"methods.{label}.")

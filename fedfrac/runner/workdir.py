@@ -37,6 +37,7 @@ import json
 import os
 
 from fedfrac import algorithms
+from fedfrac.algorithms import server_optimizer
 from fedfrac import config as config_lib
 from fedfrac.config import ConfigError
 from fedfrac.runner import sealed, stored, written
@@ -53,8 +54,10 @@ WORKDIR_ITEMS = written.TOP_FILES + written.TREES
 
 
 def _plain(value):
-  """``value`` as JSON would give it back (tuples -> lists, NumPy -> Python)."""
-  return json.loads(json.dumps(value, default=json_default))
+  """``value`` as JSON would give it back (tuples -> lists, NumPy -> Python; an
+  optax server optimizer as the text of its settings,
+  :func:`fedfrac.algorithms.server_optimizer.describe`)."""
+  return json.loads(json.dumps(server_optimizer.plain(value), default=json_default))
 
 
 def _flatten(tree, prefix=""):

@@ -165,19 +165,22 @@ def evaluate(algorithm, model, task, arrays, state, batch_size):
                          eval_params(algorithm, state), batch_size)
 
 
-_PROGRAMS: dict = {}   # digest of a lowered program's text -> its executable
+_PROGRAMS: dict = {}   # digest of a lowered program and its pytrees -> executable
 MAX_PROGRAMS = 64
 
 
 def shared_program(function, *args):
   """``jax.jit(function)`` compiled for ``args``, shared by every caller in this
-  process whose program is the same: the lowered program's text (shapes,
-  dtypes, shardings and every operation) is the key, so the evaluation of two
-  methods whose evaluated parameters have the same structure compiles once.
-  Trace ``function`` under the same settings (e.g. the matmul precision scope)
-  as its callers."""
+  process whose program is the same: the key is the lowered program's text
+  (shapes, dtypes, shardings and every operation) and the pytree structures of
+  its inputs and outputs, so the evaluation of two methods whose evaluated
+  parameters have the same structure compiles once, and parameters with the
+  same leaves in another tree (a flax module's head split off or not) never
+  get an executable compiled for the other tree. Trace ``function`` under the
+  same settings (e.g. the matmul precision scope) as its callers."""
   lowered = jax.jit(function).lower(*args)
-  key = hashlib.sha256(lowered.as_text().encode()).hexdigest()
+  text = f"{lowered.as_text()}\n{lowered.in_tree}\n{lowered.out_tree}"
+  key = hashlib.sha256(text.encode()).hexdigest()
   if key not in _PROGRAMS:
     while len(_PROGRAMS) >= MAX_PROGRAMS:
       _PROGRAMS.pop(next(iter(_PROGRAMS)))

@@ -13,9 +13,10 @@ from tests import helpers
 
 
 def numpy_alg2(kind, grads, b1, b2, tau, bias_correction=False):
-  """Outputs m_t/(√v_t + τ) for pseudo-gradients g_t (Alg. 2, v_{−1} = τ²)."""
+  """Outputs m_t/(√v_t + τ) for pseudo-gradients g_t (Alg. 2, v_{−1} = τ²; with
+  ``bias_correction`` Adam's v_{−1} = 0 and corrected moments)."""
   m = np.zeros_like(grads[0])
-  v = np.full_like(grads[0], tau ** 2)
+  v = np.full_like(grads[0], 0.0 if bias_correction else tau ** 2)
   outs = []
   for t, g in enumerate(grads, start=1):
     m = b1 * m + (1 - b1) * g
@@ -44,6 +45,30 @@ def test_scale_by_reddi_matches_alg2(kind, bias_correction):
   for g, w in zip(grads, want):
     out, state = tx.update(jnp.asarray(g, jnp.float32), state)
     np.testing.assert_allclose(out, w, rtol=1e-4, atol=1e-6)
+
+
+def test_bias_corrected_fedadam_is_optax_adam_on_the_same_gradients():
+  """``bias_correction=True`` is documented as optax.adam's form. Its second
+  moment used to start at τ², which made the first step 10× smaller than
+  optax's at |g| = 1e-4 (a 15-round run: 0.877 against 0.909)."""
+  import optax
+  rng = np.random.default_rng(3)
+  scales = [1e-4] * 3 + [1e-2] * 3 + [1.0] * 3 + [1e-4] * 3
+  grads = [{"w": jnp.asarray(rng.normal(scale=s, size=(4, 3)), jnp.float32),
+            "b": jnp.asarray(rng.normal(scale=s, size=(3,)), jnp.float32)} for s in scales]
+  hp = algorithms.hparams("fedadam", {"bias_correction": True, "server_lr": 0.02,
+                                      "beta1": 0.8, "beta2": 0.95, "tau": 1e-3})
+  ours, ref = fedopt.server_optimizer(hp), optax.adam(0.02, b1=0.8, b2=0.95, eps=1e-3)
+  params = jax.tree.map(jnp.zeros_like, grads[0])
+  s_ours, s_ref = ours.init(params), ref.init(params)
+  for g in grads:
+    u_ours, s_ours = ours.update(g, s_ours, params)
+    u_ref, s_ref = ref.update(g, s_ref, params)
+    for a, b in zip(jax.tree.leaves(u_ours), jax.tree.leaves(u_ref)):
+      np.testing.assert_allclose(a, b, rtol=1e-6, atol=0)
+  g = grads[0]["b"]   # Adam's first step: −η g / (|g| + τ), about 10 % of η here
+  first = ours.update(grads[0], ours.init(params), params)[0]["b"]
+  np.testing.assert_allclose(first, -0.02 * g / (jnp.abs(g) + 1e-3), rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["fedadam", "fedyogi", "fedadagrad", "sgd"])

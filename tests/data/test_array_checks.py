@@ -48,6 +48,8 @@ def _bad(kind):
     y[0] = 3
   elif kind == "float_labels":
     y = y.astype(np.float32)
+  elif kind == "real_labels":
+    y = y + 0.5
   elif kind == "count":
     y = y[:-1]
   elif kind == "shape":
@@ -75,7 +77,12 @@ CASES = {
                   "classes for 28 examples",
     "negative_label": "user:y_test: labels span -1..",
     "declared": "user:y_train: labels span 0..3; expected class labels in 0..2 (3 classes)",
-    "float_labels": "user:y_train: has shape (20,) and dtype float32",
+    "float_labels": "user:y_train: has dtype float32 (shape (20,)); expected integer "
+                    "class labels 0..C-1 (these are whole numbers: pass "
+                    "y.astype(np.int32))",
+    "real_labels": "user:y_train: has dtype float64 (shape (20,)); expected integer "
+                   "class labels 0..C-1 (real-valued targets need a regression "
+                   "task.loss, e.g. 'mse')",
     "count": "user:y_train: holds 19 targets but user:x_train holds 20 inputs",
     "shape": "user:x_test: has inputs of shape (5, 6)",
     "empty_test": "user:x_test: holds no examples",

@@ -246,3 +246,18 @@ def test_bad_seed_and_alpha_are_one_line():
   with pytest.raises(ValueError, match="alpha='0.5': Dirichlet concentration must be a "
                                        "number > 0"):
     data_lib.partition(labels(100), 4, "dirichlet", seed=0, alpha="0.5")
+
+
+@pytest.mark.parametrize("labels,match", [
+    ([0, 1, 5], r"^class_counts: labels span 0\.\.5; expected class labels in 0\.\.2 "
+                r"\(num_classes=3\)$"),
+    ([0, -1, 2], r"^class_counts: labels span -1\.\.2; expected class labels in 0\.\.2"),
+    ([0.0, 1.0, 2.0], r"^class_counts: labels have dtype float64; expected integer"),
+])
+def test_class_counts_refuses_labels_outside_the_classes(labels, match):
+  """Labels past C-1 gave extra columns (a [K, 6] table for 3 classes), then a
+  NumPy shape error further on."""
+  with pytest.raises(ValueError, match=match):
+    data_lib.class_counts(np.asarray(labels), [np.arange(2), np.arange(1, 3)], 3)
+  counts = data_lib.class_counts(np.asarray([0, 1, 2]), [np.arange(2), np.arange(1, 3)], 3)
+  assert counts.tolist() == [[1, 1, 0], [0, 1, 1]]

@@ -52,12 +52,34 @@ def test_parameters_split_at_the_named_head_and_outputs_match_the_module():
   assert out.shape == (4, 3)
 
 
+class NoHead(nn.Module):
+  @nn.compact
+  def __call__(self, x):
+    return nn.Dense(3)(nn.relu(nn.Dense(8)(x)))
+
+
 def test_without_a_head_everything_is_extractor_and_features_are_refused():
-  model = _model(TinyMLP())
+  model = _model(NoHead())
   params = model.init(jax.random.PRNGKey(0))
-  assert params["head"] == {} and set(params["extractor"]) == {"Dense_0", "head"}
+  assert params["head"] == {} and set(params["extractor"]) == {"Dense_0", "Dense_1"}
   with pytest.raises(ValueError, match=r"model.head=None: .*flax_model\(module, head="):
     model.apply(params, jnp.ones((2, 5)), return_features=True)
+
+
+def test_a_submodule_named_head_is_the_head_of_a_module_given_as_it_is():
+  """``model=Net()`` whose last layer is ``name="head"`` left every parameter in
+  the extractor, so FedRep and the FIRMA ring crashed ("vmap wrapped function
+  must be passed at least one argument")."""
+  plain, named = _model(TinyMLP()), _model(TinyMLP(), head="head")
+  params = plain.init(jax.random.PRNGKey(0))
+  assert jax.tree.map(np.shape, params) == jax.tree.map(np.shape,
+                                                        named.init(jax.random.PRNGKey(0)))
+  assert set(params["extractor"]) == {"Dense_0"} and set(params["head"]) == {"kernel", "bias"}
+  x = jnp.ones((2, 5))
+  inner = models.flax_model(TinyMLP()).module_params(params)
+  assert set(inner) == {"Dense_0", "head"}
+  np.testing.assert_allclose(plain.apply(params, x), TinyMLP().apply({"params": inner}, x))
+  assert plain.apply(params, x, return_features=True)[1].shape == (2, 8)
 
 
 def test_a_deterministic_argument_follows_train():
@@ -91,3 +113,6 @@ def test_register_makes_a_module_a_model_name():
     models.USER_MODELS.pop("tiny_mlp", None)
   with pytest.raises(TypeError, match="expected a flax.linen Module"):
     models.flax_model(lambda x: x)
+  with pytest.raises(TypeError, match=r"^model: TinyMLP is a flax.linen Module class; pass "
+                                      r"an instance, e.g. TinyMLP\(\)$"):
+    models.register("tiny_mlp", TinyMLP)   # ff.run(config, model=TinyMLP)

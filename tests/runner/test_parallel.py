@@ -62,3 +62,92 @@ def test_bad_worker_settings_are_rejected(key, value, match):
   target[key.split(".")[-1]] = value
   with pytest.raises(ff.ConfigError, match=match):
     ff.run(c)
+
+
+_SCRIPT = '''
+import numpy as np
+import fedfrac as ff
+from fedfrac.runner import extensions
+{guard_probe}
+x = np.random.default_rng(0).normal(size=(2000, 20)).astype(np.float32)   # > a pipe
+y = np.argmax(x[:, :3], axis=1)
+c = ff.base_config()
+c.rounds, c.progress, c.workers = 1, False, 2
+c.data.num_clients, c.model.hidden = 3, (8,)
+c.data.min_client_size = 8
+c.methods = {{"fedavg": {{"name": "fedavg"}}, "fedprox": {{"name": "fedprox"}}}}
+r = ff.run(c, data=(x, y))
+print("finished", r.methods())
+'''
+
+
+def _run_script(tmp_path, text, timeout=300):
+  import os
+  import signal
+  import subprocess
+  import sys
+  path = tmp_path / "experiment.py"
+  path.write_text(text)
+  env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(helpers.__file__)))
+  proc = subprocess.Popen([sys.executable, str(path)], cwd=tmp_path, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True)
+  try:
+    out, err = proc.communicate(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, signal.SIGKILL)   # the script and the workers it started
+    proc.communicate()
+    pytest.fail(f"the script did not finish in {timeout} s")
+  return proc.returncode, out, err
+
+
+def test_a_script_without_a_main_guard_runs_in_this_process_instead_of_hanging(tmp_path):
+  """``workers > 1`` with ``data=`` from a script without ``if __name__ ==
+  "__main__":`` never finished: each spawned worker imports the script again,
+  runs its experiment and waits on its own workers (still alive after 11 min;
+  with less data than a pipe holds: "every worker exited with 2 tasks left")."""
+  code, out, err = _run_script(tmp_path, _SCRIPT.format(guard_probe=""))
+  assert code == 0, err[-2000:]
+  assert "finished ['fedavg', 'fedprox']" in out
+  lines = [l for l in err.splitlines() if "running in this process" in l]
+  assert len(lines) == 1, err[-2000:]
+  assert lines[0].startswith("config.workers=2: running in this process: experiment.py "
+                             "runs this at its top level (line 13) without an `if "
+                             "__name__ == \"__main__\":` guard")
+
+
+def test_only_a_call_outside_the_main_guard_counts_as_unguarded(tmp_path):
+  probe = '''
+def where():
+  return extensions.unguarded_main()
+print("top:", where() is not None)
+if __name__ == "__main__":
+  print("guarded:", where() is None)
+raise SystemExit(0)'''
+  code, out, err = _run_script(tmp_path, _SCRIPT.format(guard_probe=probe))
+  assert code == 0, err[-2000:]
+  assert "top: True" in out and "guarded: True" in out
+  assert extensions_problem_here() is None   # pytest's own entry point is guarded
+
+
+def extensions_problem_here():
+  from fedfrac.runner import extensions
+  return extensions.unguarded_main()
+
+
+def test_a_config_workers_cannot_receive_runs_here_saying_why(capsys):
+  """An optax object as the server optimizer has local functions, which the
+  worker queue's pickle cannot send: the runs use this process, saying why."""
+  import optax
+  from fedfrac.runner import parallel
+  c = helpers.tiny_config(workers=2)
+  c.methods = ml_collections.ConfigDict(
+      {"a": {"name": "fedavg", "server_optimizer": optax.adam(1e-2)}})
+  assert parallel.worker_count(c, 2) == 1
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith(
+      "config.workers=2: running in this process: the config cannot be sent to worker "
+      "processes (")
+  c.methods = ml_collections.ConfigDict(   # by name it travels
+      {"a": {"name": "fedavg", "server_optimizer": "adam(0.01)"}})
+  assert parallel.worker_count(c, 2) == 2

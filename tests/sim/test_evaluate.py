@@ -60,3 +60,23 @@ def test_batched_runs_share_the_program_too_with_the_numbers_of_one_vmapped_prog
       assert value.shape[0] == 2
       np.testing.assert_array_equal(shared[key], value, err_msg=f"{name} {key}")
   assert batches["fedavg"]._eval_compiled is batches["scaffold"]._eval_compiled
+
+
+def test_the_shared_program_is_keyed_by_the_parameter_tree_too():
+  """A flax module run as ``Net()`` (its head inside the extractor) and then as
+  ``flax_model(Net(), head="head")`` gives the same leaves in another tree: the
+  same program text. The cache returned the first executable for the second
+  tree ("Function compiled with input pytree does not match"), until a restart."""
+  import jax.numpy as jnp
+  from fedfrac.sim import evaluate
+  w, b, h = jnp.ones((3, 2)), jnp.ones((2,)), jnp.full((2, 2), 2.0)
+  unsplit = {"extractor": {"Dense_0": {"b": b, "w": w}, "head": {"kernel": h}}, "head": {}}
+  split = {"extractor": {"Dense_0": {"b": b, "w": w}}, "head": {"kernel": h}}
+
+  def metrics(params):
+    leaves = jax.tree.leaves(params)
+    return {"total": sum(jnp.sum(x) for x in leaves)}
+  first = evaluate.shared_program(metrics, unsplit)
+  second = evaluate.shared_program(metrics, split)
+  assert float(first(unsplit)["total"]) == float(second(split)["total"]) == 16.0
+  assert evaluate.shared_program(metrics, split) is second   # still shared
