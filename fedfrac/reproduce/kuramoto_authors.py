@@ -43,10 +43,8 @@ The target: fedfrac's mean curve inside the authors' seed range, round by round.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,14 +52,15 @@ import threading
 import time
 
 from fedfrac.reproduce import kuramoto_authors_report as report_lib
+from fedfrac.reproduce.kuramoto_authors_driver import (IDX_FILES, authors_commit,
+                                                       authors_src, idx_path,
+                                                       torchvision_root)
 
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "kuramoto_authors_driver.py")
 # fedfrac label -> (the authors' JSON in src/config, their ``sync``)
 METHODS = {"fedavg": ("fedavg.json", 0), "kuramoto_reference_code": ("fedavg.json", 1),
            "kuramoto_scaffold": ("kuramoto.json", 1), "scaffold": ("scaffold.json", 0)}
-IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-             "t10k-labels-idx1-ubyte")
 SIDES = ("authors", "fedfrac")
 
 
@@ -77,55 +76,6 @@ class Log:
       print(line, file=sys.stderr, flush=True)
       with open(self.path, "a") as f:
         f.write(line + "\n")
-
-
-def authors_src(path):
-  """Their ``src/`` directory in a checkout (``DIR/src`` or ``DIR`` itself), or None."""
-  for candidate in (os.path.join(path, "src"), path):
-    if os.path.isfile(os.path.join(candidate, "main.py")):
-      return os.path.abspath(candidate)
-  return None
-
-
-def idx_path(data_dir, name):
-  """``DIR/name`` or ``DIR/name.gz``, whichever exists (None if neither)."""
-  for candidate in (os.path.join(data_dir, name), os.path.join(data_dir, name + ".gz")):
-    if os.path.isfile(candidate):
-      return candidate
-  return None
-
-
-def torchvision_root(data_dir, work):
-  """The four IDX files unpacked into ``work/data/mnist/FashionMNIST/raw/`` (what
-  their ``MNIST_truncated`` reads: ``FashionMNIST(root + "/mnist")``); returns
-  ``work/data``, their ``data_setups.root``."""
-  raw = os.path.join(work, "data", "mnist", "FashionMNIST", "raw")
-  os.makedirs(raw, exist_ok=True)
-  for name in IDX_FILES:
-    source, target = idx_path(data_dir, name), os.path.join(raw, name)
-    if not os.path.exists(target):
-      opener = gzip.open if source.endswith(".gz") else open
-      with opener(source, "rb") as f, open(target + ".tmp", "wb") as g:
-        shutil.copyfileobj(f, g)
-      os.replace(target + ".tmp", target)
-  return os.path.join(work, "data")
-
-
-def authors_commit(path):
-  """Their commit: ``DIR/COMMIT`` (make authors-kuramoto), else ``git rev-parse
-  HEAD`` when ``DIR`` is a clone of its own, else ``""``."""
-  try:
-    with open(os.path.join(path, "COMMIT")) as f:
-      return f.read().strip()
-  except OSError:
-    pass
-  if not os.path.exists(os.path.join(path, ".git")):
-    return ""
-  try:
-    return subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True,
-                          text=True, timeout=10).stdout.strip()
-  except (OSError, subprocess.SubprocessError):
-    return ""
 
 
 def authors_specs(args, src, root, runs_dir):
@@ -147,12 +97,27 @@ def authors_specs(args, src, root, runs_dir):
   return specs
 
 
-def run_authors(specs, parallel, python, deadline, log, on_done):
+def mark_stopped(path, code):
+  """A run file its process left ``running`` (killed): status ``stopped (exit N)``."""
+  try:
+    with open(path) as f:
+      result = json.load(f)
+  except (OSError, ValueError):
+    return
+  if result.get("status") == "running":
+    report_lib.write_json(path, dict(result, status=f"stopped (exit {code})"))
+
+
+def run_authors(specs, parallel, python, deadline, log, on_done, every=60.0):
   """The specs' processes, ``parallel`` at a time; none started after
   ``deadline`` (seconds since the epoch, 0 = none), the running ones stopped at
-  it (their files keep the rounds they finished)."""
-  pending, running = list(specs), []
+  it (their files keep the rounds they finished). ``on_done()`` after each run
+  and every ``every`` seconds (the report then holds the rounds so far)."""
+  pending, running, published = list(specs), [], time.time()
   while pending or running:
+    if time.time() - published > every:
+      on_done()
+      published = time.time()
     while pending and len(running) < parallel and not (deadline and time.time() > deadline):
       spec = pending.pop(0)
       with open(spec["out"] + ".spec.json", "w") as f:
@@ -178,6 +143,7 @@ def run_authors(specs, parallel, python, deadline, log, on_done):
       log(f"authors {spec['method']} seed {spec['seed']}: exit {proc.returncode} after "
           f"{time.time() - t0:.1f} s, {report_lib.rounds_in(spec['out'])} rounds")
       if proc.returncode:
+        mark_stopped(spec["out"], proc.returncode)
         with open(spec["out"][:-5] + ".log") as f:
           for line in f.read().splitlines()[-8:]:
             log(f"  | {line}")
@@ -291,6 +257,8 @@ def check_run_args(p, args):
   args.sides = [s for s in args.sides.split(",") if s]
   if not args.sides or any(s not in SIDES for s in args.sides):
     p.error(f"--sides={','.join(args.sides)!r}: one or both of authors, fedfrac")
+  if set(args.sides) == set(SIDES):   # JAX shares the device with their processes
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
   try:
     shards_per_class(10, args.clients, args.shards)
   except ValueError as e:
@@ -355,16 +323,19 @@ def run(args) -> int:
     thread = threading.Thread(target=run_authors, args=(
         specs, args.parallel, args.python, deadline, log, publish), daemon=True)
     thread.start()
+  status = 0
   if "fedfrac" in args.sides:
-    if thread is not None:   # share the device with the authors' processes
-      os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    run_fedfrac(args.config, args.seeds, [f"{k}={v!r}" for k, v in args.sets], runs_dir,
-                log, publish)
+    try:
+      run_fedfrac(args.config, args.seeds, [f"{k}={v!r}" for k, v in args.sets], runs_dir,
+                  log, publish)
+    except Exception as e:   # logged; the authors' runs go on
+      log(f"fedfrac failed: {type(e).__name__}: {' '.join(str(e).split())[:500]}")
+      status = 1
   if thread is not None:
     thread.join()
   publish()
   log(f"wrote {args.out}/kuramoto_authors.json, .md, _runs.tar.gz")
-  return 0
+  return status
 
 
 def main(argv=None) -> int:

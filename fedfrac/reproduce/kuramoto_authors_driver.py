@@ -1,5 +1,7 @@
 """One run of the Kuramoto-FedAvg authors' own code, for ``fedfrac-reproduce
-kuramoto_authors`` (:mod:`fedfrac.reproduce.kuramoto_authors`).
+kuramoto_authors`` (:mod:`fedfrac.reproduce.kuramoto_authors`), and what that
+command prepares for it (their ``src/`` in a checkout, their commit, Fashion-MNIST
+in torchvision's layout).
 
 Run as a script in a process of its own (it imports nothing of fedfrac, so the
 authors' top-level packages ``algorithms`` and ``train_tools`` and their torch are
@@ -29,9 +31,12 @@ their ``src/``) with three things around it, none of which touch training:
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import runpy
+import shutil
+import subprocess
 import sys
 import time
 import types
@@ -130,6 +135,62 @@ def run(spec: dict) -> dict:
         result["device_name"] = cuda.get_device_name(0)
     write_json(spec["out"], result)
   return result
+
+
+IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+             "t10k-labels-idx1-ubyte")
+
+
+# ------------------------------------------ what the caller prepares for the runs
+
+
+def authors_src(path):
+  """Their ``src/`` directory in a checkout (``DIR/src`` or ``DIR`` itself), or None."""
+  for candidate in (os.path.join(path, "src"), path):
+    if os.path.isfile(os.path.join(candidate, "main.py")):
+      return os.path.abspath(candidate)
+  return None
+
+
+def idx_path(data_dir, name):
+  """``DIR/name`` or ``DIR/name.gz``, whichever exists (None if neither)."""
+  for candidate in (os.path.join(data_dir, name), os.path.join(data_dir, name + ".gz")):
+    if os.path.isfile(candidate):
+      return candidate
+  return None
+
+
+def torchvision_root(data_dir, work):
+  """The four IDX files unpacked into ``work/data/mnist/FashionMNIST/raw/`` (what
+  their ``MNIST_truncated`` reads: ``FashionMNIST(root + "/mnist")``); returns
+  ``work/data``, their ``data_setups.root``."""
+  raw = os.path.join(work, "data", "mnist", "FashionMNIST", "raw")
+  os.makedirs(raw, exist_ok=True)
+  for name in IDX_FILES:
+    source, target = idx_path(data_dir, name), os.path.join(raw, name)
+    if not os.path.exists(target):
+      opener = gzip.open if source.endswith(".gz") else open
+      with opener(source, "rb") as f, open(target + ".tmp", "wb") as g:
+        shutil.copyfileobj(f, g)
+      os.replace(target + ".tmp", target)
+  return os.path.join(work, "data")
+
+
+def authors_commit(path):
+  """Their commit: ``DIR/COMMIT`` (make authors-kuramoto), else ``git rev-parse
+  HEAD`` when ``DIR`` is a clone of its own, else ``""``."""
+  try:
+    with open(os.path.join(path, "COMMIT")) as f:
+      return f.read().strip()
+  except OSError:
+    pass
+  if not os.path.exists(os.path.join(path, ".git")):
+    return ""
+  try:
+    return subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True,
+                          text=True, timeout=10).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    return ""
 
 
 def main(argv=None) -> int:

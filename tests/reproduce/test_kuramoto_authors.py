@@ -20,7 +20,7 @@ from fedfrac.reproduce import kuramoto_authors_report as report_lib
 from tests.data.test_files import write_mnist_idx
 
 FAKE_MAIN = '''
-import argparse, json, os, sys
+import argparse, json, os, sys, time
 import wandb                        # must be the stub: the package is not installed
 from algorithms.BaseServer import BaseServer
 p = argparse.ArgumentParser()
@@ -46,6 +46,7 @@ for r in range(a.n_rounds):
          + 0.02 * (algo["name"] == "kuramoto") + 0.03 * a.local_epochs
          + 0.0001 * a.n_clients + 0.00001 * a.partition_s)
   server.update_csv(acc * 100, 0.5)
+  time.sleep(float(os.environ.get("FAKE_ROUND_S", "0")))
 print("done")
 '''
 FAKE_SERVER = '''
@@ -86,14 +87,14 @@ def test_authors_and_fedfrac_curves_side_by_side(tmp_path, idx_dir):
   authors = fake_authors(tmp_path)
   out, work = tmp_path / "out", tmp_path / "work"
   argv = ["run", f"--authors={authors}", f"--data={idx_dir}", f"--out={out}",
-          f"--work={work}", "--methods=fedavg,kuramoto_reference_code,kuramoto_scaffold",
+          f"--work={work}", "--methods=fedavg,kuramoto_reference_code",
           "--seeds=0,1", "--rounds=2", "--device=cpu", "--parallel=2",
           "--set=model.name=mlp", "--set=model.hidden=(8,)", "--set=data.augment=flip"]
   assert kuramoto_authors.main(argv) == 0
   assert sorted(os.listdir(out)) == ["kuramoto_authors.json", "kuramoto_authors.log",
                                      "kuramoto_authors.md", "kuramoto_authors_runs.tar.gz"]
   doc = json.loads((out / "kuramoto_authors.json").read_text())
-  sync = {"fedavg": (0, 0), "kuramoto_reference_code": (1, 0), "kuramoto_scaffold": (1, 1)}
+  sync = {"fedavg": (0, 0), "kuramoto_reference_code": (1, 0)}
   for method, (s, kjson) in sync.items():
     theirs = doc["curves"][method]["authors"]
     assert theirs == {str(seed): [expected(seed, r, s, kjson) for r in (1, 2)]
@@ -103,19 +104,19 @@ def test_authors_and_fedfrac_curves_side_by_side(tmp_path, idx_dir):
     assert all(0.0 <= a <= 1.0 for c in ours.values() for a in c)
     assert doc["comparison"][method]["rounds_compared"] == 2
   assert all(r["status"] == "ok" and r["rounds"] == 2 for r in doc["runs"])
-  assert len(doc["runs"]) == 12
+  assert len(doc["runs"]) == 8
   # their JSON with the root and sync changed, the rest theirs; the data unpacked
-  config = json.loads((work / "runs" / "authors_kuramoto_scaffold_seed1.json.config.json")
-                      .read_text())
-  assert config["train_setups"]["algo"] == {"name": "kuramoto", "sync": 1}
+  config = json.loads((work / "runs" / "authors_kuramoto_reference_code_seed1.json"
+                       ".config.json").read_text())
+  assert config["train_setups"]["algo"] == {"name": "fedavg", "sync": 1}
   assert config["data_setups"]["root"] == str(work / "data")
   md = (out / "kuramoto_authors.md").read_text()
-  assert "| fedavg | " in md and "## kuramoto_scaffold" in md
+  assert "| fedavg | " in md and "## kuramoto_reference_code" in md
   assert "| authors | fedavg | 1 | 2 | ok" in md
   with tarfile.open(out / "kuramoto_authors_runs.tar.gz") as tar:
     names = set(tar.getnames())
   assert {"setting.json", "authors_fedavg_seed0.json", "authors_fedavg_seed0.log",
-          "fedfrac_kuramoto_scaffold_seed1.json"} <= names
+          "fedfrac_kuramoto_reference_code_seed1.json"} <= names
   # report: the same document from the archive
   again = tmp_path / "again"
   assert kuramoto_authors.main(["report", f"--runs={out / 'kuramoto_authors_runs.tar.gz'}",
@@ -135,17 +136,38 @@ def test_the_window_script_runs_the_command_with_the_carried_folders(tmp_path, i
   env = dict(os.environ, PYTHON=sys.executable, CAMPAIGN_WHEELS=str(tmp_path / "none"),
              KURAMOTO_AUTHORS=str(authors), KURAMOTO_DATA=str(idx_dir))
   done = subprocess.run(["bash", script, "--out", str(out), "--sides=authors",
-                         "--methods=fedavg", "--seeds=4", "--rounds=1", "--device=cpu"],
+                         "--methods=fedavg,kuramoto_scaffold,scaffold", "--seeds=4",
+                         "--rounds=1", "--device=cpu"],
                         env=env, capture_output=True, text=True, timeout=300)
   assert done.returncode == 0, done.stderr[-2000:]
   doc = json.loads((out / "kuramoto_authors.json").read_text())
   assert doc["curves"]["fedavg"]["authors"] == {"4": [expected(4, 1, 0, 0)]}
+  # their kuramoto.json (the SCAFFOLD server) with sync on; scaffold.json as shipped
+  assert doc["curves"]["kuramoto_scaffold"]["authors"] == {"4": [expected(4, 1, 1, 1)]}
+  assert doc["curves"]["scaffold"]["authors"] == {"4": [expected(4, 1, 0, 0)]}
   assert doc["authors_commits"] == ["0123abc"]
   assert "--budget=540" in doc["setting"]["commands"][0]
   env["KURAMOTO_AUTHORS"] = str(tmp_path / "none")
   done = subprocess.run(["bash", script, "--out", str(out)], env=env, capture_output=True,
                         text=True, timeout=60)
   assert done.returncode == 2 and "run 'make authors-kuramoto'" in done.stderr
+
+
+def test_the_budget_stops_the_authors_runs_with_the_rounds_they_finished(
+    tmp_path, idx_dir, monkeypatch):
+  monkeypatch.setenv("FAKE_ROUND_S", "1.0")
+  authors, out = fake_authors(tmp_path), tmp_path / "out"
+  assert kuramoto_authors.main([
+      "run", f"--authors={authors}", f"--data={idx_dir}", f"--out={out}",
+      "--methods=fedavg", "--seeds=0,1,2", "--parallel=2", "--rounds=30", "--device=cpu",
+      "--sides=authors", "--budget=4"]) == 0
+  doc = json.loads((out / "kuramoto_authors.json").read_text())
+  runs = {r["seed"]: r for r in doc["runs"]}
+  assert sorted(runs) == [0, 1]                     # seed 2 never started
+  for r in runs.values():
+    assert r["status"].startswith("stopped (exit") and 1 <= r["rounds"] < 30
+  log = (out / "kuramoto_authors.log").read_text()
+  assert "authors fedavg seed 2: not started (budget)" in log
 
 
 def test_a_failing_authors_run_is_reported_and_the_rest_goes_on(tmp_path, idx_dir):
