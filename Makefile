@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: run test lint docs bench reproduce clean data-fashion-mnist gpu-wheels \
-	gpu-data gpu-size gpu-collect
+	gpu-data gpu-size gpu-collect authors-kuramoto
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -104,12 +104,29 @@ gpu-data: data-fashion-mnist
 	@$(MAKE) --no-print-directory gpu-size
 
 # What a device run carries: the working tree (tracked and untracked files that are
-# not ignored) plus .whl, .gpu-data and .gpu-cache (the compile cache the last window
-# left, make gpu-collect); the limit is 64 MiB.
+# not ignored) plus .whl, .gpu-data, .gpu-cache (the compile cache the last window
+# left, make gpu-collect) and .authors (make authors-kuramoto); the limit is 64 MiB.
 gpu-size:
 	@tree=$$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- | tail -1 | cut -f1); \
-	carried=$$(du -cb .whl $(GPU_DATA) .gpu-cache 2>/dev/null | tail -1 | cut -f1); \
-	echo "working tree $$((tree / 1048576)) MiB + .whl, $(GPU_DATA) and .gpu-cache $$((carried / 1048576)) MiB = $$(((tree + carried) / 1048576)) MiB (limit 64)"
+	carried=$$(du -cb .whl $(GPU_DATA) .gpu-cache .authors 2>/dev/null | tail -1 | cut -f1); \
+	echo "working tree $$((tree / 1048576)) MiB + .whl, $(GPU_DATA), .gpu-cache and .authors $$((carried / 1048576)) MiB = $$(((tree + carried) / 1048576)) MiB (limit 64)"
+
+# The Kuramoto-FedAvg authors' code for `fedfrac-reproduce kuramoto_authors`
+# (benchmarks/gpu/kuramoto_authors.sh): their src/ without its wandb/ run logs and
+# __pycache__ (about 0.15 MiB; the whole repository is 79 MiB, more than a window
+# carries) in .authors/kuramoto/src, their commit in .authors/kuramoto/COMMIT. From a
+# checkout (KURAMOTO_CHECKOUT=DIR) or a clone of github.com/amuhebwa/Kuramoto-FedAvg.
+# .authors/ is ignored by git: the authors' code is never committed.
+AUTHORS_KURAMOTO := .authors/kuramoto
+authors-kuramoto:
+	@src="$(KURAMOTO_CHECKOUT)"; \
+	if [ -z "$$src" ]; then src=$$(mktemp -d) && \
+	    git clone -q --depth 1 https://github.com/amuhebwa/Kuramoto-FedAvg "$$src" || exit 1; fi; \
+	test -f "$$src/src/main.py" || { echo "no src/main.py in $$src"; exit 2; }; \
+	rm -rf $(AUTHORS_KURAMOTO) && mkdir -p $(AUTHORS_KURAMOTO) && \
+	tar -C "$$src" --exclude=src/wandb --exclude=__pycache__ -cf - src | tar -C $(AUTHORS_KURAMOTO) -xf - && \
+	{ c=$$(git -C "$$src" rev-parse HEAD 2>/dev/null) && echo "$$c" > $(AUTHORS_KURAMOTO)/COMMIT || true; } && \
+	du -sh $(AUTHORS_KURAMOTO)
 
 gpu-collect: $(STAMP)
 	@test -n "$(ARCHIVE)" || { echo "usage: make gpu-collect ARCHIVE=path/to/campaign.tar.gz"; exit 2; }

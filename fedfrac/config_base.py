@@ -104,9 +104,11 @@ def base_config() -> ml_collections.ConfigDict:
       ved_current_sign="auto"))
 
   # conv_impl: auto (by backend, fedfrac.models.cnn.AUTO_CONV_IMPL) | im2col | xla.
+  # init: flax (LeCun normal kernels, zero biases) | torch (PyTorch's defaults, as
+  # the Kuramoto authors' models; cnn4, vgg11, mlp; fedfrac.models.torch_init).
   c.model = ml_collections.ConfigDict(dict(
       name="mlp", hidden=(200, 200), padding="VALID", dropout=0.5, rnn_hidden=64,
-      conv_impl="auto"))
+      conv_impl="auto", init="flax"))
 
   c.client = ml_collections.ConfigDict(dict(
       optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=0.0,

@@ -7,8 +7,8 @@ GroupNorm instead). Methods: FedAvg, SCAFFOLD and Kuramoto-FedAvg (coupled, pape
 reference_code; κ0 = 0.1). ``:mode=reference_code`` (e.g.
 ``:K=10,s=3,mode=reference_code``) is the authors' whole run instead (their
 augmentation ``crop:32:4,flip,cutout:16``, CIFAR normalisation, lr 0.01 × 0.99 per
-round, weight decay 1e-5, constant κ, SCAFFOLD-client variant; digits.py and
-docs/design.md §3.4).
+round, weight decay 1e-5, constant κ, SCAFFOLD-client variant, their shard dealing
+from their seed, their VGG's initialisation; digits.py and docs/design.md §3.4).
 
 Needs the dataset prepared once (internet):
   python -m fedfrac.main --config=configs/kuramoto/cifar10.py:K=10,s=5 \\

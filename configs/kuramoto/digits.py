@@ -29,8 +29,11 @@ point where it departs from the paper is listed in docs/design.md §3.4): traini
 batches augmented (random crop after zero padding, horizontal flip, Cutout;
 ``data.augment``), inputs normalised with their mean / std, SGD momentum 0.9 with
 weight decay 1e-5 at lr 0.01 × 0.99 per round, 2 local epochs (their JSON's
-``local_epochs: 1`` plus the one their server adds), one partition for every
-seed, 100 rounds, and the methods of their ``main.py``: FedAvg, SCAFFOLD,
+``local_epochs: 1`` plus the one their server adds), their shard dealing drawn as
+their code draws it from their fixed seed 19940817, one partition for every seed
+(``data.partition="shards_reference"``, ``data.seed``), PyTorch's default
+initialisation of the model (``model.init="torch"``), 100 rounds, and the methods
+of their ``main.py``: FedAvg, SCAFFOLD,
 Kuramoto-FedAvg with FedAvg clients (their ``_aggregation_with_kuramoto``:
 constant κ = 0.3, clamp ±1e3) and Kuramoto-FedAvg with SCAFFOLD clients (their
 shipped ``kuramoto`` entry runs the SCAFFOLD server: κ = 0.2, clamp ±10). Their
@@ -43,6 +46,7 @@ per-client mean beside it. On the 8×8 digits the augmentation is scaled down
 import ml_collections
 
 from fedfrac.config import base_config
+from fedfrac.data.shards_reference import AUTHORS_SEED
 
 WEIGHTINGS = ("coupled", "paper", "reference_code")
 
@@ -113,7 +117,9 @@ def parse_arg(arg):
 def reference_run(c, kind):
   """The authors' run settings on ``c`` (``kind``: "grey", "colour", "digits")."""
   c.name += " [reference_code]"
-  c.data.seed = 0                  # one partition for every seed (theirs: fixed seed)
+  c.data.partition = "shards_reference"   # their sharding_partition, their draws
+  c.data.seed = AUTHORS_SEED       # one partition for every seed: their fixed seed
+  c.model.init = "torch"           # PyTorch's default initialisation (their modules)
   c.data.augment = AUTHORS_AUGMENT[kind]
   c.data.input_mean, c.data.input_std = AUTHORS_NORMALISATION[
       "colour" if kind == "colour" else "grey"]

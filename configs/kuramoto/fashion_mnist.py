@@ -6,8 +6,8 @@ the paper's "4-layer CNN" is ``cnn4`` (2 conv + 2 FC, McMahan et al. 2017).
 Methods: FedAvg, SCAFFOLD and Kuramoto-FedAvg (coupled, paper, reference_code;
 κ0 = 0.1). ``:mode=reference_code`` (e.g. ``:K=10,s=3,mode=reference_code``) is the
 authors' whole run instead (their augmentation, normalisation, lr 0.01 × 0.99 per
-round, weight decay 1e-5, constant κ, SCAFFOLD-client variant; digits.py and
-docs/design.md §3.4).
+round, weight decay 1e-5, constant κ, SCAFFOLD-client variant, their shard dealing
+from their seed, PyTorch's initialisation; digits.py and docs/design.md §3.4).
 
 Needs the dataset prepared once (internet):
   python -m fedfrac.main --config=configs/kuramoto/fashion_mnist.py:K=20,s=5 \\

@@ -212,6 +212,7 @@ PARTITION_OPTIONS = {
     "iid": (),
     "dirichlet": ("alpha",),
     "shards": ("shards_per_client",),
+    "shards_reference": ("shards_per_client",),
     "label_skew": ("classes_per_client", "min_client_size", "on_small",
                    ("label_skew_rule", "rule")),
     "pathological": (("pathological_level", "level"),),

@@ -10,6 +10,9 @@ Schemes (docs/design.md §4):
   dirichlet      per class c, proportions over clients ~ Dir(alpha * 1_K).
   shards         sort by label, cut into K*s equal shards, deal s shards per client
                  without replacement (McMahan et al. 2017; Kuramoto-FedAvg).
+  shards_reference  the Kuramoto-FedAvg authors' dealing: floor(s*K/C) shards per
+                 class, a shuffled label list dealt s per client, their draws
+                 (:mod:`fedfrac.data.shards_reference`).
   label_skew     FIRMA §3.5: K primary, K+1 secondary and 3 % minority classes per
                  client (``rule="paper"``, default) or the authors' greedy rule
                  (``rule="reference_code"``).
@@ -26,6 +29,8 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fedfrac.data.shards_reference import shards_reference
+
 # One index array per client (what every scheme returns).
 Parts = list[np.ndarray]
 
@@ -34,6 +39,8 @@ SCHEME_DESCRIPTIONS = {
     "iid": "uniformly random split",
     "dirichlet": "per-class client proportions ~ Dirichlet(data.alpha)",
     "shards": "label-sorted shards, data.shards_per_client per client",
+    "shards_reference": "the Kuramoto-FedAvg authors' shard dealing (their draws, "
+                        "data.shards_per_client labels per client)",
     "label_skew": "data.classes_per_client primary classes per client (FIRMA §3.5)",
     "pathological": "FOFedAvg shard non-IID, data.pathological_level mild/moderate/severe",
     "natural": "the source's own clients (e.g. one per vehicle)",
@@ -465,7 +472,7 @@ def natural(labels: ArrayLike, num_clients: int, seed: int,
 
 _FUNCS: dict[str, Callable[..., Any]] = {
     "iid": iid, "dirichlet": dirichlet, "shards": shards, "label_skew": label_skew,
-    "pathological": pathological, "natural": natural}
+    "pathological": pathological, "natural": natural, "shards_reference": shards_reference}
 
 
 def partition(labels: ArrayLike, num_clients: int, scheme: str, seed: int,
@@ -540,7 +547,8 @@ def split_iid(num_samples: int, num_clients: int, seed: int) -> Parts:
   return [np.sort(p) for p in np.array_split(rng.permutation(num_samples), num_clients)]
 
 
-__all__ = ["partition", "iid", "dirichlet", "shards", "label_skew", "pathological",
+__all__ = ["partition", "iid", "dirichlet", "shards", "shards_reference", "label_skew",
+           "pathological",
            "natural", "label_skew_parts", "label_skew_paper_parts", "label_skew_roles",
            "label_skew_target_mix", "dirichlet_reference", "LABEL_SKEW_RULES",
            "PATHOLOGICAL_LEVELS",

@@ -11,6 +11,7 @@ from fedfrac.models.base import Model, SplitModel, param_bytes, param_count
 from fedfrac.models.cnn import (CNN4Extractor, CNNCifarExtractor, CNNMnistExtractor,
                                 VGG11Extractor, max_pool_2x2)
 from fedfrac.models.mlp import FirmaExtractor, Identity, LinearHead, MLPExtractor
+from fedfrac.models import torch_init
 
 # model.name -> one line for ``--list`` (the registry of model names).
 MODEL_DESCRIPTIONS = {
@@ -81,6 +82,10 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0, input_mean=(),
     return adapted_model(USER_MODELS[name], input_shape, num_outputs, input_scale, mean,
                          std, name)
   conv_impl = model_cfg.get("conv_impl", "auto")
+  init = torch_init.check_init(model_cfg.get("init", "flax"))
+  if init != "flax" and name not in torch_init.TORCH_INIT_MODELS:
+    raise ValueError(f"model.init={init!r}: available for model.name "
+                     f"{', '.join(torch_init.TORCH_INIT_MODELS)}, not {name!r}")
   if name in WINDOW_MODELS:
     from fedfrac.models import regression
     if int(num_outputs) != 1:
@@ -95,7 +100,7 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0, input_mean=(),
                 regression.WindowLSTM)(hidden=int(rnn_hidden))
     return Model(module, tuple(input_shape), 1, float(input_scale), name, mean, std)
   if name == "mlp":
-    extractor = MLPExtractor(hidden=tuple(model_cfg.hidden))
+    extractor = MLPExtractor(hidden=tuple(model_cfg.hidden), init=init)
   elif name == "firma_mlp":
     extractor = FirmaExtractor()
   elif name == "logistic":
@@ -106,13 +111,13 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0, input_mean=(),
   elif name == "cnn_cifar":
     extractor = CNNCifarExtractor(padding=model_cfg.padding, conv_impl=conv_impl)
   elif name == "cnn4":
-    extractor = CNN4Extractor(padding=model_cfg.padding, conv_impl=conv_impl)
+    extractor = CNN4Extractor(padding=model_cfg.padding, conv_impl=conv_impl, init=init)
   elif name in ("vgg11", "vgg11_gn"):
     extractor = VGG11Extractor(norm="group" if name == "vgg11_gn" else None,
-                               conv_impl=conv_impl)
+                               conv_impl=conv_impl, init=init)
   else:
     raise ValueError(f"model.name={name!r}: allowed values are {', '.join(MODELS)}")
-  module = SplitModel(extractor=extractor, head=LinearHead(num_outputs))
+  module = SplitModel(extractor=extractor, head=LinearHead(num_outputs, init=init))
   return Model(module, tuple(input_shape), int(num_outputs), float(input_scale), name,
                mean, std)
 

@@ -43,6 +43,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from fedfrac.models.torch_init import conv_inits, dense_inits
+
 CONV_IMPLS = ("auto", "im2col", "xla")
 # What ``auto`` runs on each backend (``jax.default_backend()``). CPU: im2col, several
 # times faster inside the engine's loops (benchmarks/results.md and the module
@@ -153,17 +155,22 @@ def conv2d(x, kernel, padding, impl="auto"):
 class Conv2D(nn.Module):
   """A stride-1 convolution with ``flax.linen.Conv``'s parameters (``kernel``
   ``[kh, kw, C_in, C_out]`` lecun-normal, ``bias`` zeros), so a model's params
-  are the same whichever ``impl`` computes it."""
+  are the same whichever ``impl`` computes it. ``init="torch"``: torch's Conv2d
+  initialisation instead (with ``vgg``, the authors' VGG re-initialisation;
+  :mod:`fedfrac.models.torch_init`)."""
   features: int
   kernel_size: Sequence[int] = (5, 5)
   padding: str = "VALID"
   impl: str = "auto"
+  init: str = "flax"
+  vgg: bool = False
 
   @nn.compact
   def __call__(self, x):
-    kernel = self.param("kernel", nn.initializers.lecun_normal(),
-                        tuple(self.kernel_size) + (x.shape[-1], self.features), jnp.float32)
-    bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
+    shape = tuple(self.kernel_size) + (x.shape[-1], self.features)
+    kernel_init, bias_init = conv_inits(self.init, shape, self.vgg)
+    kernel = self.param("kernel", kernel_init, shape, jnp.float32)
+    bias = self.param("bias", bias_init, (self.features,), jnp.float32)
     return conv2d(x, kernel, self.padding, self.impl) + bias
 
 
@@ -270,19 +277,23 @@ class CNN4Extractor(nn.Module):
   """The 2-conv + 2-FC "CNN" of McMahan et al. (2017): ``[B, H, W, C] -> [B, 512]``.
 
   With ``padding="SAME"`` (as in the original) a 28×28 input gives 7·7·64 = 3136
-  features before FC(512); ``"VALID"`` needs inputs of at least 12×12.
+  features before FC(512); ``"VALID"`` needs inputs of at least 12×12. It is the
+  Kuramoto-FedAvg authors' ``FedAvgNetMNIST``; ``init="torch"`` initialises it as
+  torch does theirs.
   """
   padding: str = "SAME"
   conv_impl: str = "auto"
+  init: str = "flax"
 
   @nn.compact
   def __call__(self, x, train: bool = False):
     _check_spatial(x, self.padding, "cnn4", 12)
-    conv = lambda f, name: Conv2D(f, (5, 5), self.padding, self.conv_impl, name=name)
+    conv = lambda f, name: Conv2D(f, (5, 5), self.padding, self.conv_impl, self.init,
+                                  name=name)
     x = max_pool_2x2(nn.relu(conv(32, "Conv_0")(x)))
     x = max_pool_2x2(nn.relu(conv(64, "Conv_1")(x)))
     x = x.reshape((x.shape[0], -1))
-    return nn.relu(nn.Dense(512)(x))
+    return nn.relu(nn.Dense(512, **dense_inits(self.init, x.shape[-1]))(x))
 
 
 VGG11_LAYERS = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
@@ -292,11 +303,14 @@ class VGG11Extractor(nn.Module):
   """VGG-11 (configuration A) for 32×32 inputs: ``[B, 32, 32, C] -> [B, 512]``.
 
   ``norm``: ``None`` (no normalisation) or ``"group"`` (GroupNorm with
-  ``num_groups`` groups after every convolution, before the ReLU).
+  ``num_groups`` groups after every convolution, before the ReLU). ``init="torch"``:
+  as the authors' ``VGG`` (``vgg.py``) initialises itself: convolutions N(0,
+  2/(kh·kw·C_out)) with zero biases, the FC layers torch's Linear default.
   """
   norm: str | None = None
   num_groups: int = 32
   conv_impl: str = "auto"
+  init: str = "flax"
 
   @nn.compact
   def __call__(self, x, train: bool = False):
@@ -309,11 +323,12 @@ class VGG11Extractor(nn.Module):
       if layer == "M":
         x = max_pool_2x2(x)
         continue
-      x = Conv2D(layer, (3, 3), "SAME", self.conv_impl, name=f"Conv_{convs}")(x)
+      x = Conv2D(layer, (3, 3), "SAME", self.conv_impl, self.init, vgg=True,
+                 name=f"Conv_{convs}")(x)
       convs += 1
       if self.norm == "group":
         x = nn.GroupNorm(num_groups=self.num_groups)(x)
       x = nn.relu(x)
     x = x.reshape((x.shape[0], -1))
-    x = nn.relu(nn.Dense(512)(x))
-    return nn.relu(nn.Dense(512)(x))
+    x = nn.relu(nn.Dense(512, **dense_inits(self.init, x.shape[-1]))(x))
+    return nn.relu(nn.Dense(512, **dense_inits(self.init, 512))(x))

@@ -5,16 +5,20 @@ from typing import Sequence
 
 import flax.linen as nn
 
+from fedfrac.models.torch_init import dense_inits
+
 
 class MLPExtractor(nn.Module):
-  """Flatten, then Dense+ReLU layers of the given widths: ``[B, ...] -> [B, hidden[-1]]``."""
+  """Flatten, then Dense+ReLU layers of the given widths: ``[B, ...] -> [B, hidden[-1]]``
+  (``init="torch"``: torch's Linear initialisation, :mod:`fedfrac.models.torch_init`)."""
   hidden: Sequence[int] = (200, 200)
+  init: str = "flax"
 
   @nn.compact
   def __call__(self, x, train: bool = False):
     x = x.reshape((x.shape[0], -1))
     for width in self.hidden:
-      x = nn.relu(nn.Dense(width)(x))
+      x = nn.relu(nn.Dense(width, **dense_inits(self.init, x.shape[-1]))(x))
     return x
 
 
@@ -31,12 +35,13 @@ class FirmaExtractor(nn.Module):
 
 
 class LinearHead(nn.Module):
-  """Dense head: ``[B, F] -> [B, num_outputs]``."""
+  """Dense head: ``[B, F] -> [B, num_outputs]`` (``init="torch"``: torch's Linear)."""
   num_outputs: int
+  init: str = "flax"
 
   @nn.compact
   def __call__(self, x):
-    return nn.Dense(self.num_outputs)(x)
+    return nn.Dense(self.num_outputs, **dense_inits(self.init, x.shape[-1]))(x)
 
 
 class Identity(nn.Module):

@@ -11,12 +11,13 @@ Command line: ``fedfrac-reproduce <paper> [flags]`` or
 renders the figures README.md and REPRODUCTION.md quote from the results files.
 """
 from fedfrac.reproduce import (common, docs, firma, firma_authors, firma_files, firma_tables,
-                               fo_ri_fedavg, fofedavg, jobs, kuramoto, published_tables,
-                               robust, stragglers, tuned, verdicts)
+                               fo_ri_fedavg, fofedavg, jobs, kuramoto, kuramoto_authors,
+                               published_tables, robust, stragglers, tuned, verdicts)
 
 # Command name -> module; ``bev`` names the FO-RI-FedAvg BEV suite as well.
 PAPERS = {"firma": firma, "firma_files": firma_files, "firma_authors": firma_authors,
           "fofedavg": fofedavg,
           "fo_ri_fedavg": fo_ri_fedavg, "bev": fo_ri_fedavg, "kuramoto": kuramoto,
+          "kuramoto_authors": kuramoto_authors,
           "robust": robust, "tuned": tuned,
           "published": published_tables, "stragglers": stragglers, "docs": docs}

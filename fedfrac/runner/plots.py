@@ -87,6 +87,8 @@ def partition_name(data) -> str:
     return f"Dirichlet α={data.alpha:g}"
   if p == "shards":
     return f"shards, {data.shards_per_client} per client"
+  if p == "shards_reference":
+    return f"the Kuramoto authors' shards, {data.shards_per_client} per client"
   if p == "label_skew":
     return f"label skew, {data.classes_per_client} classes per client"
   return str(p)

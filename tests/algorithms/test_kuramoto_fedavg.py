@@ -344,7 +344,10 @@ def test_reference_code_mode_is_the_authors_run(name, kind):
   mean, std = (((0.49139968, 0.48215827, 0.44653124), (0.24703233, 0.24348505, 0.26158768))
                if kind == "colour" else ((0.1307,), (0.3081,)))
   assert tuple(c.data.input_mean) == mean and tuple(c.data.input_std) == std
-  assert c.data.seed == 0                          # one partition for every seed
+  # their shard dealing from their fixed seed, one partition for every run seed,
+  # and PyTorch's default initialisation of their modules
+  assert (c.data.partition, c.data.seed) == ("shards_reference", 19940817)
+  assert c.model.init == "torch"
   cc = c.client
   assert (cc.optimizer, cc.momentum, cc.lr, cc.weight_decay) == ("momentum", 0.9, 0.01, 1e-5)
   assert (cc.schedule, cc.lr_decay, cc.local_epochs, cc.batch_size) == (
@@ -361,8 +364,23 @@ def test_reference_code_mode_is_the_authors_run(name, kind):
   paper = module.get_config("K=20,s=5")           # the paper mode is untouched
   assert paper.data.augment == "" and paper.data.input_mean == ()
   assert paper.client.schedule == "cosine" and paper.client.weight_decay == 0.0
+  assert (paper.data.partition, paper.data.seed, paper.model.init) == ("shards", -1, "flax")
   with pytest.raises(ValueError, match="mode=<paper|reference_code>"):
     module.get_config("mode=authors")
+
+
+def test_reference_code_mode_deals_the_authors_shards_for_every_seed():
+  """configs/kuramoto/digits.py:mode=reference_code builds the clients of the
+  authors' sharding_partition from 19940817 whatever the run's seed."""
+  from fedfrac.data import shards_reference
+  c = _config_module("digits.py").get_config("K=10,s=3,mode=reference_code")
+  fed_0, fed_5 = data_lib.build(c.data, 0), data_lib.build(c.data, 5)
+  parts, _ = shards_reference.deal(fed_0.y_train, 10, 19940817, 3)
+  for k in range(10):
+    rows = fed_0.client_index[k, :fed_0.client_size[k]]
+    np.testing.assert_array_equal(rows, np.sort(parts[k]))
+    np.testing.assert_array_equal(rows, fed_5.client_index[k, :fed_5.client_size[k]])
+  assert fed_0.client_size.sum() == fed_0.y_train.size      # every sample dealt
 
 
 def test_scaffold_clients_keep_uniform_control_averaging_whatever_scaffolds_default(
