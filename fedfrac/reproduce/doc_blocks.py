@@ -4,10 +4,10 @@ tables rendered from their JSON, and the blocks of FIRMA on digits. FIRMA's
 real-data tables are in :mod:`fedfrac.reproduce.doc_blocks_firma_files` (and
 the design notes on them in :mod:`fedfrac.reproduce.doc_blocks_design`), the
 other papers' blocks in
-:mod:`fedfrac.reproduce.doc_blocks_fractional` (FOFedAvg, FO-RI-FedAvg, the
-fractional family, tuned studies) and :mod:`fedfrac.reproduce.doc_blocks_other`
-(Kuramoto, robust aggregation); :func:`fedfrac.reproduce.docs.registry` imports
-them all.
+:mod:`fedfrac.reproduce.doc_blocks_fractional` (FOFedAvg, the fractional family,
+tuned studies), :mod:`fedfrac.reproduce.doc_blocks_fo_ri` (FO-RI-FedAvg) and
+:mod:`fedfrac.reproduce.doc_blocks_other` (Kuramoto, robust aggregation);
+:func:`fedfrac.reproduce.docs.registry` imports them all.
 
 A block is a function returning markdown computed from committed results files,
 registered with ``@block(name, doc, *sources, inline=...)``; every number and
@@ -292,7 +292,8 @@ def readme_published_cells():
   for paper, name in (("kuramoto", "Kuramoto"), ("fofedavg", "FOFedAvg"),
                       ("fo_ri_fedavg", "FO-RI-FedAvg")):
     cells, with_ours, _ = published_tables.counts(paper)
-    parts.append(f"{name} {with_ours} of {cells}")
+    parts.append(f"{name}: {with_ours} of {cells} cells, "
+                 f"{published_tables.coverage_text(paper)}")
   return ("the published cells of the result tables of Kuramoto, FOFedAvg and "
           "FO-RI-FedAvg, with a stand-in number of ours and its setting where a results "
-          f"file holds one ({', '.join(parts)} cells)")
+          f"file holds one ({'; '.join(parts)})")
