@@ -105,3 +105,14 @@ def test_fo_ri_table_x_says_where_the_methods_it_does_not_run_stand():
   assert "the suite runs 10 of the table's 11 methods" in text
   assert "FedEL is in fedfrac (`fedfrac/algorithms/fedel.py`, a stand-in" in text
   assert "not in fedfrac" not in text
+
+
+def test_the_fractional_finding_names_orders_above_one_and_the_tuned_grid():
+  """"No fractional order beats FedAvg" holds below α = 1 only: the summary says
+  what the α-factor table shows above 1 and that the tuned study has no α > 1."""
+  from fedfrac.reproduce import doc_blocks_fractional
+  assert doc_blocks_fractional.tuned_alphas() == [0.5, 0.8, 0.97]
+  text = docs.registry()[0]["readme_fractional"].render()
+  assert "no fractional order α < 1 beat FedAvg here" in text
+  assert "Orders above 1 lie above FedAvg's mean" in text and "α 1.5 0.910" in text
+  assert "the learning-rate-tuned study has no α > 1 (its grid: α 0.5, 0.8, 0.97)" in text
