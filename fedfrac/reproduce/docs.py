@@ -61,8 +61,8 @@ AGREE_COUNT = re.compile(r"\b\d+\s*(?:/|of)\s*\d+\b[^|.\n]{0,60}\bagree")
 def registry():
   """BLOCKS and RESULT_TABLES, filled (the blocks live in doc_blocks)."""
   from fedfrac.reproduce import (doc_blocks, doc_blocks_design,  # noqa: F401
-                                 doc_blocks_firma_files, doc_blocks_fo_ri,
-                                 doc_blocks_fractional,
+                                 doc_blocks_estimates, doc_blocks_firma_files,
+                                 doc_blocks_fo_ri, doc_blocks_fractional,
                                  doc_blocks_other)             # (register on import)
   return BLOCKS, RESULT_TABLES
 
