@@ -358,4 +358,5 @@ def firma_t13_fmnist():
   return (f"Fashion-MNIST (`reference_code`, the authors' inputs, "
           f"{' or '.join(map(str, seeds))} seeds; {where}): {accs}; {gains} pp, each "
           f"gain paired by seed across the two devices and judged with the two "
-          f"accuracies beneath it (`{FMNIST_MD}`); MNIST-60k and CIFAR-10: not run")
+          f"accuracies beneath it (from the runs of `{FMNIST_MD}`); MNIST-60k and CIFAR-10: "
+          f"not run")
