@@ -75,6 +75,7 @@ def curve_summary(groups, scenario="iid", method="fibfl", first=3) -> Optional[C
   curves = [np.asarray(r.record["curve"], np.float64) for r in runs]
   if not curves:
     return None
+  first = min([first] + [len(c) for c in curves])     # runs of fewer rounds
   return CurveSummary(
       len(runs), where_text(runs),
       tuple(_span([c[i] for c in curves]) for i in range(first)),
@@ -134,7 +135,8 @@ def fashion_mnist(groups) -> str:
   published = firma_tables.published("Table 7")[("fibfl", "iid")]
   fibfl = ("" if s is None else
            f"FibFL IID has {s.runs} runs below ({s.where}): accuracy "
-           f"{', '.join(s.first_rounds)} at rounds 1–{len(s.first_rounds)}, "
+           f"{', '.join(s.first_rounds)} at "
+           f"{'round 1' if len(s.first_rounds) == 1 else f'rounds 1–{len(s.first_rounds)}'}, "
            f"{best_rounds_text(s)}, final {_span(s.finals)} "
            f"({_span(s.below_best_pp, 1)} pp under each run's best) against the "
            f"published {published:.4f}. ")

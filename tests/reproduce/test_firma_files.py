@@ -299,3 +299,11 @@ def test_title_and_rows_carry_the_clients_each_run_kept(tmp_path):
   assert "| FedAvg (reconstructed) | IID | 10 | " in text
   only_ten = _file(tmp_path, "b.json", "cpu", 3, {"iid/fedavg": cells["iid/fedavg"]})
   assert ", N = 10 (devices: cpu)" in firma_files.markdown([only_ten], "t.md")
+
+
+def test_the_note_reads_runs_shorter_than_the_rounds_it_quotes(tmp_path):
+  cell = _cell([0.7], [0.02])
+  cell["runs"][0]["curve"] = [0.7]                          # a 1-round run
+  path = _file(tmp_path, "a.json", "cpu", 1, {"iid/fibfl": cell})
+  note = firma_notes.note("fashion_mnist", firma_files._groups([path])[0])
+  assert "accuracy 0.700 at round 1, best at round 2 in 0 of 1 runs" in note
