@@ -89,12 +89,15 @@ def _fmnist_section(group, label):
           f"; Gini within its margin in {g_within} of {g_cells}")
 
 
-def _tally(paths, dataset="fashion_mnist"):
+def _tally(paths, dataset="fashion_mnist", variants=False):
   """Verdict counts, one per cell, over every section and table of the runs in
-  ``paths``."""
+  ``paths``: of the authors' code as published (``variants=False``) or of its
+  labelled variants (``True``), never the two together."""
   counts = firma_files.tables(list(paths), dataset=dataset)
   total = verdicts.tally([])
-  for tables in counts.values():
+  for (_, inputs), tables in counts.items():
+    if firma_notes.is_variant(inputs) != variants:
+      continue
     for groups in tables.values():
       for t in groups.values():
         for k, n in t.items():
@@ -123,7 +126,8 @@ def clients_text(groups):
 @block("firma_t78_status", R, *FMNIST_JSONS, inline=True)
 def firma_t78_status():
   groups, _ = fmnist()
-  covered = {k for g, cells in groups.items() if g[0] == "reference_code" for k in cells}
+  covered = {k for g, cells in groups.items()
+             if g[0] == "reference_code" and not firma_notes.is_variant(g[1]) for k in cells}
   devices = {g: sorted({d for entries in groups[g].values() for _, d in entries})
              for g in (FMNIST_UNIT, FMNIST_AUTHORS)}
   return (f"reproduced on the paper's data, in part (`{FMNIST_MD}`): `reference_code` "
@@ -157,13 +161,22 @@ def firma_t910():
           f"mode are in the GPU plan")
 
 
+def _variants_text(paths, dataset="fashion_mnist"):
+  """"; labelled variants of reference_code, counted apart: …" (or "")."""
+  total = _tally(paths, dataset, variants=True)
+  if not sum(total.values()):
+    return ""
+  return (f"; labelled variants of `reference_code` (their own sections), counted "
+          f"apart: {verdicts.tally_text(total)}")
+
+
 @block("firma_t78", R, *FMNIST_JSONS, inline=True)
 def firma_t78():
   total = _tally(FMNIST_JSONS)
   return (f"{_lead(total)}: {verdicts.tally_text(total)} (one per cell of Tables 7 "
           f"and 8; a cell run on two devices counts once, with the less favourable "
-          f"verdict; *collapsed*: runs at chance). Point estimates — "
-          f"{_fmnist_section(FMNIST_UNIT, '[0, 1] inputs')}. "
+          f"verdict; *collapsed*: runs at chance){_variants_text(FMNIST_JSONS)}. Point "
+          f"estimates — {_fmnist_section(FMNIST_UNIT, '[0, 1] inputs')}. "
           f"{_fmnist_section(FMNIST_AUTHORS, 'Authors’ inputs')}")
 
 
@@ -262,7 +275,8 @@ def _fmnist_missing():
   `reference_code` cells no results file holds (methods grouped by the scenarios
   they lack), and the modes without any run."""
   groups, _ = fmnist()
-  ran = {k for g, cells in groups.items() if g[0] == "reference_code" for k in cells}
+  ran = {k for g, cells in groups.items()
+         if g[0] == "reference_code" and not firma_notes.is_variant(g[1]) for k in cells}
   by_scenarios = {}
   for m in firma_tables.METHODS:
     lacking = tuple(s for s in firma_tables.SCENARIOS if (s, m) not in ran)
@@ -289,7 +303,7 @@ def readme_firma_fmnist():
           f"{' or '.join(map(str, n_authors))} seeds; `{FMNIST_MD}`): {_lead(total)} "
           f"({verdicts.tally_text(total)}; one per cell of the two tables, a cell run on "
           f"two devices counted once with the less favourable verdict, *collapsed* = "
-          f"runs at chance). Point estimates for the rest: "
+          f"runs at chance){_variants_text(FMNIST_JSONS)}. Point estimates for the rest: "
           f"{_fmnist_section(FMNIST_UNIT, 'with [0, 1] inputs')}; "
           f"{_fmnist_section(FMNIST_AUTHORS, 'with the authors’ inputs')}. FibFL IID is "
           f"{acc(unit)} / {acc(authors)} with either input scaling against the "

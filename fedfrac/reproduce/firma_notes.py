@@ -28,11 +28,19 @@ class Run(NamedTuple):
   inputs: str
 
 
+def is_variant(inputs: str) -> bool:
+  """Whether a group's key names a labelled variant of ``reference_code``
+  (:func:`fedfrac.reproduce.firma_variants.cell_inputs`: ``authors+shared``)."""
+  return "+" in inputs
+
+
 def runs_of(groups, scenario: str, method: str, mode: str = "reference_code") -> List[Run]:
   """Every run of (``scenario``, ``method``) in ``mode``, any input scaling, in
-  the order of the groups and files."""
+  the order of the groups and files; a labelled variant's runs are not the
+  authors' code and stay out."""
   return [Run(r, device, inputs)
-          for (m, inputs), cells in sorted(groups.items()) if m == mode
+          for (m, inputs), cells in sorted(groups.items())
+          if m == mode and not is_variant(inputs)
           for cell, device in cells.get((scenario, method), [])
           for r in cell["runs"]]
 
@@ -109,7 +117,7 @@ def at_chance_cells(groups, method="fibfl_pp"):
   its cells."""
   found, stuck, total = [], 0, 0
   for (mode, inputs), cells in sorted(groups.items()):
-    if mode != "reference_code":
+    if mode != "reference_code" or is_variant(inputs):
       continue
     for (scen, m), entries in cells.items():
       if m != method:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fedfrac.reproduce import doc_blocks_firma_files as blocks
-from fedfrac.reproduce import firma_tables
+from fedfrac.reproduce import firma_notes, firma_tables
 
 
 def _file(tmp_path, name, methods, seeds, wall, cpu, workers=1, device="CPU, 2 cores"):
@@ -48,3 +48,22 @@ def test_table_13s_fashion_mnist_row_pairs_the_dir01_runs_by_seed():
   # A gain made of a collapsed cell is collapsed too; Δsel is paired by seed.
   assert rows[4][1].verdict == "collapsed"
   assert rows[3][1].mean == pytest.approx(-1.0) and rows[3][1].std == pytest.approx(0.0)
+
+
+def test_a_labelled_variant_counts_apart_from_the_authors_code(tmp_path):
+  def run_file(name, init=None):
+    args = {"seeds": 3, "rounds": 30, "device": "cpu", "inputs": "authors"}
+    if init:
+      args["init"] = init
+    runs = [{"accuracy": a, "gini": 0.02, "curve": [0.6, a]} for a in (0.70, 0.71, 0.72)]
+    d = {"args": args, "scenarios": {"iid": {"results": {"reference_code": {
+        "iid/fibfl": {"num_clients": 10, "runs": runs}}}}}}
+    (tmp_path / name).write_text(json.dumps(d))
+    return str(tmp_path / name)
+  paths = [run_file("a.json"), run_file("b.json", init="shared")]
+  plain, variant = blocks._tally(paths), blocks._tally(paths, variants=True)
+  assert sum(plain.values()) == 2 and sum(variant.values()) == 2    # Tables 7 and 8
+  groups, _ = blocks.firma_files._groups(paths)
+  assert firma_notes.curve_summary(groups).runs == 3               # not the variant's
+  assert "labelled variants of `reference_code`" in blocks._variants_text(paths)
+  assert blocks._variants_text(paths[:1]) == ""
