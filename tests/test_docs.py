@@ -1,4 +1,4 @@
-"""README.md and REPRODUCTION.md against the committed results
+"""README.md, REPRODUCTION.md and docs/design.md against the committed results
 (``fedfrac-reproduce docs --check``): every generated span equals its rendering
 from the results files, every registered block is in its doc, no result figure
 sits outside a generated span, and every results table that has a JSON equals its
@@ -67,6 +67,7 @@ def test_mean_std_and_agreement_counts_outside_spans_are_reported():
 
 def test_cli_check_exits_one_on_a_stale_doc(tmp_path, capsys):
   for name in docs.DOCS:
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text(_doc(name), encoding="utf-8")
   assert docs.main(["--check", f"--root={tmp_path}"]) == 0
   stale = _doc("REPRODUCTION.md").replace("SCAFFOLD best on the fleet", "FedAvg best", 1)
@@ -82,3 +83,36 @@ def test_an_inline_block_may_not_break_its_table_cell(monkeypatch):
   block = docs.Block("x", "README.md", True, lambda: "a | b", ())
   with pytest.raises(ValueError, match="inline block 'x'"):
     docs.rendered(block)
+
+
+def test_design_doc_quotes_the_fibfl_runs_through_generated_spans():
+  """design.md's FibFL notes quote the committed runs in spans the check keeps in
+  step (its own measurements beside them are not checked for stray figures)."""
+  text = _doc("docs/design.md")
+  names = {s[0] for s in docs.spans(text)}
+  assert {"design_fibfl_gap", "design_fibfl_runs", "design_fibfl_ends"} <= names
+  assert docs.stray_figures("docs/design.md", "In prose: 0.5 ± 0.1 and 3 of 4 agree.") == []
+  stale = text.replace("are best at round 2 in", "are best at round 3 in", 1)
+  assert stale != text
+  assert any("design_fibfl" in p for p in docs.check_doc("docs/design.md", stale))
+
+
+def test_fo_ri_table_x_says_where_the_methods_it_does_not_run_stand():
+  """FedEL is in fedfrac (a stand-in) though the fleet suite does not run it; the
+  line is computed from the registry, not typed."""
+  blocks, _ = docs.registry()
+  text = blocks["fo_ri_t10_methods"].render()
+  assert "the suite runs 10 of the table's 11 methods" in text
+  assert "FedEL is in fedfrac (`fedfrac/algorithms/fedel.py`, a stand-in" in text
+  assert "not in fedfrac" not in text
+
+
+def test_the_fractional_finding_names_orders_above_one_and_the_tuned_grid():
+  """"No fractional order beats FedAvg" holds below α = 1 only: the summary says
+  what the α-factor table shows above 1 and that the tuned study has no α > 1."""
+  from fedfrac.reproduce import doc_blocks_fractional
+  assert doc_blocks_fractional.tuned_alphas() == [0.5, 0.8, 0.97]
+  text = docs.registry()[0]["readme_fractional"].render()
+  assert "no fractional order α < 1 beat FedAvg here" in text
+  assert "Orders above 1 lie above FedAvg's mean" in text and "α 1.5 0.910" in text
+  assert "the learning-rate-tuned study has no α > 1 (its grid: α 0.5, 0.8, 0.97)" in text

@@ -1,10 +1,13 @@
 """The registry of generated doc blocks and rendered results tables
 (:mod:`fedfrac.reproduce.docs`): shared loaders and formatting, the results
-tables rendered from their JSON, and the FIRMA blocks. The other papers' blocks
-are in :mod:`fedfrac.reproduce.doc_blocks_fractional` (FOFedAvg, FO-RI-FedAvg,
-the fractional family, tuned studies) and :mod:`fedfrac.reproduce.doc_blocks_other`
-(Kuramoto, robust aggregation); :func:`fedfrac.reproduce.docs.registry` imports
-all three.
+tables rendered from their JSON, and the blocks of FIRMA on digits. FIRMA's
+real-data tables are in :mod:`fedfrac.reproduce.doc_blocks_firma_files` (and
+the design notes on them in :mod:`fedfrac.reproduce.doc_blocks_design`), the
+other papers' blocks in
+:mod:`fedfrac.reproduce.doc_blocks_fractional` (FOFedAvg, the fractional family,
+tuned studies), :mod:`fedfrac.reproduce.doc_blocks_fo_ri` (FO-RI-FedAvg) and
+:mod:`fedfrac.reproduce.doc_blocks_other` (Kuramoto, robust aggregation);
+:func:`fedfrac.reproduce.docs.registry` imports them all.
 
 A block is a function returning markdown computed from committed results files,
 registered with ``@block(name, doc, *sources, inline=...)``; every number and
@@ -19,7 +22,7 @@ import os
 import numpy as np
 
 from fedfrac.reproduce import common, firma_files, firma_tables, published_tables
-from fedfrac.reproduce import firma_variants, tuned, verdicts
+from fedfrac.reproduce import tuned, verdicts
 from fedfrac.reproduce.doc_registry import block, result_table
 
 R = "REPRODUCTION.md"
@@ -250,280 +253,7 @@ def firma_fig12():
           f"{np.mean(code):.1f}")
 
 
-# ------------------------------------------------------------------ FIRMA Fashion-MNIST
-
-
-@functools.lru_cache(maxsize=None)
-def fmnist():
-  """({(mode, inputs): {(scenario, method): [(cell, device)]}}, run descriptions)."""
-  return firma_files._groups(list(FMNIST_JSONS))
-
-
-def firma_rows(group, key="accuracy", paths=None, tables=("Table 7", "Table 8")):
-  """[(method, scenario, comparison, n, device)] of one (mode, inputs) section
-  (of the Fashion-MNIST runs, or of ``paths`` against the published ``tables``)."""
-  cells = (fmnist() if paths is None else firma_files._groups(list(paths)))[0][group]
-  paper = firma_tables.published(tables[0] if key == "accuracy" else tables[1])
-  out = []
-  for (scen, m), entries in cells.items():
-    for cell, device in entries:
-      values = [r[key] for r in cell["runs"]]
-      out.append((m, scen, firma_files.verdict(paper.get((m, scen)), values, key),
-                  len(values), device if len(entries) > 1 else ""))
-  return out
-
-
-def _beyond(rows, key, stuck=None):
-  """Rows whose point estimate lies beyond the margin, as "FedAvg LS K=2 +3.1 pp"
-  (with the device and seeds where a cell was run more than once, and how many
-  runs ended at chance where any did: ``stuck`` {(method, scenario, device):
-  count})."""
-  out = []
-  for m, scen, c, n, device in sorted(rows, key=lambda r: (
-      firma_tables.METHODS.index(r[0]), firma_tables.SCENARIOS.index(r[1]), r[4], r[3])):
-    if c.delta is not None and abs(c.delta) > c.margin:
-      d = signed_pp(c.delta) if key == "accuracy" else f"{c.delta:+.3f}"
-      notes = [f"{device.split(',')[0]}, {n} seed{'s' if n != 1 else ''}"] if device else []
-      k = (stuck or {}).get((m, scen, device), 0)
-      if k:
-        notes.append(f"{k} of {n} runs at chance")
-      where = f" ({'; '.join(notes)})" if notes else ""
-      out.append(f"{firma_tables.LABELS[m]} {firma_tables.PAPER_COLUMNS[scen]} {d}{where}")
-  return out
-
-
-def fmnist_at_chance(group):
-  """{(method, scenario, device as firma_rows names it): runs at chance} of one
-  section (:func:`fedfrac.reproduce.firma_files.at_chance`)."""
-  cells = fmnist()[0][group]
-  return {(m, scen, device if len(entries) > 1 else ""): firma_files.at_chance(cell["runs"])
-          for (scen, m), entries in cells.items() for cell, device in entries}
-
-
-def _fmnist_section(group, label):
-  acc_rows, gini_rows = firma_rows(group), firma_rows(group, "gini")
-  seeds = sorted({r[3] for r in acc_rows})
-  within = sum(abs(c.delta) <= c.margin for _, _, c, _, _ in acc_rows)
-  g_within = sum(abs(c.delta) <= c.margin for _, _, c, _, _ in gini_rows)
-  beyond = _beyond(acc_rows, "accuracy", fmnist_at_chance(group))
-  return (f"{label} ({' or '.join(map(str, seeds))} seed{'s' if seeds != [1] else ''}): "
-          f"accuracy within 2 pp in {within} of {len(acc_rows)} rows"
-          + (f", beyond it {listing(beyond)}" if beyond else "") +
-          f"; Gini within its margin in {g_within} of {len(gini_rows)}")
-
-
-FMNIST_UNIT, FMNIST_AUTHORS = ("reference_code", "unit"), ("reference_code", "authors")
-
-
-def _tally(paths, dataset="fashion_mnist"):
-  """Verdict counts over every section and table of the runs in ``paths``."""
-  counts = firma_files.tables(list(paths), dataset=dataset)
-  total = verdicts.tally([])
-  for tables in counts.values():
-    for groups in tables.values():
-      for t in groups.values():
-        for k, n in t.items():
-          total[k] += n
-  return total
-
-
-@block("firma_t78_status", R, *FMNIST_JSONS, inline=True)
-def firma_t78_status():
-  groups, sources = fmnist()
-  covered = {k for g, cells in groups.items() if g[0] == "reference_code" for k in cells}
-  devices = {g: sorted({d for entries in groups[g].values() for _, d in entries})
-             for g in (FMNIST_UNIT, FMNIST_AUTHORS)}
-  return (f"reproduced on the paper's data, in part (`{FMNIST_MD}`): `reference_code` "
-          f"with inputs in [0, 1] on {listing(devices[FMNIST_UNIT])} "
-          f"({len(groups[FMNIST_UNIT])} cells) and with the authors' input "
-          f"normalisation on {listing(devices[FMNIST_AUTHORS])} "
-          f"({len(groups[FMNIST_AUTHORS])} cells); {len(covered)} of the 42 "
-          f"`reference_code` cells have a number of ours, the rest and the whole "
-          f"`paper` mode need accelerator time")
-
-
-@block("firma_t910", R, *MNIST_JSONS, inline=True)
-def firma_t910():
-  """Tables 9-10 (MNIST-60k): what has run and its verdicts."""
-  if not MNIST_JSONS:
-    return "not run yet; the GPU plan has it after Fashion-MNIST"
-  groups, _ = firma_files._groups(list(MNIST_JSONS))
-  total = _tally(MNIST_JSONS, "mnist")
-  parts = []
-  for (mode, inputs), cells in sorted(groups.items()):
-    devices = sorted({d for entries in cells.values() for _, d in entries})
-    parts.append(f"`{mode}` with {firma_variants.title(inputs, firma_files.INPUTS)}: "
-                 + ", ".join(f"{firma_tables.LABELS[m]} {firma_tables.PAPER_COLUMNS[s]}"
-                             for s, m in sorted(cells, key=lambda c: (
-                                 firma_tables.METHODS.index(c[1]),
-                                 firma_tables.SCENARIOS.index(c[0]))))
-                 + f" on {listing(devices)}")
-  judged = sum(total.get(k, 0) for k in (verdicts.AGREES, verdicts.DIFFERS,
-                                          verdicts.INCONCLUSIVE))
-  return (f"started on the paper's data (`{MNIST_MD}`): {'; '.join(parts)}; {judged} "
-          f"rows have the 3 seeds a verdict needs ({verdicts.tally_text(total)}); the "
-          f"rest of `reference_code` and the `paper` mode are in the GPU plan")
-
-
-@block("firma_t78", R, *FMNIST_JSONS, inline=True)
-def firma_t78():
-  total = _tally(FMNIST_JSONS)
-  judged = sum(n for k, n in total.items() if k != "too few seeds")
-  lead = ("no cell has the 3 seeds a verdict needs" if not judged else
-          f"{judged} rows have the 3 seeds a verdict needs")
-  return (f"{lead}: {verdicts.tally_text(total)} "
-          f"(rows of Tables 7 and 8). Point estimates — "
-          f"{_fmnist_section(FMNIST_UNIT, '[0, 1] inputs')}. "
-          f"{_fmnist_section(FMNIST_AUTHORS, 'Authors’ inputs')}")
-
-
-def _fibfl_check():
-  """(published, [0, 1] accuracy, authors' accuracy, peak round, peak) of the
-  FibFL IID input-scaling runs on the CPU."""
-  groups, _ = fmnist()
-
-  def cpu_run(group):
-    return next(cell for cell, device in groups[group][("iid", "fibfl")]
-                if device.startswith("CPU"))
-  unit, authors = cpu_run(FMNIST_UNIT), cpu_run(FMNIST_AUTHORS)
-  curve = authors["runs"][0]["curve"]
-  peak = int(np.argmax(curve))
-  return (firma_tables.published("Table 7")[("fibfl", "iid")], unit["runs"][0]["accuracy"],
-          authors["runs"][0]["accuracy"], peak + 1, curve[peak])
-
-
-@block("firma_t78_differs", R, *FMNIST_JSONS, inline=True)
-def firma_t78_differs():
-  pub, unit, authors, rnd, peak = _fibfl_check()
-  all_results, *_ = firma_digits()
-  digits = {m: verdicts.tally_text(firma_tables.tallies(firma_tables.comparisons(
-      all_results["reference_code"], list(firma_tables.SCENARIOS), [m], "accuracy",
-      "reference_code"), [m])) for m in ("fibfl", "fibfl_plus")}
-  return (f"it does not explain the FibFL gap: the same FibFL IID run (seed 0, CPU) "
-          f"gives {acc(unit)} with [0, 1] inputs and {acc(authors)} with the authors' "
-          f"(published {pub:.3f}); with the authors' inputs its accuracy peaks at round "
-          f"{rnd} ({acc(peak)}) and falls over the 30 rounds of E_e = 20 Adam epochs. "
-          f"Nor is the FibFL/FibFL+ gap a departure of `reference_code`: run against "
-          f"the authors' own code (`firma_authors` in `fedfrac.reproduce`) it computes the "
-          f"same accuracy step for step and the same curve on this data, so the gap "
-          f"lies between the public code and the published cells (docs/design.md "
-          f"§3.3); on digits (`reference_code`, 5 "
-          f"seeds) FibFL's seven accuracy cells read {digits['fibfl']} and FibFL+'s "
-          f"{digits['fibfl_plus']}")
-
-
-def _cpu_s(entry):
-  """CPU seconds a scenario's runs took, all modes together."""
-  return sum(t["cpu_s"] for t in entry["timings"].values())
-
-
-def _processes(entry):
-  """Processes a scenario ran in: its ``workers``, or for files written before
-  that was kept, its CPU seconds over its wall seconds, rounded."""
-  if entry.get("workers"):
-    return int(entry["workers"])
-  return max(1, round(_cpu_s(entry) / entry["wall_s"]))
-
-
-@block("firma_t78_time", R, *FMNIST_JSONS, inline=True)
-def firma_t78_time():
-  baseline, fibfl, campaign = [], [], {}
-  seeds = None
-  for path in FMNIST_JSONS[1:]:
-    raw = common.load_results_json(path)
-    if not raw["args"].get("device", "CPU").startswith("CPU"):
-      continue                          # a GPU window's item: not a CPU time
-    for entry in raw["scenarios"].values():
-      if raw["args"]["seeds"] > 1:      # the CPU campaign form (docs/design.md §2.5)
-        seeds = raw["args"]["seeds"]
-        n = _processes(entry)   # one process: its CPU time, the wall time on a free core
-        campaign.setdefault(n, []).append(entry["wall_s"] if n > 1 else _cpu_s(entry))
-      else:
-        (fibfl if raw["args"]["methods"] == "fibfl" else baseline).append(entry["wall_s"])
-  out = (f"CPU measured: {span([x / 60 for x in fibfl], 0)} min per FibFL run, "
-         f"{span([x / 60 for x in baseline], 0)} min per scenario of the three "
-         f"baselines (1 seed each, clients vmapped in one two-threaded process)")
-  if campaign:
-    forms = [f"{span([w / 60 for w in walls], 0)} min "
-             + ("of CPU in one process on one core" if n == 1 else
-                f"in {n} processes, each pinned to its core")
-             for n, walls in sorted(campaign.items(), reverse=True)]
-    out += (f"; per scenario of the three baselines at {seeds} seeds in the CPU "
-            f"campaign form (clients mapped, seeds vmapped): {' or '.join(forms)}")
-  return out
-
-
 # ------------------------------------------------------------------ README
-
-
-def _fmnist_missing():
-  """"FibFL, FibFL+ and FibFL++ at Dir 0.1 and LS K=3, and the `paper` mode": the
-  `reference_code` cells no results file holds (methods grouped by the scenarios
-  they lack), and the modes without any run."""
-  groups, _ = fmnist()
-  ran = {k for g, cells in groups.items() if g[0] == "reference_code" for k in cells}
-  by_scenarios = {}
-  for m in firma_tables.METHODS:
-    lacking = tuple(s for s in firma_tables.SCENARIOS if (s, m) not in ran)
-    if lacking:
-      by_scenarios.setdefault(lacking, []).append(firma_tables.LABELS[m])
-  parts = [f"{listing(ms_)} at {listing(firma_tables.PAPER_COLUMNS[s] for s in scen)}"
-           for scen, ms_ in by_scenarios.items()]
-  modes = [f"the `{m}` mode" for m in firma_tables.MODES
-           if not any(g[0] == m for g in groups)]
-  return "; ".join(parts + modes) or "nothing"
-
-
-@block("readme_firma_fmnist", README, *FMNIST_JSONS)
-def readme_firma_fmnist():
-  groups, _ = fmnist()
-  total = _tally(FMNIST_JSONS)
-  pub, unit, authors, *_ = _fibfl_check()
-  n_unit = sorted({r[3] for r in firma_rows(FMNIST_UNIT)})
-  n_authors = sorted({r[3] for r in firma_rows(FMNIST_AUTHORS)})
-  judged = sum(n for k, n in total.items() if k != "too few seeds")
-  lead = ("no cell has the 3 seeds a verdict needs" if not judged else
-          f"{judged} rows have the 3 seeds a verdict needs")
-  return (f"- **FIRMA on the real Fashion-MNIST** (Tables 7–8, `reference_code`; "
-          f"{len(groups[FMNIST_UNIT])} cells with inputs in [0, 1] at "
-          f"{' or '.join(map(str, n_unit))} seeds and {len(groups[FMNIST_AUTHORS])} with "
-          f"the authors' [−1, 1] inputs at {' or '.join(map(str, n_authors))} seeds; "
-          f"`{FMNIST_MD}`): {lead} ({verdicts.tally_text(total)} rows). Point estimates "
-          f"for the rest: {_fmnist_section(FMNIST_UNIT, 'with [0, 1] inputs')}; "
-          f"{_fmnist_section(FMNIST_AUTHORS, 'with the authors’ inputs')}. FibFL IID is "
-          f"{acc(unit)} / {acc(authors)} with either input scaling against the "
-          f"published {pub:.3f}. Not run: {_fmnist_missing()}.")
-
-
-@block("readme_firma_mnist", README, *MNIST_JSONS)
-def readme_firma_mnist():
-  if not MNIST_JSONS:
-    return "- **FIRMA on the real MNIST-60k** (Tables 9–10): not run yet."
-  groups, _ = firma_files._groups(list(MNIST_JSONS))
-  total = _tally(MNIST_JSONS, "mnist")
-  judged = sum(n for k, n in total.items() if k != "too few seeds")
-  parts = []
-  for group in sorted(groups):
-    rows = {key: firma_rows(group, key, MNIST_JSONS, ("Table 9", "Table 10"))
-            for key in ("accuracy", "gini")}
-    cells = groups[group]
-    methods = [m for m in firma_tables.METHODS if any(c[1] == m for c in cells)]
-    missing = [m for m in firma_tables.METHODS if m not in methods]
-    devices = sorted({d for entries in cells.values() for _, d in entries})
-    seeds = sorted({r[3] for r in rows["accuracy"]})
-    beyond = {key: _beyond(r, key) for key, r in rows.items()}
-    parts.append(
-        f"`{group[0]}` with {firma_variants.title(group[1], firma_files.INPUTS)}: "
-        f"{listing([firma_tables.LABELS[m] for m in methods])} in "
-        f"{len({c[0] for c in cells})} of the {len(firma_tables.SCENARIOS)} scenarios "
-        f"({' or '.join(map(str, seeds))} seeds, {listing(devices)}); beyond the margin "
-        f"in accuracy: {listing(beyond['accuracy']) or 'none'}; in Gini: "
-        f"{listing(beyond['gini']) or 'none'}"
-        + (f"; not run: {listing([firma_tables.LABELS[m] for m in missing])}"
-           if missing else ""))
-  return (f"- **FIRMA on the real MNIST-60k** (Tables 9–10; `{MNIST_MD}`): {judged} rows "
-          f"have the 3 seeds a verdict needs ({verdicts.tally_text(total)}). "
-          + " ".join(p[0].upper() + p[1:] + "." for p in parts))
 
 
 @block("readme_firma_digits", README, FIRMA_JSON)
@@ -538,7 +268,8 @@ def readme_firma_digits():
            for s in scenarios for m in methods]
   heads = ("rdfl", "fedrep", "fibfl", "fibfl_plus", "fibfl_pp")
   published = [firma_tables.PAPER_ACCURACY[(m, "dir0.1")] for m in heads]
-  return (f"- **FIRMA** (digits, N = 5, R = 10, {len(seeds)} seeds, both modes: {runs} "
+  return (f"- **FIRMA** (digits, {firma_tables.clients_text(all_results)}, R = 10, "
+          f"{len(seeds)} seeds, both modes: {runs} "
           f"runs in {total['cpu_s']:,.0f} s of CPU on the shared 2-core machine; "
           f"`results/firma_digits.md`), under the verdict rule of REPRODUCTION.md: "
           f"Table 11 (accuracy) {_groups_text(counts, 'accuracy')}; Table 12 (Gini) "
@@ -561,7 +292,8 @@ def readme_published_cells():
   for paper, name in (("kuramoto", "Kuramoto"), ("fofedavg", "FOFedAvg"),
                       ("fo_ri_fedavg", "FO-RI-FedAvg")):
     cells, with_ours, _ = published_tables.counts(paper)
-    parts.append(f"{name} {with_ours} of {cells}")
+    parts.append(f"{name}: {with_ours} of {cells} cells, "
+                 f"{published_tables.coverage_text(paper)}")
   return ("the published cells of the result tables of Kuramoto, FOFedAvg and "
           "FO-RI-FedAvg, with a stand-in number of ours and its setting where a results "
-          f"file holds one ({', '.join(parts)} cells)")
+          f"file holds one ({'; '.join(parts)})")

@@ -1,13 +1,12 @@
-"""Generated doc blocks of the fractional papers (FOFedAvg, FO-RI-FedAvg), the
-fractional family on digits and the learning-rate-tuned studies; see
+"""Generated doc blocks of FOFedAvg, the fractional family on digits and the
+learning-rate-tuned studies (FO-RI-FedAvg's are in
+:mod:`fedfrac.reproduce.doc_blocks_fo_ri`); see
 :mod:`fedfrac.reproduce.docs` for the mechanism and :mod:`fedfrac.reproduce.doc_blocks`
 for the shared helpers."""
 from __future__ import annotations
 
-import functools
 import math
 
-import numpy as np
 
 from fedfrac.reproduce import common, published_tables, tuned, verdicts
 from fedfrac.reproduce.doc_blocks import README, R, acc, listing, ms
@@ -17,8 +16,6 @@ METHODS_JSON = "results/fofedavg_methods_digits.json"
 ALPHA_JSON = "results/fofedavg_alpha_digits.json"
 ALPHA_FMNIST_JSON = "results/fofedavg_alpha_fashion_mnist.json"
 FRACTIONAL_JSON = "results/fractional_digits.json"
-BEV_JSON = published_tables.BEV_JSON
-BEV_MD = "results/bev_synthetic.md"
 
 
 def _summary(path):
@@ -73,7 +70,7 @@ def _alpha_text(path, alphas):
   return accs, factors, best, [a for a, _ in cells]
 
 
-@block("fofedavg_t4", R, ALPHA_JSON, ALPHA_FMNIST_JSON, inline=True)
+@block("fofedavg_t4", R, ALPHA_JSON, FRACTIONAL_JSON, ALPHA_FMNIST_JSON, inline=True)
 def fofedavg_t4():
   paper = common.published("fofedavg")["Table IV"]
   p_best = max(paper, key=lambda r: paper[r]["mean"]).split("=")[1]
@@ -82,8 +79,12 @@ def fofedavg_t4():
   f_acc, f_fac, f_best, f_alphas = _alpha_text(
       ALPHA_FMNIST_JSON, ("0.5", "0.8", "0.97", "1.0", "1.2", "1.5"))
   n = _summary(ALPHA_JSON)["fofedavg[alpha=0.5]"]["accuracy"]["n"]
+  six = _summary(FRACTIONAL_JSON)["fofedavg[alpha=0.6]"]["accuracy"]
   return (f"digits, {n} seeds: {d_acc} (published {published} on MNIST; the paper's "
-          f"best is α = {p_best}, ours α = {d_best}); mean fractional factor "
+          f"best is α = {p_best}, ours α = {d_best}), α 0.6 {ms(six['mean'], six['std'])} "
+          f"in the fractional family's grid of the same setting "
+          f"(`results/fractional_digits.md`; published {paper['alpha=0.6']['mean']}); "
+          f"mean fractional factor "
           f"{d_fac} at α {' / '.join(d_alphas)} (`results/fofedavg_alpha_digits.md`): α "
           f"mostly rescales the step. On the real Fashion-MNIST "
           f"({published_tables.FMNIST_SETTING}; `results/fofedavg_alpha_fashion_mnist.md`): "
@@ -91,195 +92,60 @@ def fofedavg_t4():
           f"{' / '.join(f_alphas)}")
 
 
-# ------------------------------------------------------------------ FO-RI-FedAvg
-
-
-@functools.lru_cache(maxsize=None)
-def bev():
-  return common.load_results_json(BEV_JSON)
-
-
-@functools.lru_cache(maxsize=None)
-def bev_cells():
-  return published_tables.bev_ours()
-
-
-def _bev_cell(table, row, column, which=0):
-  return bev_cells()[(table, row, column)][which]
-
-
-def _o(o, digits=1):
-  return f"{o.mean:.{digits}f} ± {o.std:.{digits}f}"
-
-
-def _paper(table, row, column):
-  """A published FO-RI-FedAvg value (its mean) to the paper's precision."""
-  rows = common.published("fo_ri_fedavg")[table]
-  cell = rows[row][column]
-  return common.fmt_value(common.published_mean(cell), common.column_places(rows, column))
-
-
-T12 = {"default": "Default (alpha=0.8, lambda_t=lambda, probe every round, delta>0, clip, "
-                  "beta_kappa=0)",
-       "alpha": "alpha=1.0 (integer-order)",
-       "gate": "Add spectral gate (beta_kappa=0.5)"}
-
-
-@block("fo_ri_scale", R, BEV_JSON, inline=True)
-def fo_ri_scale():
-  return (f"our FedAvg RMSE {_bev_cell('Table X', 'FedAvg', 'VED RMSE').mean:.0f} vs the "
-          f"paper's {_paper('Table X', 'FedAvg', 'VED RMSE')} Wh/window")
-
-
-@block("fo_ri_runtime", R, BEV_JSON, inline=True)
-def fo_ri_runtime():
-  return (f"CPU measured: {bev()['total_s'] / 60:.0f} min wall for the reduced suite "
-          f"(`{bev()['command']}`, every study)")
-
-
-@block("fo_ri_t10", R, BEV_JSON, inline=True)
-def fo_ri_t10():
-  rows = published_tables.BEV_ROWS
-  ours = {r: _bev_cell("Table X", r, "VED RMSE") for r in rows}
-  best = min(ours, key=lambda r: ours[r].mean)
-  paper = {r: _paper("Table X", r, "VED RMSE") for r in common.published(
-      "fo_ri_fedavg")["Table X"]}
-  p_best = min(paper, key=lambda r: float(paper[r]))
-  return (f"FO-RI-FedAvg {_o(ours['FO-RI-FedAvg'])} vs {paper['FO-RI-FedAvg']} Wh; "
-          f"{best} best on the fleet ({_o(ours[best])}) where the paper has {p_best} "
-          f"best ({paper[p_best]})")
-
-
-@block("fo_ri_t11", R, BEV_JSON, inline=True)
-def fo_ri_t11():
-  lowest = min(v for node in bev()["studies"]["main"]["main"].values()
-               for r in node.values() for _, v in r["curve_rmse"])
-  return (f"thresholds 55 / 45 Wh are below every fleet RMSE (the lowest evaluated, "
-          f"any method, seed and round: {lowest:.1f})")
-
-
-@block("fo_ri_t12", R, BEV_JSON, inline=True)
-def fo_ri_t12():
-  default, alpha = _bev_cell("Table XII", T12["default"], "VED RMSE"), _bev_cell(
-      "Table XII", T12["alpha"], "VED RMSE")
-  gate = _bev_cell("Table XII", T12["gate"], "VED RMSE")
-  helps = "helps" if default.mean < alpha.mean else "does not help"
-  return (f"default (probe every round) {_o(default)}, α = 1.0 {_o(alpha)}, β_κ = 0.5 "
-          f"{_o(gate)} Wh: the fractional order {helps} on the fleet (paper: "
-          f"{_paper('Table XII', T12['default'], 'VED RMSE')}, "
-          f"{_paper('Table XII', T12['alpha'], 'VED RMSE')}, "
-          f"{_paper('Table XII', T12['gate'], 'VED RMSE')})")
-
-
-@block("fo_ri_t13", R, BEV_JSON, inline=True)
-def fo_ri_t13():
-  rows = ("Every round (1x)", "Every 5 rounds", "Every 10 rounds")
-  ours = " / ".join(_o(_bev_cell("Table XIII", r, "VED RMSE")) for r in rows)
-  paper = " / ".join(str(_paper("Table XIII", r, "VED RMSE")) for r in rows)
-  return (f"RMSE at R_probe 1 / 5 / 10: {ours} Wh (paper {paper}); overhead in "
-          f"`results/bev_synthetic.md`")
-
-
-@block("fo_ri_t14", R, BEV_JSON, inline=True)
-def fo_ri_t14():
-  rows = ("beta_kappa=0", "beta_kappa=0.25", "beta_kappa=0.5", "beta_kappa=1.0")
-  rmse = " / ".join(f"{_bev_cell('Table XIV', r, 'VED RMSE').mean:.1f}" for r in rows)
-  dcv = " / ".join(f"{_bev_cell('Table XIV', r, 'VED D_cv(200)').mean:.2f}" for r in rows)
-  paper = " / ".join(str(_paper("Table XIV", r, "VED RMSE")) for r in rows)
-  return (f"β_κ ∈ {{0, 0.25, 0.5, 1}} (the paper's grid): RMSE {rmse} Wh (paper "
-          f"{paper}), D_cv at our final round {dcv}")
-
-
-@block("fo_ri_t15", R, BEV_JSON, inline=True)
-def fo_ri_t15():
-  p, s = (_bev_cell("Table XV", "VED", c) for c in ("Pearson r", "Spearman rho"))
-  return (f"Pearson / Spearman of I_k and the update size at our final round: "
-          f"{_o(p, 2)} / {_o(s, 2)} (paper at round 100: "
-          f"{_paper('Table XV', 'VED', 'Pearson r')} / "
-          f"{_paper('Table XV', 'VED', 'Spearman rho')}); per run in "
-          f"`results/fractional_digits_roughness.md` and `results/bev_synthetic.md`")
-
-
-def _finals(node, metric="rmse"):
-  return {s: r["final"][metric] for s, r in node.items() if r.get("status") == "ok"}
-
-
-def _probe_share():
-  """Share of an FO-RI-FedAvg round (paper probe, R_probe 5) spent probing, from
-  the timing table of results/bev_synthetic.md."""
-  rows = next(rows for heading, rows in common.markdown_tables(BEV_MD)
-              if heading.startswith("Per-round time"))
-  t = {r[next(iter(r))]: float(r["median ms/round"]) for r in rows}
-  fo = t["FO-FedAvg (λ = 0: no probe), diagnostics off"]
-  probed = t["FO-RI-FedAvg, paper probe, R_probe 5, diagnostics off"]
-  return (probed - fo) / probed
-
-
-def _bev_diagnostic(method, column):
-  """A cell of the drift and roughness diagnostics table of results/bev_synthetic.md
-  (means over rounds, which the JSON does not keep)."""
-  rows = next(rows for _, rows in common.markdown_tables(BEV_MD)
-              if rows and column in rows[0])
-  return next(r[column] for r in rows if r["method"] == method)
-
-
-@block("readme_bev", README, BEV_JSON, BEV_MD)
-def readme_bev():
-  main = bev()["studies"]["main"]["main"]
-  ours = {r: _bev_cell("Table X", r, "VED RMSE") for r in published_tables.BEV_ROWS}
-  fo, fo05 = ours["FO-RI-FedAvg"], _bev_cell("Table X", "FO-RI-FedAvg", "VED RMSE", 1)
-  rank = sorted(ours, key=lambda r: ours[r].mean).index("FO-RI-FedAvg") + 1
-  a, b = _finals(main["fo_ri_fedavg"]), _finals(main["fedavg"])
-  paired = [a[s] - b[s] for s in a]
-  f = _finals(main["fo_fedavg"])
-  pull = [a[s] - f[s] for s in a]
-  gate = [_bev_cell("Table XIV", r, "VED RMSE").mean
-          for r in ("beta_kappa=0", "beta_kappa=1.0")]
-  roughness = _bev_diagnostic("FO-RI-FedAvg", "mean I_k")
-  arch = []
-  for name in ("gru", "lstm"):
-    node = bev()["studies"]["architectures"][name]
-    x, y = _finals(node["fo_ri_fedavg"]), _finals(node["fedavg"])
-    arch.append(float(np.mean([x[s] - y[s] for s in x])))
-  return (f"- **BEV energy regression** (SYNTHETIC fleet, 10 vehicles, {fo.n} seeds; "
-          f"`results/bev_synthetic.md`): FO-RI-FedAvg ranks {rank} of {len(ours)} "
-          f"methods by mean RMSE — {_o(fo)} Wh at the shared η = 0.02 and {_o(fo05)} at "
-          f"a constant η = 0.05 (the paper's η0, without its 1/√(t+1) decay) vs FedAvg "
-          f"{_o(ours['FedAvg'])} and SCAFFOLD {_o(ours['SCAFFOLD'])}; paired by seed, "
-          f"FO-RI-FedAvg − FedAvg = {np.mean(paired):+.1f} ± {np.std(paired, ddof=1):.1f} "
-          f"Wh (lower on {sum(d < 0 for d in paired)} of {len(paired)} seeds). The "
-          f"roughness index is small (mean I_k over rounds {roughness}; FO-RI-FedAvg − "
-          f"FO-FedAvg = {np.mean(pull):+.1f} ± {np.std(pull, ddof=1):.1f} Wh, so the "
-          f"roughness pull {'does nothing here' if max(map(abs, pull)) < 0.05 else 'acts'}), the "
-          f"spectral gate moves RMSE from {gate[0]:.1f} to {gate[1]:.1f} Wh over β_κ "
-          f"0 → 1, and with GRU / LSTM backbones FO-RI-FedAvg − FedAvg is "
-          f"{arch[0]:+.1f} / {arch[1]:+.1f} Wh. The paper probe takes "
-          f"{100 * _probe_share():.0f} % of a round at R_probe = 5 on the 2-core CPU. "
-          "The paper's own protocol (T = 300, C = 0.3, B = 64, η_t = 0.05/√(t+1), "
-          "stride 1, regime skew α_D = 0.3) is `configs/bev/paper.py`.")
-
-
 # ------------------------------------------------------------------ fractional family
 
 
-@block("readme_fractional", README, FRACTIONAL_JSON)
+def _alphas(summary):
+  """[(α, accuracy summary)] of the FOFedAvg α grid in a sweep summary, by α."""
+  return sorted((float(k.split("=")[1][:-1]), v["accuracy"]) for k, v in summary.items()
+                if k.startswith("fofedavg[alpha="))
+
+
+def tuned_alphas():
+  """The FOFedAvg α values of the learning-rate-tuned fractional study (its
+  labels ``fofedavg_a05`` … carry them)."""
+  labels = _tuned("fractional")["methods"]
+  return sorted(float(f"{d[0]}.{d[1:]}") for d in
+                (label.split("_a", 1)[1] for label in labels if label.startswith("fofedavg_a")))
+
+
+@block("readme_fractional", README, FRACTIONAL_JSON, ALPHA_JSON, ALPHA_FMNIST_JSON,
+       "results/tuned_fractional_digits.json")
 def readme_fractional():
   s = _summary(FRACTIONAL_JSON)
-  grid = sorted((float(k.split("=")[1][:-1]), v["accuracy"]) for k, v in s.items()
-                if k.startswith("fofedavg[alpha="))
+  grid = _alphas(s)
   fedavg = s["fedavg"]["accuracy"]
-  above = [a for a, e in grid if a < 1 and e["mean"] > fedavg["mean"]]
+  below = [a for a, e in grid if a < 1 and e["mean"] > fedavg["mean"]]
   means = [e["mean"] for _, e in grid]
   monotone = all(x < y for x, y in zip(means, means[1:]))
+  factor = _summary(ALPHA_JSON)
+  base = factor["fedavg"]["accuracy"]
+  above = [(a, e) for a, e in _alphas(factor) if a > 1 and e["mean"] > base["mean"]]
+  fm = dict(_alphas(_summary(ALPHA_FMNIST_JSON)))
+  fm_above = [a for a in fm if a > 1 and fm[a]["mean"] > fm.get(1.0, {"mean": 1})["mean"]]
+  tuned_grid = tuned_alphas()
+  over = ", ".join(f"α {a:g} {acc(e['mean'])} ({_compared(*_difference(e, base))} "
+                   f"FedAvg)" for a, e in above)
+  big = max(a for a, _ in _alphas(factor))
   return (f"- **Fractional family** (digits, Dirichlet 0.3, {fedavg['n']} seeds; "
           f"`results/fractional.md`): "
-          + ("no fractional order α < 1 beat FedAvg here" if not above else
-             f"α ∈ {{{', '.join(map(str, above))}}} beat FedAvg's mean here") +
+          + ("no fractional order α < 1 beat FedAvg here" if not below else
+             f"α ∈ {{{', '.join(map(str, below))}}} beat FedAvg's mean here") +
           f" — accuracy {'falls monotonically' if monotone else 'does not fall monotonically'}"
           f" as α drops (FOFedAvg α = {grid[0][0]:g}: {acc(grid[0][1]['mean'])} vs "
-          f"α = 1: {acc(grid[-1][1]['mean'])} with the same μ_t = 0.1/√(t+1)); FO-FedAvg "
-          f"/ FO-RI-FedAvg with the BEV paper's defaults reach "
-          f"{acc(s['fo_fedavg']['accuracy']['mean'])} / "
+          f"α = 1: {acc(grid[-1][1]['mean'])} with the same μ_t = 0.1/√(t+1)). Orders above "
+          + (f"1 lie above FedAvg's mean ({acc(base['mean'])}) in the α-factor table "
+             f"(`results/fofedavg_alpha_digits.md`): {over}, where α mostly scales the "
+             f"step (mean fractional factor "
+             f"{factor[f'fofedavg[alpha={big}]']['mean:train_fractional_factor']['mean']:.3g} "
+             f"at α {big:g})" if above else "1 do not lie above FedAvg's mean in the α-factor "
+             "table (`results/fofedavg_alpha_digits.md`)")
+          + (f", and on the real Fashion-MNIST (reduced) α "
+             f"{' and '.join(f'{a:g}' for a in fm_above)} lie above α = 1, FedAvg's step"
+             if fm_above else "")
+          + f"; the learning-rate-tuned study has no α > 1 (its grid: α "
+          f"{', '.join(f'{a:g}' for a in tuned_grid)}). FO-FedAvg / FO-RI-FedAvg with the "
+          f"BEV paper's defaults reach {acc(s['fo_fedavg']['accuracy']['mean'])} / "
           f"{acc(s['fo_ri_fedavg']['accuracy']['mean'])}.")
 
 
@@ -349,35 +215,3 @@ def tuned_results():
       "`results/kuramoto_digits.md`, which trains on 25 % more rows). All the "
       "validation scores per rate are in `results/tuned_{fractional,kuramoto,firma}_digits.md`.")
   return "\n".join(lines)
-
-
-
-BENCH_H100 = "benchmarks/results_h100.md"
-
-
-@block("fo_ri_timing", R, BENCH_H100, BEV_MD, inline=True)
-def fo_ri_timing():
-  """The probe's share of a round on the H100 (the bench report's statement) and on
-  the CPU (the timing table of the BEV report), beside the paper's Table XXVI."""
-  import re
-  text = open(common.find_file(BENCH_H100), encoding="utf-8").read()
-  m = re.search(r"\*\*(\d+)% at R_probe = 1, (\d+)% at R_probe = 5\*\*", text)
-  rows = common.published("fo_ri_fedavg")["Table XXVI"]
-  paper = common.published_mean(rows["FO-RI-FedAvg"]["VED Overhead (%)"])
-  return (f"share of a round spent in the paper's roughness probe: {m.group(2)} % at "
-          f"R_probe 5 and {m.group(1)} % at R_probe 1 on an H100 (`{BENCH_H100}`), "
-          f"{100 * _probe_share():.0f} % at R_probe 5 on the 2-core CPU "
-          f"(`{BEV_MD}`); the paper's Table XXVI overhead over FedAvg is {paper:.2f} %")
-
-
-@block("fo_ri_backbones", R, BEV_JSON, inline=True)
-def fo_ri_backbones():
-  """Tables XXXII–XXXIII: final RMSE per backbone, FedAvg and FO-RI-FedAvg."""
-  arch = bev()["studies"]["architectures"]
-  parts = []
-  for name in ("ann", "gru", "lstm"):
-    o = {m: published_tables.from_values(list(_finals(arch[name][m]).values()), "")
-         for m in ("fedavg", "fo_ri_fedavg")}
-    parts.append(f"{name.upper()} {_o(o['fedavg'])} / {_o(o['fo_ri_fedavg'])}")
-  return (f"final RMSE, FedAvg / FO-RI-FedAvg: {'; '.join(parts)} Wh "
-          f"(`{BEV_MD}`, \"Architectures\")")

@@ -19,7 +19,7 @@ from fedfrac import sim as sim_lib
 from fedfrac import runner
 from fedfrac import metrics as metrics_lib
 from fedfrac.ops import lockstep
-from fedfrac.reproduce import common, firma_variants
+from fedfrac.reproduce import common, firma_variants, verdicts
 
 
 
@@ -211,7 +211,11 @@ def common_shapes(all_feds, widths=None):
 
 
 def summarize_runs(sim, method, states, round_metrics, evaluation, rounds, num_clients):
-  """Per-seed summary dicts from the batched outputs (host NumPy)."""
+  """Per-seed summary dicts from the batched outputs (host NumPy). Each says
+  whether its run ended at chance (``at_chance``: final accuracy ≤ 1 / classes +
+  2 pp, :func:`fedfrac.reproduce.verdicts.at_chance`), so a table of it names the
+  run without recomputing the rule (records written before the flag fall back to
+  the same rule)."""
   acc = np.asarray(evaluation["client_accuracy_mean"])       # [seeds, R]
   gini = np.asarray(evaluation["client_accuracy_gini"])
   first = jax.tree.map(lambda x: x[0] if np.ndim(x) else x, states)
@@ -222,6 +226,7 @@ def summarize_runs(sim, method, states, round_metrics, evaluation, rounds, num_c
   for i in range(acc.shape[0]):
     r50 = metrics_lib.rounds_to_target(np.arange(1, rounds + 1), acc[i], 0.5)
     run = {"accuracy": float(acc[i, -1]), "gini": float(gini[i, -1]),
+           "at_chance": verdicts.at_chance(float(acc[i, -1]), sim.data.num_classes),
            "curve": acc[i].tolist(), "r50": r50,
            "plateau_std": metrics_lib.plateau_std(acc[i]),
            "bytes_per_round": per_round_bytes}

@@ -107,6 +107,8 @@ def comparisons(results, scenarios, methods, key, mode="paper"):
     for scen in scenarios:
       c = verdicts.compare(paper.get((m, scen)), cell_values(results, scen, m, key),
                            MARGINS[key])
+      c = verdicts.collapsed(c, verdicts.runs_at_chance(
+          results.get((scen, m), {}).get("runs", [])))
       n = results.get((scen, m), {}).get("num_clients", 5)
       note = f"N={n} after dropping clients below 64 samples" if n != 5 else ""
       out.append((m, f"{row_label(m, mode)} · {SCENARIO_LABELS[scen]}", c, note))
@@ -144,17 +146,20 @@ ABLATION = {"Delta_sel (pp)": ("fibfl_plus", "fibfl"),
             "Delta_total (pp)": ("fibfl_pp", "fibfl")}
 
 
-def ablation_rows(results):
-  """Table 13, MNIST-1797 row: [(label, comparison, note)] for the accuracies at
-  Dir 0.1 and the gains Δsel = FibFL+ − FibFL, Δring = FibFL++ − FibFL+, Δtotal =
-  FibFL++ − FibFL, ours paired by seed (same seed = same partition and initial
-  model) in pp; each gain inherits the verdicts of its two accuracies."""
-  row = common.published("firma")["Table 13"]["MNIST-1797"]
+def ablation_rows(results, dataset="MNIST-1797"):
+  """Table 13, the row of ``dataset`` (MNIST-1797: digits): [(label, comparison,
+  note)] for the accuracies at Dir 0.1 and the gains Δsel = FibFL+ − FibFL, Δring
+  = FibFL++ − FibFL+, Δtotal = FibFL++ − FibFL, ours paired by seed (same seed =
+  same partition and initial model) in pp; each gain inherits the verdicts of its
+  two accuracies (a cell with runs at chance is *collapsed*)."""
+  row = common.published("firma")["Table 13"][dataset]
   accuracy = {}
   rows = []
   for m in ("fibfl", "fibfl_plus", "fibfl_pp"):
     c = verdicts.compare(row[LABELS[m]], cell_values(results, "dir0.1", m, "accuracy"),
                          verdicts.ACCURACY)
+    c = verdicts.collapsed(c, verdicts.runs_at_chance(
+        results.get(("dir0.1", m), {}).get("runs", [])))
     accuracy[m] = (f"{LABELS[m]} accuracy", c)
     rows.append((f"{LABELS[m]} accuracy", c, ""))
   for column, (a, b) in ABLATION.items():
@@ -320,6 +325,23 @@ def summary(all_results, scenarios, methods):
   return out, traffic
 
 
+def clients_text(all_results, planned=5):
+  """"N = 5 (`reference_code`: 3 at LS K=3)": the clients the runs kept, per mode
+  where a scenario kept fewer (the authors' rule drops clients below 64 samples)."""
+  fewer = []
+  for mode, results in all_results.items():
+    kept = {}
+    for (scen, _), record in results.items():
+      kept.setdefault(scen, set()).add(int(record.get("num_clients", planned)))
+    where = [f"{'/'.join(map(str, sorted(n)))} at {PAPER_COLUMNS.get(s, s)}"
+             for s, n in sorted(kept.items(), key=lambda kv: list(SCENARIOS).index(kv[0])
+                                if kv[0] in SCENARIOS else len(SCENARIOS))
+             if n != {planned}]
+    if where:
+      fewer.append(f"`{mode}`: {', '.join(where)}")
+  return f"N = {planned}" + (f" ({'; '.join(fewer)})" if fewer else "")
+
+
 def _has_ablation(results, scenarios):
   return "dir0.1" in scenarios and all(("dir0.1", m) in results
                                        for m in ("fibfl", "fibfl_plus", "fibfl_pp"))
@@ -332,7 +354,8 @@ def markdown(all_results, timings, scenarios, methods, seeds, command, total,
   diagnostics and timings. ``source`` names the results JSON when the report is
   re-rendered from one; ``environment`` (jax, backend, cores) only when it ran."""
   counts, traffic = summary(all_results, scenarios, methods)
-  lines = ["# FIRMA Tables 11–12 on MNIST-1797 (scikit-learn digits), N = 5, R = 10",
+  lines = ["# FIRMA Tables 11–12 on MNIST-1797 (scikit-learn digits), "
+           f"{clients_text(all_results)}, R = 10",
            "",
            f"Produced by `{command}`" + (f" ({environment})" if environment else "") +
            (f", rendered from `{source}` without re-running." if source else "."),

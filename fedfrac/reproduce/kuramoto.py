@@ -44,7 +44,7 @@ import jax
 import numpy as np
 
 from fedfrac import runner
-from fedfrac.reproduce import common, jobs
+from fedfrac.reproduce import common, jobs, verdicts
 from fedfrac.runner import plots
 from fedfrac.runner import points as points_lib
 
@@ -102,16 +102,39 @@ def _ms(values, digits=3, scale=1.0):
   return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}"
 
 
+# A weighting against FedAvg, paired by seed: the one rule of this table and of the
+# docs that quote it (fedfrac.reproduce.verdicts's interval test on the paired
+# differences, margin ±0.5 points).
+TIE = verdicts.Margin("difference of two accuracies (fraction)", MARGIN)
+VERDICTS = ("tie", "helps", "hurts", "inconclusive", "diverged", "too few seeds")
+RULE = (f"*verdict*: the 90 % interval of the paired final-accuracy difference to "
+        f"FedAvg (Δ ± t₀.₉₅,ₙ₋₁ · s/√n over the n seeds) within ±{100 * MARGIN:.1f} "
+        f"points: `tie`; wholly above or below them: `helps` / `hurts`; neither: "
+        f"`inconclusive`; a seed diverged, leaving fewer than "
+        f"{verdicts.MIN_SEEDS}: `diverged` (`fedfrac.reproduce.verdicts`).")
+
+
+def paired_verdict(mean, std, n, diverged=0):
+  """The verdict of a weighting from its paired difference to FedAvg over ``n``
+  finite seeds (mean, sample std) and the seeds that ``diverged``: one of
+  :data:`VERDICTS`."""
+  if n < verdicts.MIN_SEEDS or mean is None:
+    return "diverged" if diverged else "too few seeds"
+  c = verdicts.judge(0.0, mean, std or 0.0, n, TIE)
+  if c.verdict == verdicts.AGREES:
+    return "tie"
+  if c.verdict == verdicts.INCONCLUSIVE:
+    return "inconclusive"
+  return "helps" if mean > 0 else "hurts"
+
+
 def verdict(diffs):
-  """'helps' / 'hurts' / 'tie' from per-seed accuracy differences vs FedAvg."""
+  """:func:`paired_verdict` of per-seed accuracy differences vs FedAvg (a
+  non-finite one is a seed that diverged)."""
   d = np.asarray(diffs, np.float64)
-  if d.size == 0 or not np.all(np.isfinite(d)):
-    return "hurts (diverged)"
-  if d.mean() > MARGIN and np.all(d > 0):
-    return "helps"
-  if d.mean() < -MARGIN and np.all(d < 0):
-    return "hurts"
-  return "tie"
+  finite = d[np.isfinite(d)]
+  mean, std, n = verdicts.seed_summary(finite.tolist())
+  return paired_verdict(mean, std, n, diverged=int(d.size - finite.size))
 
 
 def setting_config(module, shards, kappas, rounds, beta, clients=10, only=""):
@@ -211,22 +234,22 @@ def summary_lines(all_stats, seeds, kappas):
 
 def notes(all_stats, seeds, kappas):
   """Numbers that explain the verdicts, computed from the runs."""
-  counts = {"helps": 0, "hurts": 0, "tie": 0}
+  counts = {v: 0 for v in VERDICTS}
   weight = {w: [] for w in WEIGHTINGS}
   diverged = {w: 0 for w in WEIGHTINGS}
   for stats in all_stats.values():
     for w in WEIGHTINGS:
       for kappa in kappas:
         s, base = stats[label_of(w, kappa)], stats["fedavg"]
-        v = verdict([s[x]["final"] - base[x]["final"] for x in seeds]).split()[0]
-        counts[v] += 1
+        counts[verdict([s[x]["final"] - base[x]["final"] for x in seeds])] += 1
         weight[w] += [s[x]["max_weight"] for x in seeds]
         diverged[w] += sum(not s[x]["ok"] for x in seeds)
   n = sum(counts.values())
   runs = len(all_stats) * len(kappas) * len(seeds)
   lines = ["## Notes", "",
-           f"- Verdicts over the {n} (weighting, κ0, s) cells: {counts['helps']} helps, "
-           f"{counts['hurts']} hurts, {counts['tie']} ties."]
+           f"- Verdicts over the {n} (weighting, κ0, s) cells: " + ", ".join(
+               f"{counts[v]} {v}" for v in VERDICTS if counts[v] or v in
+               ("tie", "helps", "hurts")) + "."]
   for w in WEIGHTINGS:
     mw = np.asarray(weight[w], np.float64)
     mw = mw[np.isfinite(mw)]
@@ -404,8 +427,7 @@ def main(argv=None):
       "- *diverged*: the run's test loss or client losses stopped being finite; its "
       "final accuracy, loss variance and Δ are left out (n/a), best accuracy is over "
       "the rounds before.",
-      f"- *verdict*: `helps` / `hurts` when the mean final-accuracy difference exceeds "
-      f"{100 * MARGIN:.1f} points and every seed agrees in sign, otherwise `tie`.",
+      f"- {RULE}",
       "",
   ]
   if CHANGE_NOTE:

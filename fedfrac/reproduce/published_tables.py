@@ -160,6 +160,14 @@ FMNIST_SETTING = ("real Fashion-MNIST, CNNMnist, IID, K = 10, C = 0.2, E = 1, 15
                   "(reduced), 3 seeds")
 
 
+# Table IV's α rows: the α grids with the mean fractional factor (digits, and the
+# reduced real Fashion-MNIST run) and the fractional family's digits table, whose
+# grid has α = 0.6 (its α = 0.5 and 0.97 are the same runs as the first file's).
+ALPHA_SOURCES = (("results/fofedavg_alpha_digits.json", DIGITS_SETTING),
+                 ("results/fractional_digits.json", DIGITS_SETTING),
+                 ("results/fofedavg_alpha_fashion_mnist.json", FMNIST_SETTING))
+
+
 def fofedavg_method_rows():
   """FOFedAvg Tables II–VI's row names -> our method labels (the eleven methods
   of ``fedfrac-reproduce fofedavg --tables=methods``)."""
@@ -191,8 +199,9 @@ def _summary_ours(s, setting):
 
 def fofedavg_ours():
   """{(table, row, column): [Ours]}: Tables II–III of every method from
-  results/fofedavg_methods_digits.json and Table IV's α rows from the α grids on
-  digits and on the real Fashion-MNIST (all stand-ins for MNIST)."""
+  results/fofedavg_methods_digits.json and Table IV's α rows from the α grids of
+  ``ALPHA_SOURCES`` on digits and on the real Fashion-MNIST (all stand-ins for
+  MNIST)."""
   out = {}
   methods = common.load_results_json("results/fofedavg_methods_digits.json")
   if methods:
@@ -207,15 +216,18 @@ def fofedavg_ours():
       for col, kind in (("CI95_low", "lo"), ("CI95_high", "hi")):
         if kind in cells:
           out.setdefault(("Table III", row, col), []).append(cells[kind])
-  for path, setting in (("results/fofedavg_alpha_digits.json", DIGITS_SETTING),
-                        ("results/fofedavg_alpha_fashion_mnist.json", FMNIST_SETTING)):
+  seen = set()
+  for path, setting in ALPHA_SOURCES:
     raw = common.load_results_json(path)
     if not raw:
       continue
     summary = raw[0]["summary"]
     for a in ("0.5", "0.6", "0.97", "1.5"):
-      s = summary.get(f"fofedavg[alpha={a}]")     # our grids have no α = 0.6
-      cells = _summary_ours(s, setting) if s else {}
+      s = summary.get(f"fofedavg[alpha={a}]")
+      if s is None or (setting, a) in seen:     # a grid without α, or one seen in the
+        continue                                # same setting (the same runs) before
+      seen.add((setting, a))
+      cells = _summary_ours(s, setting)
       for col, kind in (("mean", "mean"), ("std", "std"), ("CI_low", "lo"),
                         ("CI_high", "hi")):
         if kind in cells:
@@ -354,6 +366,35 @@ def render_table(name, body, ours):
   return "\n".join(lines)
 
 
+def result_tables(paper):
+  """[(table, printed cells)] of every table of ``paper``'s transcription that
+  prints a number (its result tables; glossaries, settings and ranges aside),
+  whether this command lists it or not."""
+  doc = common.published_document(paper)
+  out = []
+  for name, body in doc["tables"].items():
+    cells = _cells(body) if isinstance(body, dict) and "rows" in body else []
+    if any(verdicts.published_number(value) is not None for _, _, value, _ in cells):
+      out.append((name, len(cells)))
+  return out
+
+
+def coverage_text(paper):
+  """Which published cells a table of ``paper`` covers: "all of its 5 result
+  tables", or "those of its 9 tables set beside ours (X, …, XXVI) out of 837 in
+  its 25 result tables as transcribed"."""
+  listed = PAPERS[paper][0]
+  tables = result_tables(paper)
+  every = sum(n for _, n in tables)
+  here = sum(n for name, n in tables if name in listed)
+  if here == every:
+    return ("all of its only result table" if len(tables) == 1 else
+            f"all of its {len(tables)} result tables")
+  names = ", ".join(name.split(" ", 1)[1] for name in listed)
+  return (f"those of its {len(listed)} tables set beside ours ({names}) out of {every} "
+          f"in its {len(tables)} result tables as transcribed")
+
+
 def counts(paper):
   """(published cells, cells with a number of ours, {verdict: rows}) over the
   tables of ``paper`` (what the docs quote)."""
@@ -387,8 +428,8 @@ def markdown(paper, command):
            "data is a stand-in no cell is judged: a cell with ours reads *stand-in*, "
            "one without *not run*. The numbers show the size of the gap, not a "
            "reproduction.", "", verdicts.RULE, "",
-           f"Summary: {cells} published cells, {with_ours} with a number of ours: "
-           f"{_count_text(tally)}.", ""]
+           f"Summary: {cells} published cells ({coverage_text(paper)}), {with_ours} "
+           f"with a number of ours: {_count_text(tally)}.", ""]
   for name in tables:
     lines.append(render_table(name, doc["tables"][name], ours))
   return "\n".join(lines)

@@ -23,9 +23,14 @@ published value p:
    (|Δ| − h > m); *inconclusive* otherwise: the seeds cannot tell.
 5. A derived number (FIRMA Table 13's Δsel, Δring, Δtotal) *agrees* only when
    its own interval agrees and every cell it is made of agrees; otherwise it takes
-   the least favourable of those verdicts (differs, then too few seeds, then
-   inconclusive).
-6. *by construction*: a cell equal on both sides because both compute the same
+   the least favourable of those verdicts (collapsed, differs, then too few
+   seeds, then inconclusive).
+6. *collapsed: k of n at chance*: k ≥ 1 of our runs ended at chance (final
+   accuracy ≤ chance + 2 pp, :func:`at_chance`; a run record says so in its own
+   ``at_chance`` flag). Such a run is a model that stopped learning, not a spread
+   of accuracies: its number still counts in the mean and the std shown, but the
+   cell gets no *agrees* / *differs* / *inconclusive* and is counted apart.
+7. *by construction*: a cell equal on both sides because both compute the same
    formula (FIRMA Table 2's bytes per round) — shown, not counted.
    *stand-in*: our data only stands in for the paper's — Δ shown, no verdict.
    *not run*: no number of ours.
@@ -61,12 +66,18 @@ import numpy as np
 AGREES, DIFFERS, INCONCLUSIVE = "agrees", "differs", "inconclusive"
 TOO_FEW, BY_CONSTRUCTION = "too few seeds", "by construction"
 STAND_IN, NOT_RUN = "stand-in", "not run"
+COLLAPSED = "collapsed"
 # The verdicts a summary counts, in the order it lists them; the others are tallied
-# apart (they are no claim either way).
+# apart (collapsed cells are named when there are any; the rest are no claim either
+# way).
 JUDGED = (AGREES, DIFFERS, INCONCLUSIVE, TOO_FEW)
-ORDER = JUDGED + (BY_CONSTRUCTION, STAND_IN, NOT_RUN)
+ORDER = JUDGED + (COLLAPSED, BY_CONSTRUCTION, STAND_IN, NOT_RUN)
 MIN_SEEDS = 3
 ONE_SIDED_LEVEL = 0.95    # each side of the equivalence test: the 90 % interval
+# A run whose final accuracy is at most chance (1 / classes) + this margin ended
+# at chance (FIRMA FibFL++ `reference_code`: docs/design.md §3.3, "FibFL++ runs
+# that stay at chance").
+CHANCE_MARGIN = 0.02
 
 RULE = (
     "**Verdict rule** (`fedfrac.reproduce.verdicts`). For our n seeds (mean x̄, "
@@ -79,7 +90,9 @@ RULE = (
     "*differs*: |Δ| − h > m (it lies outside); *inconclusive*: neither; *too few "
     "seeds*: n < 3 (Δ shown, no verdict). A derived difference agrees only when its "
     "own interval and every cell it is made of agree, else it takes the least "
-    "favourable of their verdicts. *by construction*: equal because both sides "
+    "favourable of their verdicts. *collapsed: k of n at chance*: k of our runs "
+    "ended at chance (final accuracy ≤ chance + 2 pp); the cell gets no other "
+    "verdict and is counted apart. *by construction*: equal because both sides "
     "compute the same formula (not counted); *stand-in*: our data only stands in "
     "for the paper's (Δ shown, no verdict); *not run*: no number of ours. Each "
     "verdict is counted separately.")
@@ -136,6 +149,7 @@ class Comparison(NamedTuple):
   margin: Optional[float]
   verdict: str
   note: str = ""
+  at_chance: int = 0        # runs of ours that ended at chance (verdict collapsed)
 
 
 def seed_summary(values: Iterable) -> Tuple[Optional[float], Optional[float], int]:
@@ -189,8 +203,51 @@ def compare(published, values: Sequence, margin: Margin, *, stand_in: bool = Fal
   return judge(published, mean, std, n, margin, stand_in=stand_in, runs=runs)
 
 
-# Least favourable first: what a derived number takes from the cells beneath it.
-_RANK = {DIFFERS: 0, TOO_FEW: 1, NOT_RUN: 1, INCONCLUSIVE: 2, AGREES: 3}
+def at_chance(accuracy: float, num_classes: int = 10) -> bool:
+  """Whether a run's final ``accuracy`` is at chance: ≤ 1 / ``num_classes`` +
+  :data:`CHANCE_MARGIN` (a non-finite accuracy is not: that run diverged)."""
+  return bool(math.isfinite(accuracy) and accuracy <= 1.0 / num_classes + CHANCE_MARGIN)
+
+
+def runs_at_chance(runs, num_classes: int = 10) -> int:
+  """How many run records (dicts with ``accuracy``) ended at chance: each record's
+  own ``at_chance`` flag where it has one (records written since it was added),
+  else :func:`at_chance` of its final accuracy (older files)."""
+  return sum(1 for r in runs if (r["at_chance"] if "at_chance" in r
+                                 else at_chance(r["accuracy"], num_classes)))
+
+
+def collapsed(c: Comparison, stuck: int) -> Comparison:
+  """``c`` as *collapsed* when ``stuck`` ≥ 1 of its runs ended at chance (the
+  mean and spread stay as they are; the verdict says what they are made of)."""
+  if not stuck or c.verdict in (NOT_RUN, BY_CONSTRUCTION):
+    return c
+  return c._replace(verdict=COLLAPSED, at_chance=int(stuck))
+
+
+def verdict_text(c: Comparison) -> str:
+  """The verdict as a table prints it: "collapsed: 2 of 3 at chance" for a
+  collapsed cell, else the verdict itself."""
+  if c.verdict == COLLAPSED and c.at_chance:
+    return f"{COLLAPSED}: {c.at_chance} of {c.n} at chance"
+  return c.verdict
+
+
+# Least favourable first: what a derived number takes from the cells beneath it,
+# and what a cell run more than once counts as (:func:`least_favourable`).
+_RANK = {COLLAPSED: -1, DIFFERS: 0, TOO_FEW: 1, NOT_RUN: 1, INCONCLUSIVE: 2, AGREES: 3}
+
+
+def least_favourable(found: Iterable[str]) -> str:
+  """The least favourable of several verdicts of one cell (one per run of it on
+  another device or in another file): collapsed, differs, inconclusive, agrees;
+  *too few seeds* only when no run of it has the seeds for a verdict (a 1-seed
+  run beside a 3-seed one adds no verdict of its own)."""
+  found = list(found)
+  judged = [v for v in found if v in (COLLAPSED, DIFFERS, INCONCLUSIVE, AGREES)]
+  if judged:
+    return min(judged, key=_RANK.__getitem__)
+  return TOO_FEW if TOO_FEW in found else (found[0] if found else NOT_RUN)
 
 
 def inherit(own: Comparison, beneath: Sequence[Tuple[str, Comparison]]) -> Comparison:
@@ -279,5 +336,5 @@ def markdown_table(rows: Sequence[Tuple[str, Comparison, str]], digits: int,
     lines.append(f"| {label} | {published_text(c, digits)} | {ours_text(c, digits)} | "
                  f"{_num(c.delta, delta_digits, delta_scale, sign=True)} | "
                  f"{interval_text(c, delta_digits, delta_scale)} | {margin} | "
-                 f"{c.verdict} | {notes} |")
+                 f"{verdict_text(c)} | {notes} |")
   return "\n".join(lines)

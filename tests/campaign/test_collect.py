@@ -79,9 +79,9 @@ def test_collect_renders_the_firma_table_and_the_device_block(tmp_path):
                            "measurements/vs_torch.json": "merged"}
   table = (root / "results" / "firma_fashion_mnist.md").read_text()
   assert table.splitlines()[0].endswith(f"(devices: CPU, 2 cores; {device})")
-  assert (f"| FedAvg (reconstructed) | IID | 0.8938 | 0.8900 ± 0.0141 (n = 2) | {device} |"
+  assert (f"| FedAvg (reconstructed) | IID | 10 | 0.8938 | 0.8900 ± 0.0141 (n = 2) | {device} |"
           in table)
-  assert ("| FedAvg (reconstructed) | IID | 0.8938 | 0.8900 ± 0.0141 (n = 2) | CPU, 2 cores |"
+  assert ("| FedAvg (reconstructed) | IID | 10 | 0.8938 | 0.8900 ± 0.0141 (n = 2) | CPU, 2 cores |"
           in table)
   md = bench_md.read_text()
   assert md.startswith("# fedfrac benchmarks\n\nthe round table\n")

@@ -67,6 +67,8 @@ def test_one_program_for_fibfl_and_fibfl_plus_over_scenarios_and_seeds(feds):
                           grouped[(scen, "fibfl_plus")]["runs"])]
   assert max(diff) > 1e-4
   assert all(r["curve"][-1] > 0.2 for cell in grouped.values() for r in cell["runs"])
+  # Each record says itself whether its run ended at chance (none here).
+  assert all(r["at_chance"] is False for cell in grouped.values() for r in cell["runs"])
 
 
 def test_cells_in_skip_are_not_run_and_progress_is_reported(feds):

@@ -94,3 +94,41 @@ def test_kuramoto_cells_name_each_weighting_from_the_markdown_results(tmp_path,
   assert "| not run |" in _row(text, "| kappa0=0.1 · CIFAR-10 · max_accuracy")
   # 24 published cells; 4 have ours (κ0 = 0.1 and No-sync, accuracy and round).
   assert "24 published cells, 4 with a number of ours" in text
+
+
+def _summary(alphas):
+  """A sweep summary with one FOFedAvg entry per α (mean accuracy 0.5 + α / 10)."""
+  return [{"summary": {f"fofedavg[alpha={a}]": {"accuracy": {
+      "mean": 0.5 + float(a) / 10, "std": 0.01, "ci95": 0.02, "n": 3}} for a in alphas}}]
+
+
+def test_table_iv_takes_each_alpha_from_the_first_grid_that_has_it(tmp_path, monkeypatch):
+  # The α-factor grid has no α = 0.6; the fractional family's grid (same setting,
+  # the same runs at 0.5 and 0.97) has it: α = 0.6 gets a number, 0.5 no second row.
+  files = {"factor.json": _summary(("0.5", "0.97", "1.5")),
+           "family.json": _summary(("0.5", "0.6", "0.97")), "fmnist.json": _summary(())}
+  for name, raw in files.items():
+    (tmp_path / name).write_text(json.dumps(raw))
+  monkeypatch.setattr(published_tables, "ALPHA_SOURCES", (
+      (str(tmp_path / "factor.json"), "digits"), (str(tmp_path / "family.json"), "digits"),
+      (str(tmp_path / "fmnist.json"), "Fashion-MNIST")))
+  monkeypatch.setattr(published_tables.common, "load_results_json",   # only these files
+                      lambda p: json.loads(open(p).read()) if p.startswith(str(tmp_path))
+                      else None)
+  ours = published_tables.fofedavg_ours()
+  assert [o.mean for o in ours[("Table IV", "alpha=0.6", "mean")]] == [pytest.approx(0.56)]
+  assert len(ours[("Table IV", "alpha=0.5", "mean")]) == 1
+  assert ("Table IV", "alpha=1.5", "mean") in ours
+
+
+def test_coverage_names_the_tables_set_beside_ours_and_all_the_result_tables():
+  # FO-RI-FedAvg: 9 of its result tables are set beside ours; the text says so
+  # instead of calling their cells the paper's.
+  listed = published_tables.PAPERS["fo_ri_fedavg"][0]
+  tables = published_tables.result_tables("fo_ri_fedavg")
+  assert len(tables) > len(listed) and {n for n, _ in tables} >= set(listed)
+  text = published_tables.coverage_text("fo_ri_fedavg")
+  assert text.startswith(f"those of its {len(listed)} tables set beside ours (X, XI")
+  assert f"out of {sum(n for _, n in tables)} in its {len(tables)} result tables" in text
+  assert published_tables.coverage_text("fofedavg") == "all of its 5 result tables"
+  assert published_tables.coverage_text("kuramoto") == "all of its only result table"

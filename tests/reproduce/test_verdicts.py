@@ -121,3 +121,39 @@ def test_markdown_row_shows_the_interval_and_the_margin():
   row = text.splitlines()[-1]
   assert row.startswith("| FedAvg · IID | 0.9000 | 0.9100 ± 0.0100 (n = 5) | +1.0 | "
                         "[+0.0, +2.0] | ±2.0 | agrees | a note |")
+
+
+def test_a_cell_with_runs_at_chance_is_collapsed_and_counted_apart():
+  # FibFL++ IID on Fashion-MNIST (H200, the authors' inputs): two of three runs
+  # at chance; the interval alone says "inconclusive", which is kinder than the runs.
+  values = [0.1028, 0.8796, 0.1024]
+  c = v.compare(0.8788, values, v.ACCURACY)
+  assert c.verdict == v.INCONCLUSIVE
+  stuck = sum(v.at_chance(x) for x in values)
+  d = v.collapsed(c, stuck)
+  assert d.verdict == v.COLLAPSED and d.mean == c.mean and d.std == c.std
+  assert v.verdict_text(d) == "collapsed: 2 of 3 at chance"
+  assert v.collapsed(c, 0) == c                       # no run at chance: unchanged
+  assert v.collapsed(v.compare(0.5, [], v.ACCURACY), 1).verdict == v.NOT_RUN
+  counts = v.tally([d.verdict, v.AGREES])
+  assert [counts[k] for k in v.JUDGED] == [1, 0, 0, 0]
+  assert v.tally_text(counts) == ("agrees 1 · differs 0 · inconclusive 0 · too few seeds 0 "
+                                  "· collapsed 1")
+  row = v.markdown_table([("FibFL++ · IID", d, "")], 4, delta_scale=100.0).splitlines()[-1]
+  assert "| collapsed: 2 of 3 at chance |" in row
+  # Chance is 1 / classes + 2 pp; a diverged (non-finite) run is not at chance.
+  assert v.at_chance(0.12) and not v.at_chance(0.121)
+  assert v.at_chance(0.05, num_classes=100) is False and v.at_chance(0.03, num_classes=100)
+  assert not v.at_chance(float("nan"))
+  # A derived difference made of a collapsed cell is collapsed too.
+  own = v.compare(2.1, _values(2.0, 0.1, 3), v.GAIN_PP)
+  assert v.inherit(own, [("FibFL++", d), ("FibFL+", c)]).verdict == v.COLLAPSED
+
+
+def test_a_cell_run_more_than_once_takes_its_least_favourable_verdict():
+  assert v.least_favourable([v.AGREES, v.DIFFERS]) == v.DIFFERS
+  assert v.least_favourable([v.AGREES, v.INCONCLUSIVE]) == v.INCONCLUSIVE
+  assert v.least_favourable([v.DIFFERS, v.COLLAPSED]) == v.COLLAPSED
+  # A run without the seeds for a verdict adds none beside one that has them.
+  assert v.least_favourable([v.TOO_FEW, v.AGREES]) == v.AGREES
+  assert v.least_favourable([v.TOO_FEW, v.TOO_FEW]) == v.TOO_FEW
