@@ -362,9 +362,10 @@ FAULTS = {
     "run record bit flip": (_flip_record, ["--config.only=fedavg"], 0,
                             "runs/fedprox/seed_0.json failed verification (checksum "
                             "mismatch); recomputed it from its checkpoint at round 2"),
-    "experiment file truncated": (lambda w: _truncate(w, "experiment.json"), [], 2,
-                                  "error: --workdir={w}: experiment.json is unreadable "
-                                  "(truncated or not JSON); give --overwrite"),
+    "experiment file truncated": (lambda w: _truncate(w, "experiment.json"), [], 0,
+                                  "--workdir={w}: experiment.json failed verification "
+                                  "(truncated or not JSON); rebuilt it from the 2 runs "
+                                  "kept there"),
     "foreign files under --overwrite": (_foreign, ["--overwrite"], 2,
                                         "error: --overwrite: {w} holds files fedfrac did not "
                                         "write (checkpoints/other/model.pt, runs/x/)"),

@@ -101,7 +101,7 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
     results = Results(config, records)
     if workdir:
       for rec in records:
-        stored.save_record(workdir, rec)
+        stored.save_record(workdir, rec, config.rounds)
       order = list(dict.fromkeys(workdir_lib.stored_labels(workdir) + labels))
       outputs.write_outputs(Results(config, stored.load_records(workdir, order,
                                                                 reported=left_out)), workdir)

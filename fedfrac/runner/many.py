@@ -161,7 +161,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   results = Results(config, records)
   if workdir:
     for rec in records:
-      stored.save_record(workdir, rec)
+      stored.save_record(workdir, rec, config.rounds)
     order = list(dict.fromkeys(workdir_lib.kept_labels(workdir)
                                + [r.method for r in records]))
     outputs.write_outputs(Results(config, stored.load_records(workdir, order)), workdir)
