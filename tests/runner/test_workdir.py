@@ -408,6 +408,20 @@ def test_a_record_copied_from_another_experiment_is_not_tabulated(
   assert _rows(work, "fedprox") == fedprox
 
 
+@pytest.mark.parametrize("stray", ["empty folder", "garbage files"])
+def test_a_stray_step_folder_is_not_rounds_run(two_methods, tmp_path, stray):
+  # Before: "fedavg seed 0 already ran 400 rounds, more than config.rounds=2".
+  work = _copy(two_methods, tmp_path / "w")
+  step = work / "checkpoints" / "fedavg" / "seed_0" / "step_400"
+  step.mkdir()
+  if stray == "garbage files":
+    for name in ("state.npz", "history.json", "manifest.json"):
+      (step / name).write_text("garbage")
+  fedavg = _rows(work, "fedavg")
+  ff.run(_two(only="fedavg"), workdir=str(work))
+  assert _rows(work, "fedavg") == fedavg
+
+
 def test_an_empty_workdir_is_refused():
   # Before: --workdir= ran and kept nothing, without a word.
   for entry in (ff.run, ff.run_many):
