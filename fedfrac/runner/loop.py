@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Optional
 
 from fedfrac import config as config_lib
-from fedfrac.runner import (factories, outputs, parallel, signals, stored, user_inputs,
-                            written)
+from fedfrac.runner import (factories, lengths, outputs, parallel, signals, stored,
+                            user_inputs, written)
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.chunked import (RunInterrupted, _build_data, _data_seed,  # noqa: F401
@@ -79,20 +79,28 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   seeds = (config.seeds,) if isinstance(config.seeds, int) else tuple(config.seeds)
   jobs = [(label, seed) for label in labels for seed in seeds]
   left_out = set()
+  data_cache = {}
+
+  def data_for_seed(seed):
+    ds = _data_seed(config, seed)
+    if ds not in data_cache:
+      data_cache[ds] = _build_data(config, ds, own.data)
+    return data_cache[ds]
+
+  def check_continued(restart):   # a kept run continues only at its own length
+    lengths.check_continued(config, workdir, [j for j in jobs if j[0] not in restart],
+                            data_for_seed)
   if workdir:
     workdir_lib.prepare(config, workdir, overwrite=overwrite, runs=jobs,
-                        extra=own.fingerprint)
+                        extra=own.fingerprint, check=check_continued)
     # Kept records that fail verification and have no checkpoint run again here.
     again, left_out = stored.check_records(
         workdir, workdir_lib.stored_labels(workdir),
         lambda label, seed: workdir_lib.can_rerun(config, workdir, label))
     jobs += [j for j in again if j not in jobs]
     written.register(workdir, runs=[stored.checkpoint_run(l, s) for l, s in jobs])
-  data_cache = {}
   for _, seed in jobs:   # every split up front: a bad data request stops before compute
-    ds = _data_seed(config, seed)
-    if ds not in data_cache:
-      data_cache[ds] = _build_data(config, ds, own.data)
+    data_for_seed(seed)
   # every method, before any runs
   factories.check_methods(config, data_cache[_data_seed(config, seeds[0])])
   records = []

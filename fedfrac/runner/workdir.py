@@ -36,7 +36,10 @@ than a run of the workdir already ran is refused before compute, in one line.
 Its shorter prefix is not a shorter run in general (a cosine learning-rate
 schedule, FibFL++'s warm-up and anything else that depends on ``rounds`` differ),
 so ``--config.rounds`` must be at least what ran, or ``--overwrite=<method>``
-reruns that method at the shorter length.
+reruns that method at the shorter length. For the same reason a run is
+continued at another length (a finished run extended, a partial one finished
+or cut at a new ``rounds``) only when its method's program does not depend on
+``rounds`` (:mod:`fedfrac.runner.lengths`).
 """
 from __future__ import annotations
 
@@ -248,16 +251,17 @@ def check_lengths(config, workdir, runs, skip=()) -> None:
             f"--overwrite={label} to run it again for {config.rounds} rounds")
 
 
-def prepare(config, workdir, overwrite=False, runs=(), extra=None) -> None:
+def prepare(config, workdir, overwrite=False, runs=(), extra=None, check=None) -> None:
   """Make ``workdir`` ready for ``config``, before any compute.
 
   Checks it is writable; with ``overwrite`` (see :func:`overwrite_labels`)
   clears earlier results of every method or of the named ones; otherwise
   compares the stored fingerprint and raises :class:`ConfigError` (one line
   naming the keys that differ) on a mismatch; refuses a run of ``runs``
-  [(label, seed)] that already ran more than ``config.rounds``. Then stores
-  the merged fingerprint and the resolved ``config.json``. ``extra``: see
-  :func:`fingerprint`.
+  [(label, seed)] that already ran more than ``config.rounds``, and calls
+  ``check(restarted labels)`` (more checks that may refuse). Only then does it
+  delete the restarted methods' files and store the merged fingerprint and the
+  resolved ``config.json``. ``extra``: see :func:`fingerprint`.
   """
   check_name(workdir)
   check_writable(workdir)
@@ -309,6 +313,8 @@ def prepare(config, workdir, overwrite=False, runs=(), extra=None) -> None:
     merged = {**old_methods, **new["methods"]}
     new["methods"] = {k: merged[k] for k in list(all_old) + list(merged) if k in merged}
   check_lengths(config, workdir, runs, skip=restart)
+  if check is not None:
+    check(restart)
   if restart:
     written.remove(workdir, restart)
   written.register(workdir, files=[FINGERPRINT_FILE, "config.json"])
