@@ -6,6 +6,7 @@ built on. Below both drivers and the worker processes
 """
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 import time
@@ -49,8 +50,9 @@ class RunInterrupted(KeyboardInterrupt):
 
 
 def resume_hint(workdir) -> str:
-  return (f"rerun the same command with --workdir={workdir} to resume" if workdir
-          else "no --workdir was given, so nothing was kept")
+  """How to resume (the workdir quoted as a shell would need it)."""
+  return (f"rerun the same command with --workdir={shlex.quote(str(workdir))} to resume"
+          if workdir else "no --workdir was given, so nothing was kept")
 
 
 def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds: int,

@@ -105,20 +105,28 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   factories.check_methods(config, data_cache[_data_seed(config, seeds[0])])
   records = []
 
-  def finish():
+  held = []    # a signal that arrived while the outputs were written
+
+  def finish(quiet=()):
+    """Write every record and the outputs (``quiet``: runs lost with their worker,
+    rebuilt from their checkpoints without a line each); a signal waits."""
     results = Results(config, records)
     if workdir:
-      for rec in records:
-        stored.save_record(workdir, rec, config.rounds)
-      order = list(dict.fromkeys(workdir_lib.stored_labels(workdir) + labels))
-      outputs.write_outputs(Results(config, stored.load_records(workdir, order,
-                                                                reported=left_out)), workdir)
+      with signals.deferred() as writing:
+        for rec in records:
+          stored.save_record(workdir, rec, config.rounds)
+        order = list(dict.fromkeys(workdir_lib.stored_labels(workdir) + labels))
+        kept = stored.load_records(workdir, order, reported=set(left_out) | set(quiet))
+        outputs.write_outputs(Results(config, kept), workdir)
+      if writing.requested is not None:
+        held.append(writing.requested)
     return results
 
   workers = parallel.worker_count(config, len(jobs))
   if workers > 1:
-    return parallel.run_in_workers(config, jobs, workdir, stop_after_round, progress,
-                                   workers, records, finish, own.data, keep_params)
+    results = parallel.run_in_workers(config, jobs, workdir, stop_after_round, progress,
+                                      workers, records, finish, own.data, keep_params)
+    return _outputs_whole(results, held, workdir)
   with signals.Signals(graceful=True) as stop:
     for label, seed in jobs:
       try:
@@ -139,7 +147,18 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
         raise RunInterrupted(f"interrupted: {label} seed {seed} stopped after round "
                              f"{done} of {config.rounds} ({signals.name(stop.requested)}); "
                              f"{resume_hint(workdir)}", results, stop.requested)
-  return finish()
+  return _outputs_whole(finish(), held, workdir)
+
+
+def _outputs_whole(results, held, workdir):
+  """``results``, unless a signal arrived while the outputs were written: then
+  :class:`RunInterrupted` (they were finished first)."""
+  if not held:
+    return results
+  where = f" in {workdir}" if workdir else ""
+  raise RunInterrupted(f"interrupted ({signals.name(held[0])}) while writing the "
+                       f"outputs: every run had finished, and the outputs are written in "
+                       f"full{where}", results, held[0])
 
 
 from fedfrac.runner.many import run_many  # noqa: E402,F401  (after what it uses)
