@@ -189,6 +189,7 @@ def check_methods(config, fed_data) -> None:
   from fedfrac.algorithms import check
   for label in config_lib.method_labels(config):
     method = config.methods[label]
+    check_batch_size(config, label, fed_data)
     try:
       ctx = build_context(config, label, fed_data)
       algorithm = algorithms.make(method.name, ctx, **config_lib.method_options(method))
@@ -205,6 +206,21 @@ def check_methods(config, fed_data) -> None:
       except check.ContractError as e:
         raise config_lib.ConfigError(f"config.methods.{label}: {e}; nothing has run "
                                      f"yet") from e
+
+
+def check_batch_size(config, label, fed_data) -> None:
+  """Refuse (:class:`ConfigError`) a client batch size of method ``label``
+  larger than any client's training data: every local step would compute on
+  that many rows, nearly all of them padding."""
+  batch = config_lib.client_config(config, label).batch_size
+  largest = int(np.max(fed_data.client_size)) if len(fed_data.client_size) else 0
+  if largest and batch > largest:
+    key = ("client" if "batch_size" not in config.methods[label].get("client", {})
+           else f"methods.{label}.client")
+    config_lib.fail(f"{key}.batch_size", batch,
+                    f"larger than any client's training data (the largest client holds "
+                    f"{largest} examples), so each local step would compute on {batch} "
+                    f"rows, nearly all padding; give at most {largest} (a full batch)")
 
 
 def build_context(config, label, fed_data, all_client_sizes=None) -> contract.BuildContext:

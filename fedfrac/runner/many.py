@@ -13,6 +13,7 @@ from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.chunked import _build_data, _data_seed, _slice_run, _to_host, chunk_loop
 from fedfrac.runner.records import Results, final_params
+from fedfrac.runner.validate import check_seeds
 from fedfrac.sim.batched import BatchedSimulation
 
 
@@ -98,7 +99,10 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   config_lib.validate(config)
   workdir_lib.check_name(workdir)
   factories.apply_cpu_devices(config)
-  seeds = tuple(config.seeds if seeds is None else seeds)
+  if seeds is not None:
+    check_seeds(tuple(seeds) if not isinstance(seeds, int) else seeds, "seeds (run_many)")
+  seeds = tuple(config.seeds if seeds is None else
+                ((seeds,) if isinstance(seeds, int) else seeds))
   _check_grid(grid, config)
   if workdir:
     workdir_lib.prepare(config, workdir, overwrite=overwrite,
