@@ -372,7 +372,8 @@ FAULTS = {
     "run record bit flip": (_flip_record, ["--config.only=fedavg"], 0,
                             "runs/fedprox/seed_0.json failed verification (checksum "
                             "mismatch); recomputed it from its checkpoint at round 2"),
-    "experiment file truncated": (lambda w: _truncate(w, "experiment.json"), [], 0,
+    "experiment file truncated": (lambda w: _truncate(w, "experiment.json"),
+                                  ["--config.only=fedavg"], 0,
                                   "--workdir={w}: experiment.json failed verification "
                                   "(truncated or not JSON); rebuilt it from the 2 runs "
                                   "kept there"),
@@ -628,8 +629,8 @@ def test_a_killed_worker_leaves_what_finished_written_and_one_line(tmp_path):
   import signal
   import time
   work = tmp_path / "w"
-  args = ["--config.only=fedavg", "--config.seeds=(0, 1)", "--config.rounds=40",
-          "--config.progress=False", "--config.model.hidden=(8,)", "--config.eval_every=1",
+  args = ["--config.only=fedavg", "--config.seeds=(0, 1)", "--config.rounds=100",
+          "--config.progress=False", "--config.model.hidden=(8,)", "--config.eval_every=5",
           "--config.checkpoint_every=1", "--config.data.num_clients=4",
           "--config.workers=2"]
   proc = subprocess.Popen([sys.executable, "-m", "fedfrac.main",
