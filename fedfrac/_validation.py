@@ -10,8 +10,11 @@ import jax
 import numpy as np
 
 # The largest finite float32: every float hyper-parameter ends up in float32
-# arrays, so a value beyond it (1e308, 1e39) becomes inf there.
+# arrays, so a value beyond it (1e308, 1e39) becomes inf there; and the
+# smallest normal one: a nonzero value below it (1e-300, 1e-50) becomes 0 or a
+# subnormal there (an lr that never moves the model).
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 
 
 def finite_in_float32(v) -> bool:
@@ -25,14 +28,27 @@ def finite_in_float32(v) -> bool:
     return False
 
 
+def usable_in_float32(v) -> bool:
+  """:func:`finite_in_float32`, and not a nonzero number that float32 rounds to
+  0 or a subnormal (``|v| < 1.1754944e-38``)."""
+  if not finite_in_float32(v):
+    return False
+  return v == 0 or abs(float(v)) >= FLOAT32_TINY
+
+
 def not_finite_note(v) -> str:
   """``"is not finite in float32 (|x| <= 3.4028235e+38); "`` for a real number that
-  is NaN, infinite or beyond float32, else ``""``: a prefix for range messages, so
-  ``lr=1e308`` is not reported as if it were merely too small or too large."""
+  is NaN, infinite or beyond float32, ``"is 0 in float32 ...; "`` for a nonzero
+  one below its smallest normal number, else ``""``: a prefix for range
+  messages, so ``lr=1e308`` or ``lr=1e-300`` is not reported as if it were merely
+  too small or too large."""
   if isinstance(v, bool) or not isinstance(v, (numbers.Real, np.number)):
     return ""
-  if finite_in_float32(v):
+  if usable_in_float32(v):
     return ""
+  if finite_in_float32(v):
+    return (f"is 0 in float32, the precision it is used in (a nonzero value needs "
+            f"|x| >= {FLOAT32_TINY:.8g}); ")
   try:
     finite = math.isfinite(v)
   except (OverflowError, TypeError, ValueError):
@@ -45,20 +61,21 @@ def not_finite_note(v) -> str:
 def concrete_scalar(x):
   """``float(x)`` for a concrete real scalar; None for a traced value.
 
-  Non-scalar or non-numeric concrete input, and a number that is not finite
-  in float32 (``1e308`` overflows the float32 arrays it ends up in), give NaN,
+  Non-scalar or non-numeric concrete input, and a number that is not usable
+  in float32 (``1e308`` overflows the float32 arrays it ends up in, ``1e-300``
+  becomes 0 there: :func:`usable_in_float32`), give NaN,
   which every range check rejects, so callers report it with their own ValueError.
   """
   if is_traced(x):
     return None
   if isinstance(x, (numbers.Real, np.number)) and not isinstance(x, np.complexfloating):
-    return float(x) if finite_in_float32(x) else float("nan")
+    return float(x) if usable_in_float32(x) else float("nan")
   arr = np.asarray(x)
   if arr.ndim != 0 or not (np.issubdtype(arr.dtype, np.integer)
                            or np.issubdtype(arr.dtype, np.floating)):
     return float("nan")
   value = arr.item()
-  return float(value) if finite_in_float32(value) else float("nan")
+  return float(value) if usable_in_float32(value) else float("nan")
 
 
 def is_traced(x) -> bool:
@@ -82,9 +99,9 @@ def is_int(v):
 
 
 def is_num(v):
-  """An int or float (not a bool) that is finite in float32, the precision every
-  hyper-parameter is used in (``1e308`` would become inf)."""
-  return isinstance(v, (int, float)) and finite_in_float32(v)
+  """An int or float (not a bool) that is usable in float32, the precision every
+  hyper-parameter is used in (``1e308`` would become inf, ``1e-300`` 0)."""
+  return isinstance(v, (int, float)) and usable_in_float32(v)
 
 
 def check(cond, key, value, allowed):

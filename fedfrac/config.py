@@ -31,6 +31,7 @@ def validate(config) -> None:
   from fedfrac.sim import validate as engine_checks
   run_checks.validate_run(config)
   data_checks.validate_data(config)
+  data_checks.check_unused(config, base_config())
   model_checks.validate_model(config)
   run_checks.validate_task(config)
   engine_checks.validate_engine(config)

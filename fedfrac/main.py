@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import sys
 import traceback
 
@@ -310,16 +311,19 @@ def main(argv):
     print(_one_line(e.message), file=sys.stderr)
     sys.exit(signals.exit_status(e.signum))
   except signals.Interrupted as e:  # a second signal: stopped at once
-    where = (f"rerun the same command with --workdir={_WORKDIR.value} to resume from "
-             f"the last checkpoint" if _WORKDIR.value else "nothing was kept")
+    where = (f"rerun the same command with --workdir={shlex.quote(_WORKDIR.value)} to "
+             f"resume from the last checkpoint" if _WORKDIR.value else "nothing was kept")
     print(f"interrupted at once ({signals.name(e.signum)}): the chunks running were "
           f"not checkpointed; {where}", file=sys.stderr)
     sys.exit(signals.exit_status(e.signum))
+  except runner.RunsLost as e:      # a worker died: what finished is written
+    print(f"error: {_one_line(str(e))}", file=sys.stderr)
+    sys.exit(DIVERGED)
   except DiskFullError as e:        # finished runs are written where space allows
     if _DEBUG.value:
       raise
-    print(f"error: --workdir={_WORKDIR.value}: {_one_line(str(e))}; free that much "
-          f"space and rerun the same command to resume", file=sys.stderr)
+    print(f"error: --workdir={shlex.quote(_WORKDIR.value or '')}: {_one_line(str(e))}; "
+          f"free that much space and rerun the same command to resume", file=sys.stderr)
     sys.exit(DIVERGED)
   except FloatingPointError as e:   # on_divergence='error'; finished runs are written
     if _DEBUG.value:

@@ -100,7 +100,8 @@ from fedfrac.algorithms import server_optimizer
 from fedfrac import config as config_lib
 from fedfrac import config_files, config_keys
 from fedfrac import metrics as metrics_lib
-from fedfrac import runner, sweep_checks
+from fedfrac import runner, sweep_checks, sweep_inputs
+from fedfrac.sweep_inputs import RUN_ONLY_FLAGS, _shown_path, command_line  # noqa: F401
 from fedfrac._version import __version__
 from fedfrac.config import ConfigError
 from fedfrac.data.validate import DataError
@@ -109,6 +110,7 @@ from fedfrac.runner import compile_cache
 from fedfrac.runner import points as points_lib
 from fedfrac.runner import signals
 from fedfrac.runner.checkpoint import DiskFullError, atomic_write
+from fedfrac.runner.factories import CLIENT_LR
 from fedfrac.runner.log import PointProgress
 
 
@@ -162,9 +164,9 @@ def grid_targets(config, grid, grid_methods):
     return []
   labels = config_lib.method_labels(config)
   option = next(iter(grid))
-  with_option = [l for l in labels
-                 if option in algorithms.hparams(config.methods[l].name,
-                                                 config_lib.method_options(config.methods[l]))]
+  with_option = [l for l in labels if option == CLIENT_LR or option in
+                 algorithms.hparams(config.methods[l].name,
+                                    config_lib.method_options(config.methods[l]))]
   unknown = [t for t in grid_methods if t not in labels]
   if unknown:
     raise SystemExit(f"--grid_methods: unknown method label {unknown[0]!r}; labels are "
@@ -720,32 +722,6 @@ def run(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch=True,
                    **kwargs).points
 
 
-# Flags that say how a sweep runs, not what it computes: a table does not quote them.
-RUN_ONLY_FLAGS = ("--shard", "--table", "--claim_timeout")
-
-
-def command_line(argv):
-  """The command a table quotes (without the flags of :data:`RUN_ONLY_FLAGS`,
-  so every shard's table, and ``--table``'s, equals the one-process sweep's)."""
-  kept, skip = [], False
-  for a in argv:
-    if skip:
-      skip = False
-      continue
-    if a.split("=", 1)[0] in RUN_ONLY_FLAGS:
-      skip = "=" not in a and a != "--table"   # "--shard 0/2": its value follows
-      continue
-    kept.append(a)
-  return "fedfrac-sweep " + " ".join(a if " " not in a else repr(a) for a in kept)
-
-
-def _shown_path(path: str) -> str:
-  """``path`` relative to the working directory when it lies below it (so a
-  committed table does not quote one machine's absolute paths)."""
-  rel = os.path.relpath(os.path.abspath(path))
-  return path if rel.startswith(os.pardir) else rel
-
-
 USAGE_ERROR = 2   # exit status for bad input, as fedfrac-run
 
 
@@ -766,6 +742,9 @@ def checked_inputs(args):
   the parsed flags, every one checked before any point runs
   (:mod:`fedfrac.sweep_checks`); raises UsageError, ConfigError or DataError."""
   UsageError = sweep_checks.UsageError
+  sweep_inputs.check_flags(args)
+  if args.claim_timeout is None:
+    args.claim_timeout = claims_lib.TIMEOUT_S
   if args.workers is not None and args.workers < 1:
     raise UsageError(f"--workers={args.workers}: need at least 1")
   if args.batch_size < 0:
@@ -786,20 +765,21 @@ def checked_inputs(args):
     set_key(base, key, value, "--set")
   grid = None
   if args.grid:
-    key, values = parse_assignment(args.grid, "--grid", many=True)
+    key, values = parse_assignment(args.grid[0], "--grid", many=True)
     grid = {key: values}
   grid_methods = [m for m in args.grid_methods.split(",") if m]
-  seeds = (sweep_checks.parse_seeds(args.seeds) if args.seeds else
+  seeds = (sweep_checks.parse_seeds(args.seeds) if args.seeds is not None else
            ([base.seeds] if isinstance(base.seeds, int) else list(base.seeds)))
   metric_names = [m.strip() for m in args.metrics.split(",") if m.strip()] or (
       ["accuracy"] if base.task.loss == "cross_entropy" else ["rmse"])
-  configs = [config for _, config in sweep_points(base, axes)]   # each validated
+  points = list(sweep_points(base, axes))    # each validated
+  configs = [config for _, config in points]
   if args.no_batch and grid:
     raise UsageError("--grid needs batched runs; drop --no_batch")
   for config in configs:
     sweep_checks.check_grid(config, grid, grid_methods)
   expand(base, axes, seeds, grid, grid_methods)
-  sweep_checks.check_data(configs)
+  sweep_inputs.check_data(points, seeds)   # every point's data, before any runs
   always = set(sweep_checks.ROW_COLUMNS) | (
       {"accuracy", "loss"} if base.task.loss == "cross_entropy" else {"rmse"})
   workers = args.workers or len(points_lib.local_workers())
@@ -814,9 +794,9 @@ def main(argv=None):
   parser.add_argument("--config", required=True)
   parser.add_argument("--set", action="append", default=[], dest="sets")
   parser.add_argument("--sweep", action="append", default=[])
-  parser.add_argument("--grid", default=None)
+  parser.add_argument("--grid", action="append", default=None)
   parser.add_argument("--grid_methods", default="")
-  parser.add_argument("--seeds", default="")
+  parser.add_argument("--seeds", default=None)
   parser.add_argument("--metrics", default="")
   parser.add_argument("--no_batch", action="store_true")
   parser.add_argument("--title", default="")
@@ -827,7 +807,7 @@ def main(argv=None):
   parser.add_argument("--batch_size", type=int, default=0)
   parser.add_argument("--no_progress", action="store_true")
   parser.add_argument("--shard", default="")
-  parser.add_argument("--claim_timeout", type=float, default=claims_lib.TIMEOUT_S)
+  parser.add_argument("--claim_timeout", type=float, default=None)
   parser.add_argument("--table", action="store_true")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parser.parse_args(argv)
@@ -869,8 +849,14 @@ def main(argv=None):
   shown.seeds = tuple(seeds)
   title = args.title or header(shown, getattr(args, "sets", None) or ())
   if args.out:
-    text = write_tables(args.out, outcome.points, [k for k, _ in axes], metric_names,
-                        title, command_line(argv), notes, outcome.records)
+    with signals.deferred() as writing:   # a signal waits for the tables
+      text = write_tables(args.out, outcome.points, [k for k, _ in axes], metric_names,
+                          title, command_line(argv), notes, outcome.records)
+    if writing.requested is not None:
+      held = writing.requested
+      raise signals.Interrupted(held, f"interrupted ({signals.name(held)}) while writing "
+                                f"the table: every point had finished, and {args.out} and "
+                                f"its files are written in full")
     print(text)
     print(f"wrote {args.out} (+ .csv, .json, .png, _rounds.png, _ranking.png)")
   else:
@@ -890,6 +876,9 @@ def cli():
   except DiskFullError as e:
     print(f"error: {e}; free that much space and rerun the same command to run the "
           f"points left", file=sys.stderr)
+    sys.exit(1)
+  except RuntimeError as e:   # a worker died, or a batch failed: the points kept
+    print(f"error: {sweep_inputs.one_line_failure(e)}", file=sys.stderr)
     sys.exit(1)
   return 0
 

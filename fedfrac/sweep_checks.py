@@ -13,9 +13,10 @@ any point runs, and a fault is one line (``error: ...``, exit status 2), as
 * :func:`check_grid`: the ``--grid`` option belongs to a method and every value is
   a number the option accepts;
 * :func:`check_metrics`: every ``--metrics`` name is a column some method of the
-  sweep writes (:func:`metric_names`, found from shapes, without running a round);
-* :func:`check_data`: local data files (``data.source="files"``) are read and
-  checked once here, so a bad file is named before the workers start.
+  sweep writes (:func:`metric_names`, found from shapes, without running a round).
+
+More checks (every point's data, flags given twice or for a mode not in use)
+are in :mod:`fedfrac.sweep_inputs`.
 """
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ def parse_seeds(text: str) -> list:
     if seed is None or seed < 0:
       raise UsageError(f"--seeds={text}: {part!r} is not a seed; seeds are integers "
                        f">= 0, comma-separated (e.g. --seeds=0,1,2)")
+    if seed >= 2**63:
+      raise UsageError(f"--seeds={text}: seed {seed} is too large; seeds are integers "
+                       f"in 0..{2**63 - 1} (2**63 - 1)")
     if seed in seeds:
       raise UsageError(f"--seeds={text}: seed {seed} is listed twice; each seed is one "
                        f"independent run")
@@ -218,9 +222,10 @@ def check_grid(config, grid, grid_methods) -> None:
       raise UsageError(f"--grid_methods: unknown method label {label!r}; "
                        f"{config_keys.did_you_mean(label, labels)}labels are "
                        f"{', '.join(labels)}")
-  options = {l: algorithms.hparams(config.methods[l].name,
-                                   config_lib.method_options(config.methods[l]))
-             for l in labels}
+  from fedfrac.runner.factories import CLIENT_LR   # every method's client lr
+  options = {l: {**algorithms.hparams(config.methods[l].name,
+                                      config_lib.method_options(config.methods[l])),
+                 CLIENT_LR: None} for l in labels}
   targets = list(grid_methods) or [l for l in labels if option in options[l]]
   if not targets:
     every = sorted({o for opts in options.values() for o in opts})
@@ -238,28 +243,15 @@ def check_grid(config, grid, grid_methods) -> None:
     for label in targets:
       trial = config.copy_and_resolve_references()
       trial.only = label
-      with trial.unlocked():
-        trial.methods[label][option] = value
+      if option == CLIENT_LR:
+        set_key(trial, f"methods.{label}.client.lr", float(value), "--grid")
+      else:
+        with trial.unlocked():
+          trial.methods[label][option] = value
       try:
         validate_methods(trial)
       except ConfigError as e:
         raise UsageError(f"{text}: {e}") from None
-
-
-def check_data(configs) -> None:
-  """Read each distinct local-file data source of ``configs`` once
-  (:func:`fedfrac.data.files.load_files`: a missing, corrupt or non-finite file,
-  labels out of range): :class:`fedfrac.data.files.DataFileError` up front."""
-  from fedfrac.data import sources
-  seen = set()
-  for config in configs:
-    d = config.data
-    if d.source != "files":
-      continue
-    key = (d.dir, json.dumps(d.files.to_dict(), sort_keys=True))
-    if key not in seen:
-      seen.add(key)
-      sources.load(d, 0)
 
 
 # ---------------------------------------------------------------- metrics
@@ -391,3 +383,4 @@ def check_metrics(configs, names, always, in_process=True) -> None:
                        f"column; {config_keys.did_you_mean(name, final)}columns are "
                        f"{', '.join(sorted(final))} (mean:<column> averages a "
                        f"per-round one)")
+

@@ -232,6 +232,16 @@ SWEEP_FAULTS = [
     "--set=client.lr=nan", "--set=client.lr=1e308", "--set=data.alhpa=0.05",
     "--sweep=data.alpha=0.1 --sweep=data.alpha=0.5", "--metrics=acuracy",
     "--out=BLOCKER/t.md",
+    # Before: accepted, each doing something other than what was typed.
+    "--grid=server_lr=0.5 --grid=server_lr=1.0",       # the first value dropped
+    "--metrics=accuracy,accuracy",                      # a column twice
+    "--seeds=",                                         # the config's seeds
+    "--claim_timeout=5",                                # read by nothing
+    "--set=client.batch_size=1000000",                  # 800x slower
+    "--set=data.dir=/tmp",                              # not read by digits
+    # Before: a traceback, the second mid-sweep after the first point ran.
+    "--seeds=9223372036854775808",
+    "--sweep=data.num_clients=5,5000",
 ]
 
 
@@ -362,9 +372,11 @@ FAULTS = {
     "run record bit flip": (_flip_record, ["--config.only=fedavg"], 0,
                             "runs/fedprox/seed_0.json failed verification (checksum "
                             "mismatch); recomputed it from its checkpoint at round 2"),
-    "experiment file truncated": (lambda w: _truncate(w, "experiment.json"), [], 2,
-                                  "error: --workdir={w}: experiment.json is unreadable "
-                                  "(truncated or not JSON); give --overwrite"),
+    "experiment file truncated": (lambda w: _truncate(w, "experiment.json"),
+                                  ["--config.only=fedavg"], 0,
+                                  "--workdir={w}: experiment.json failed verification "
+                                  "(truncated or not JSON); rebuilt it from the 2 runs "
+                                  "kept there"),
     "foreign files under --overwrite": (_foreign, ["--overwrite"], 2,
                                         "error: --overwrite: {w} holds files fedfrac did not "
                                         "write (checkpoints/other/model.pt, runs/x/)"),
@@ -515,3 +527,132 @@ def test_sigterm_mid_sweep_keeps_its_points_and_stops_its_workers(tmp_path):
   for name in files:   # every kept point verifies
     sealed.read(str(points / name))
   assert workers_gone and not out.exists()
+
+
+# A SIGTERM that arrives while the outputs are written waits for them: before,
+# the process died with no line and figures missing.
+TERM_WHILE_WRITING = (
+    "import os, signal, sys\n"
+    "from fedfrac.runner import outputs\n"
+    "import fedfrac.sweep as sweep\n"
+    "def terminated(real):\n"
+    "  def wrapper(*args, **kwargs):\n"
+    "    os.kill(os.getpid(), signal.SIGTERM)\n"
+    "    return real(*args, **kwargs)\n"
+    "  return wrapper\n"
+    "outputs.results_figures = terminated(outputs.results_figures)\n"
+    "sweep.plot = terminated(sweep.plot)\n"
+    "if sys.argv[1] == 'sweep':\n"
+    "  sys.argv = ['fedfrac-sweep'] + sys.argv[2:]\n"
+    "  sweep.cli()\n"
+    "else:\n"
+    "  from fedfrac import main\n"
+    "  sys.argv = ['fedfrac-run'] + sys.argv[2:]\n"
+    "  main.cli()\n")
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_sigterm_while_writing_outputs_finishes_them_then_one_line(tmp_path, command):
+  work = tmp_path / "w"
+  if command == "run":
+    args = ["--config=configs/quickstart.py", f"--workdir={work}", *FAULT_ARGS[:1],
+            "--config.rounds=1", *FAULT_ARGS[2:]]
+    files = [work / n for n in ("metrics.csv", "summary.md", "accuracy.png",
+                                "ranking.png")]
+    said = (f"interrupted (SIGTERM) while writing the outputs: every run had finished, "
+            f"and the outputs are written in full in {work}")
+  else:
+    out = tmp_path / "t.md"
+    args = ["--config=configs/quickstart.py", "--set=only=fedavg", "--set=rounds=1",
+            "--set=model.hidden=(8,)", "--set=data.num_clients=4", "--seeds=0",
+            "--workers=1", "--no_progress", f"--out={out}"]
+    files = [out, out.with_suffix(".csv"), out.with_suffix(".png"),
+             tmp_path / "t_rounds.png", tmp_path / "t_ranking.png"]
+    said = (f"interrupted (SIGTERM) while writing the table: every point had finished, "
+            f"and {out} and its files are written in full")
+  proc = subprocess.run([sys.executable, "-c", TERM_WHILE_WRITING, command, *args],
+                        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  assert proc.returncode == 143 and lines == [said], (proc.returncode, proc.stderr[-3000:])
+  assert all(f.exists() for f in files), [f for f in files if not f.exists()]
+
+
+def test_a_killed_sweep_parent_takes_its_workers_with_it(tmp_path):
+  # Before: `kill -9` of fedfrac-sweep left its worker processes running every
+  # batch to the end.
+  import signal
+  import time
+  proc = subprocess.Popen(
+      [sys.executable, "-c", "from fedfrac.sweep import cli; cli()",
+       "--config=configs/quickstart.py", "--set=only=fedavg", "--set=rounds=100000",
+       "--set=model.hidden=(8,)", "--set=data.num_clients=4", "--seeds=0",
+       "--sweep=data.alpha=0.1,0.5,1.0,2.0", "--workers=2", "--no_progress",
+       f"--dir={tmp_path / 'points'}"],
+      cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  def workers():   # the spawned ones (not the resource tracker, not a look-up)
+    out = []
+    for k in _children(proc.pid):
+      try:
+        with open(f"/proc/{k}/cmdline", "rb") as f:
+          if b"spawn_main" in f.read():
+            out.append(k)
+      except OSError:
+        pass
+    return out
+  kids = []
+  try:
+    deadline = time.time() + 300
+    while time.time() < deadline and len(kids) < 2 and proc.poll() is None:
+      time.sleep(0.5)
+      kids = workers()
+    if len(kids) != 2:
+      proc.kill()
+    assert len(kids) == 2, proc.communicate(timeout=60)[1][-3000:]
+    time.sleep(3)           # the workers are importing, or running their batches
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    deadline = time.time() + 15
+    while time.time() < deadline and any(os.path.exists(f"/proc/{k}") for k in kids):
+      time.sleep(0.2)
+    assert not any(os.path.exists(f"/proc/{k}") for k in kids)
+  finally:
+    for k in kids:           # never leave them behind, whatever happened
+      try:
+        os.kill(k, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+
+
+def test_a_killed_worker_leaves_what_finished_written_and_one_line(tmp_path):
+  # Before: "RuntimeError: every worker exited..." as a traceback, and nothing
+  # written for the runs that had finished.
+  import signal
+  import time
+  work = tmp_path / "w"
+  args = ["--config.only=fedavg", "--config.seeds=(0, 1)", "--config.rounds=100",
+          "--config.progress=False", "--config.model.hidden=(8,)", "--config.eval_every=5",
+          "--config.checkpoint_every=1", "--config.data.num_clients=4",
+          "--config.workers=2"]
+  proc = subprocess.Popen([sys.executable, "-m", "fedfrac.main",
+                           "--config=configs/quickstart.py", f"--workdir={work}", *args],
+                          cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  runs = [work / "checkpoints" / "fedavg" / f"seed_{s}" for s in (0, 1)]
+  deadline = time.time() + 300
+  while time.time() < deadline and proc.poll() is None and not all(
+      d.is_dir() and os.listdir(d) for d in runs):
+    time.sleep(0.2)
+  kids = [k for k in _children(proc.pid) if b"spawn_main" in open(f"/proc/{k}/cmdline",
+                                                                   "rb").read()]
+  assert proc.poll() is None and len(kids) == 2, proc.communicate()[1][-3000:]
+  os.kill(kids[0], signal.SIGKILL)    # the out-of-memory killer's way
+  _, stderr = proc.communicate(timeout=600)
+  lines = [l for l in stderr.splitlines() if l.strip()]
+  assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
+  assert len(lines) == 1 and lines[0].startswith("error: 1 of 2 runs did not finish ("), lines
+  assert "their worker process died (killed, or out of memory?)" in lines[0]
+  import csv
+  with open(work / "metrics.csv") as f:
+    statuses = {(r["seed"], r["status"]) for r in csv.DictReader(f)}
+  assert len({s for s, status in statuses if status == "ok"}) == 1, statuses
+  assert len(list((work / "runs" / "fedavg").iterdir())) >= 1

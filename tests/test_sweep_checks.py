@@ -108,3 +108,20 @@ def test_set_key_checks_keys_and_types():
     sweep.set_key(config, "methods.fedavg.client.lrr", 0.1)
   with pytest.raises(ConfigError, match="holds tuple values"):
     sweep.set_key(config, "model.hidden", "big")
+
+
+def test_a_grid_of_the_client_learning_rate_is_accepted_as_run_many_accepts_it(
+    tmp_path, capsys):
+  # Before: "--grid=client.lr=...: no method of the sweep has option 'client.lr'",
+  # while ff.run_many(grid={"client.lr": ...}) ran it.
+  base = sweep.load_config(QUICKSTART)
+  base.only = "fedavg,fedprox"
+  sweep_checks.check_grid(base, {"client.lr": [0.05, 0.2]}, [])
+  assert sweep.grid_targets(base, {"client.lr": [0.05]}, []) == ["fedavg", "fedprox"]
+  line = _refused(tmp_path, capsys, "--grid=client.lr=0.05,-1")
+  assert "--grid=client.lr=0.05,-1: " in line and "must be > 0" in line, line
+  out = tmp_path / "ok.md"
+  points = sweep.main([f"--config={QUICKSTART}", "--set=only=fedavg", *SMALL,
+                       "--grid=client.lr=0.05,0.2", "--seeds=0", f"--out={out}"])
+  labels = [label for _, summary in points for label in summary]
+  assert labels == ["fedavg[client.lr=0.05]", "fedavg[client.lr=0.2]"]

@@ -76,3 +76,64 @@ def test_function_arguments_beyond_float32_are_refused():
   assert _validation.concrete_scalar(2.5) == 2.5
   with pytest.raises(ValueError, match="delta must be a finite number > 0"):
     fractional(alpha=0.9, delta=1e39)
+
+
+ZERO = "is 0 in float32, the precision it is used in (a nonzero value needs |x| >= "
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("client.lr", 1e-300, f"config.client.lr=1e-300: {ZERO}"),
+    ("client.lr", 1e-50, f"config.client.lr=1e-50: {ZERO}"),
+    ("methods.fedprox.client.lr", 1e-40, f"config.methods.fedprox.client.lr=1e-40: {ZERO}"),
+    ("client.weight_decay", 1e-45, f"config.client.weight_decay=1e-45: {ZERO}"),
+    ("methods.fedprox.mu", 1e-300, f"config.methods.fedprox.mu=1e-300: {ZERO}"),
+])
+def test_values_that_are_zero_in_float32_are_refused(key, value, message):
+  # Before: 1e-300 passed "> 0", became 0 in float32, and the model never moved
+  # while the run's status was ok.
+  c = _config()
+  if key.startswith("methods.fedprox.client"):
+    c.methods.fedprox.client = ml_collections.ConfigDict({"lr": value})
+  else:
+    c = _config(**{key: value})
+  with pytest.raises(ConfigError) as info:
+    validate(c)
+  assert str(info.value).startswith(message), str(info.value)
+  assert not _validation.usable_in_float32(value) and _validation.usable_in_float32(0.0)
+  assert math.isnan(_validation.concrete_scalar(value))
+
+
+def test_a_file_setting_a_rate_that_is_zero_in_float32_is_refused(tmp_path):
+  from fedfrac import config_files
+  path = tmp_path / "c.py"
+  path.write_text("from fedfrac.config import base_config\n\n\ndef get_config():\n"
+                  "  c = base_config()\n  c.client.lr = 1e-50\n  return c\n")
+  with pytest.raises(ConfigError) as info:
+    validate(config_files.load_config_file(str(path)))
+  assert str(info.value).startswith(f"config.client.lr=1e-50: {ZERO}")
+
+
+@pytest.mark.parametrize("seeds", [(2**63,), (0, 2**64 + 5)])
+def test_seeds_beyond_a_prng_key_are_one_line(seeds):
+  # Before: OverflowError from the PRNG key, after the data was built.
+  import fedfrac as ff
+  from tests import helpers
+  c = helpers.tiny_config(rounds=1)
+  c.seeds = seeds
+  with pytest.raises(ConfigError, match=r"config.seeds=.*: seed \d+ is too large; seeds "
+                                        r"are integers in 0..9223372036854775807"):
+    ff.run(c)
+  with pytest.raises(ConfigError, match="is too large"):
+    ff.run_many(helpers.tiny_config(rounds=1), seeds=seeds)
+
+
+@pytest.mark.parametrize("key, value", [("data.dir", "/tmp/mine"),
+                                        ("data.files.format", "npz"),
+                                        ("data.files.max_train", 100)])
+def test_a_data_file_setting_without_the_files_source_is_refused(key, value):
+  # Before: neither checked nor used, so one could believe the file ran.
+  with pytest.raises(ConfigError) as info:
+    validate(_config(**{key: value}))
+  assert str(info.value).startswith(f"config.{key}={value!r}: only read with "
+                                    f"data.source='files' (data.source is "
+                                    f"'sklearn_digits')"), str(info.value)

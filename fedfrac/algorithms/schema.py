@@ -23,7 +23,7 @@ import math
 
 import jax.numpy as jnp
 
-from fedfrac._validation import finite_in_float32, is_traced, not_finite_note
+from fedfrac._validation import is_traced, not_finite_note, usable_in_float32
 
 
 class HParam(NamedTuple):
@@ -115,8 +115,9 @@ def one_of(*values) -> OneOf:
 
 
 def is_number(v: Any) -> bool:
-  """An int or float (not a bool) that is finite in float32."""
-  return isinstance(v, (int, float)) and finite_in_float32(v)
+  """An int or float (not a bool) that is usable in float32 (finite, and not a
+  nonzero value float32 makes 0)."""
+  return isinstance(v, (int, float)) and usable_in_float32(v)
 
 
 class Interval:

@@ -18,6 +18,9 @@ def main(argv=None) -> int:
   if argv and argv[0] == "collect":
     from fedfrac.campaign import collect
     return collect.main(argv[1:])
+  if argv and argv[0] in ("-h", "--help"):
+    print(f"{USAGE}\n{__doc__}")
+    return 0
   print(USAGE, file=sys.stderr)
   print(f"error: the first argument must be run or collect, got "
         f"{argv[0] if argv else 'nothing'!r}", file=sys.stderr)

@@ -102,6 +102,12 @@ def parse_args(argv):
   bad = [s for s in args.stages.split(",") if s not in ("a", "b")]
   if bad:
     p.error(f"--stages={args.stages}: {bad[0]!r} unknown; allowed: a, b")
+  try:   # the archive, log and timings go there: one line when it cannot be made
+    os.makedirs(args.out, exist_ok=True)
+  except OSError as e:
+    print(f"error: --out={args.out}: cannot make that folder ({e.strerror}); give a "
+          f"folder that can be created", file=sys.stderr)
+    sys.exit(2)
   return args
 
 

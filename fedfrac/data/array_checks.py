@@ -26,12 +26,25 @@ def _fail(name: str, problem: str, expected: str):
   raise DataError(f"{name}: {problem}; expected {expected}")
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def check_finite(x: np.ndarray, name: str) -> None:
-  """Refuse NaN or inf in a floating array (integer arrays are always finite)."""
+  """Refuse NaN or inf in a floating array (integer arrays are always finite),
+  and finite values beyond float32, the precision they are computed in (1e300
+  in a float64 array would become inf there)."""
   x = np.asarray(x)
   if not np.issubdtype(x.dtype, np.floating) or x.size == 0:
     return
   bad = ~np.isfinite(x)
+  if not bad.any() and x.dtype.itemsize > 4:
+    big = np.abs(x) > FLOAT32_MAX
+    if big.any():
+      first = tuple(int(i) for i in np.argwhere(big)[0])
+      n = int(big.sum())
+      _fail(name, f"holds {n} value{'s' if n > 1 else ''} beyond float32 (|x| > "
+            f"{FLOAT32_MAX:.8g}, first at index {list(first)}), which would become inf "
+            f"when computed in float32", "numbers within float32's range")
   if bad.any():
     first = tuple(int(i) for i in np.argwhere(bad)[0])
     nans, infs = int(np.isnan(x).sum()), int(np.isinf(x).sum())
@@ -81,6 +94,32 @@ def check_labels(y: np.ndarray, name: str, num_classes: int = 0, examples: int =
              else "") + f"{MAX_CLASSES}; if the labels are right, declare C with "
           f"{declare}")
   return count
+
+
+def check_classes(y_train: np.ndarray, y_test: np.ndarray, train_name: str,
+                  test_name: str, warn=None) -> None:
+  """Classification labels a run can learn from: ``y_train`` holds at least two
+  classes (with one, every prediction of it is right: accuracy 1.0 measures
+  nothing), else :class:`DataError`; test labels that ``y_train`` never holds
+  are said in one line (``warn``, default stderr), as they may be intended."""
+  seen = np.unique(np.asarray(y_train))
+  if seen.size == 1:
+    _fail(train_name, f"every label is {int(seen[0])} (one class)",
+          "at least two classes: with one, every prediction is right and accuracy "
+          "measures nothing")
+  unseen = np.setdiff1d(np.unique(np.asarray(y_test)), seen)
+  if unseen.size:
+    count = int(np.isin(np.asarray(y_test), unseen).sum())
+    shown = ", ".join(str(int(c)) for c in unseen[:5]) + (", ..." if unseen.size > 5
+                                                          else "")
+    line = (f"warning: {test_name}: {count} of {len(y_test)} examples have labels "
+            f"{train_name} never holds ({shown}), so no client learns them and they "
+            f"count as errors")
+    if warn is None:
+      import sys
+      print(line, file=sys.stderr)
+    else:
+      warn(line)
 
 
 def check_arrays(x_train: ArrayLike, y_train: ArrayLike, x_test: ArrayLike,
@@ -138,6 +177,7 @@ def check_arrays(x_train: ArrayLike, y_train: ArrayLike, x_test: ArrayLike,
     for key in ("y_train", "y_test"):
       check_labels(ys[key], label[key], num_classes, examples, declare)
     classes = num_classes or int(max(ys["y_train"].max(), ys["y_test"].max(initial=0))) + 1
+    check_classes(ys["y_train"], ys["y_test"], label["y_train"], label["y_test"])
   if client_indices is not None:
     n = len(ys["y_train"])
     for k, idx in enumerate(client_indices):

@@ -112,6 +112,10 @@ def _warn_one_based(y_train, y_test, declared):
 def _from_parts(parts: dict, regression: bool, test_fraction: float,
                 split_seed: int) -> Dataset:
   x_train, y_train = np.asarray(parts["x_train"]), np.asarray(parts["y_train"])
+  for key, array in (("x_train", x_train), ("y_train", y_train)):
+    if array.ndim == 0 or not len(array):
+      _fail(f"data:{key}: holds no examples (shape {array.shape}); expected one row "
+            f"per example, at least one")
   groups = parts.get("train_groups")
   test_groups = parts.get("test_groups")
   if parts.get("x_test") is None:

@@ -81,6 +81,37 @@ def validate_data(config: ConfigDict) -> None:
     validate_bev(config)
 
 
+# Parts of ``data`` that only some sources read (key -> those sources). The
+# ``tfds`` part is left out: configs name their tfds dataset while runs of them
+# switch to the same data from local files.
+SOURCE_PARTS = {"dir": ("files",), "files": ("files",)}
+
+
+def _leaves(node, prefix):
+  if hasattr(node, "items"):
+    for k, v in node.items():
+      yield from _leaves(v, f"{prefix}.{k}")
+  else:
+    yield prefix, node
+
+
+def check_unused(config: ConfigDict, defaults: ConfigDict) -> None:
+  """Refuse a value set in a part of ``data`` its source does not read
+  (``data.dir`` without ``data.source='files'``): nothing would check or use
+  it, and one could believe it ran. ``defaults``: the base config's."""
+  d = config.data
+  for part, sources_reading in SOURCE_PARTS.items():
+    if d.source in sources_reading or part not in d:
+      continue
+    default = dict(_leaves(defaults.data[part], f"data.{part}"))
+    for key, value in _leaves(d[part], f"data.{part}"):
+      if key in default and value != default[key]:
+        check(False, key, value,
+              f"only read with data.source={' or '.join(map(repr, sources_reading))} "
+              f"(data.source is {d.source!r}): set data.source to read it, or leave "
+              f"{key} at its default {default[key]!r}")
+
+
 def validate_bev(config: ConfigDict) -> None:
   """Check ``config.data.bev`` of a BEV source (one client per vehicle, regression)."""
   d, b = config.data, config.data.bev

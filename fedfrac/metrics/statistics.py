@@ -42,7 +42,11 @@ def _t975(dof: int) -> float:
 
 
 def format_mean_std(values, digits=4) -> str:
+  """``mean ± sample std`` over ``values`` (None skipped); one value alone
+  (no spread to show), ``n/a`` for none."""
   s = seed_stats(values)
   if s["mean"] is None:
     return "n/a"
+  if s["n"] == 1:
+    return f"{s['mean']:.{digits}f}"
   return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"

@@ -26,6 +26,11 @@ def main(argv=None):
   except (ConfigError, DataError) as e:   # a bad config file or value, bad data
     print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
     return 2
+  except SystemExit as e:   # a refusal before compute (e.g. --dir of other runs)
+    if not isinstance(e.code, str):
+      raise
+    print(f"error: {' '.join(e.code.split())}", file=sys.stderr)
+    return 2
   except signals.Interrupted as e:   # Ctrl-C / SIGTERM: the points run are kept
     print(e.message or f"interrupted ({signals.name(e.signum)}): the points finished so "
           f"far are kept; rerun the same command to run the rest", file=sys.stderr)

@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 from fedfrac import config as config_lib
+from fedfrac.metrics import statistics
 from fedfrac.reproduce import common, jobs
 from fedfrac.runner import points as points_lib
 
@@ -87,7 +88,7 @@ def table(results, config):
     status = sorted({r.status for r in recs})
     note = "" if status == ["ok"] else f" ({', '.join(status)})"
     lines.append(
-        f"| {label} | {agg} | {attack} | {acc.mean():.4f} ± {acc.std(ddof=1):.4f}{note} | "
+        f"| {label} | {agg} | {attack} | {statistics.format_mean_std(acc)}{note} | "
         f"{', '.join(f'{a:.3f}' for a in acc)} | {best['mean']:.4f} | {r2t_s} |")
   return "\n".join(lines), finals
 

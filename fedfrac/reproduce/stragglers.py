@@ -33,6 +33,7 @@ import numpy as np
 
 from fedfrac import algorithms
 from fedfrac.config import base_config
+from fedfrac.metrics import statistics
 from fedfrac.reproduce import common, jobs
 from fedfrac.runner import points as points_lib
 
@@ -130,7 +131,7 @@ def table(rows, target):
     acc = np.asarray(n["final_accuracy"])
     note = "" if n["status"] == ["ok"] else f" ({', '.join(n['status'])})"
     lines.append(
-        f"| {method} | {policy} | {acc.mean():.4f} ± {acc.std(ddof=1):.4f}{note} | "
+        f"| {method} | {policy} | {statistics.format_mean_std(acc)}{note} | "
         f"{', '.join(f'{a:.3f}' for a in acc)} | {_fmt_time(n['time_to_target'])} | "
         f"{np.mean(n['simulated_time']):.0f} | {np.mean(n['steps_run']):.0f} | "
         f"{np.mean(n.get('cost_steps', n['steps_run'])):.0f} | "

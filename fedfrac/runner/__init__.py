@@ -7,7 +7,8 @@
 * :mod:`~fedfrac.runner.log`: per-run rows, traffic and divergence between chunks.
 * :mod:`~fedfrac.runner.records`: :class:`RunRecord`, :class:`Results`, summaries, tables.
 * :mod:`~fedfrac.runner.checkpoint`: verified checkpoints, atomic writes, full disks.
-* :mod:`~fedfrac.runner.workdir`: one experiment per workdir (fingerprint, overwrite).
+* :mod:`~fedfrac.runner.workdir`: one experiment per workdir (fingerprint, overwrite);
+  :mod:`~fedfrac.runner.lengths`: a kept run continued only at its own length.
 * :mod:`~fedfrac.runner.stored`: run records on disk, verified when read;
   :mod:`~fedfrac.runner.sealed`: JSON records sealed with their SHA-256;
   :mod:`~fedfrac.runner.written`: the files fedfrac wrote in a workdir.
@@ -27,4 +28,5 @@ from fedfrac.runner.log import RunLog, round_communication
 from fedfrac.runner.loop import RunInterrupted, chunk_loop, run, run_many, run_one
 from fedfrac.runner.outputs import write_outputs
 from fedfrac.runner.overview import ResultFigures, results_figures
+from fedfrac.runner.parallel import RunsLost
 from fedfrac.runner.records import FIRST_COLUMNS, Results, RunRecord, format_table, summarize

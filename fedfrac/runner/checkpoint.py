@@ -42,6 +42,10 @@ from fedfrac.config import ConfigError
 
 FORMAT = 1
 STEP_PATTERN = re.compile(r"^step_(\d+)$")
+STEP_FILES = ("state.npz", "history.json", "manifest.json")
+# Folders of a step being written (``.step_<round>.tmp<pid>``) or replaced
+# (``step_<round>.old<pid>``): left behind only by a write cut short.
+LEFTOVER_PATTERN = re.compile(r"^(\.step_\d+\.tmp\d+|step_\d+\.old\d+)$")
 
 
 class CheckpointError(ConfigError):
@@ -181,17 +185,54 @@ class Checkpointer:
             f"methods' results are kept)")
 
   def steps(self) -> list:
-    """Committed steps, oldest first."""
+    """Committed steps, oldest first: ``step_<round>`` folders holding at least
+    one of :data:`STEP_FILES` (an empty or foreign folder is not a step)."""
     out = []
     for name in os.listdir(self.directory):
       m = STEP_PATTERN.match(name)
-      if m and os.path.isdir(os.path.join(self.directory, name)):
+      path = os.path.join(self.directory, name)
+      if m and os.path.isdir(path) and any(
+          os.path.lexists(os.path.join(path, f)) for f in STEP_FILES):
         out.append(int(m.group(1)))
     return sorted(out)
 
   def latest(self) -> Optional[int]:
     steps = self.steps()
     return steps[-1] if steps else None
+
+  def latest_verified(self) -> Optional[int]:
+    """The newest step whose files match its manifest (None: no intact step)."""
+    for step in reversed(self.steps()):
+      try:
+        self.verify(step)
+        return step
+      except ValueError:
+        continue
+    return None
+
+  def _remove(self, path) -> list:
+    """Delete the files fedfrac writes in the step folder ``path`` and the folder
+    once empty; returns the names of the other files left there."""
+    for name in STEP_FILES:
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(path, name))
+    try:
+      left = sorted(os.listdir(path))
+    except FileNotFoundError:
+      return []
+    if not left:
+      os.rmdir(path)
+    return left
+
+  def _remove_step(self, step) -> None:
+    """:meth:`_remove` step ``step``; files of one's own keep its folder (said
+    in one line on stderr)."""
+    left = self._remove(self.step_dir(step))
+    if left:
+      shown = ", ".join(left[:3]) + (", ..." if len(left) > 3 else "")
+      print(f"checkpoint {self.step_dir(step)}: removed fedfrac's files; kept the "
+            f"folder for the files fedfrac did not write there ({shown})",
+            file=sys.stderr)
 
   def step_dir(self, step) -> str:
     return os.path.join(self.directory, f"step_{int(step)}")
@@ -223,18 +264,23 @@ class Checkpointer:
       old = final + f".old{os.getpid()}"
       os.replace(final, old)
       commit(tmp, final)
-      shutil.rmtree(old, ignore_errors=True)
+      for name in os.listdir(old):   # files of one's own move to the new step
+        if name not in STEP_FILES:
+          os.replace(os.path.join(old, name), os.path.join(final, name))
+      self._remove(old)
     else:
       commit(tmp, final)
     self._prune()
 
   def _prune(self):
-    """Drop all but the last ``keep`` steps and leftovers of interrupted writes."""
+    """Drop all but the last ``keep`` steps and leftovers of interrupted writes
+    (only the files fedfrac wrote in them)."""
     for step in self.steps()[:-self.keep]:
-      shutil.rmtree(self.step_dir(step), ignore_errors=True)
+      self._remove_step(step)
     for name in os.listdir(self.directory):
-      if name.startswith(".step_") or ".old" in name:
-        shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+      path = os.path.join(self.directory, name)
+      if LEFTOVER_PATTERN.match(name) and os.path.isdir(path):
+        self._remove(path)
 
   def verify(self, step) -> dict:
     """The manifest of an intact step; raises ``ValueError`` saying what is wrong."""
@@ -300,7 +346,7 @@ class Checkpointer:
         continue
       state, history = self._load(step, like_state)
       for b in bad:   # never resume from it later, never prune the good one for it
-        shutil.rmtree(self.step_dir(b), ignore_errors=True)
+        self._remove_step(b)
       return step, state, history
     found = (f"checkpoints in {self.directory}: no intact step (tried "
              f"{', '.join(map(str, reversed(steps)))})")
@@ -323,7 +369,7 @@ class Checkpointer:
   def remove_steps(self) -> None:
     """Delete every step (e.g. all failed verification and the run starts again)."""
     for step in self.steps():
-      shutil.rmtree(self.step_dir(step), ignore_errors=True)
+      self._remove_step(step)
 
   def restore(self, step, like_state):
     """``(state, history)`` of step ``step`` (verified)."""

@@ -6,6 +6,7 @@ built on. Below both drivers and the worker processes
 """
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 import time
@@ -76,8 +77,9 @@ def failure_line(label, seed, error) -> str:
 
 
 def resume_hint(workdir) -> str:
-  return (f"rerun the same command with --workdir={workdir} to resume" if workdir
-          else "no --workdir was given, so nothing was kept")
+  """How to resume (the workdir quoted as a shell would need it)."""
+  return (f"rerun the same command with --workdir={shlex.quote(str(workdir))} to resume"
+          if workdir else "no --workdir was given, so nothing was kept")
 
 
 def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds: int,
@@ -154,9 +156,10 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   except ValueError as e:   # an option the method cannot use with this config
     raise config_lib.ConfigError(f"config.methods.{label}: {e}") from None
   state = sim.init(seed)
-  history, ckpt = None, None
+  history, ckpt, bound = None, None, None
   if workdir:
     ckpt = Checkpointer(stored.checkpoint_dir(workdir, label, seed), label=label)
+    bound = stored.binding(workdir, label)
     # Checkpoints hold K client rows as host arrays whatever the placement
     # (replicated or sharded by client); place_state puts them back.
     try:
@@ -165,6 +168,14 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
       print(f"{e.found}; restarting {label} seed {seed} from round 0", file=sys.stderr)
       ckpt.remove_steps()
       restored = None
+    if restored is not None and bound is not None and stored.BINDING in restored[2]:
+      diffs = stored.binding_differences(restored[2][stored.BINDING], bound, label)
+      if diffs:   # copied in from another experiment: never continued
+        print(f"checkpoints in {ckpt.directory} are of another experiment "
+              f"({stored.shown_differences(diffs)}); restarting {label} seed {seed} "
+              f"from round 0", file=sys.stderr)
+        ckpt.remove_steps()
+        restored = None
     if restored is not None:
       step, state, history = restored
       state = sim.place_state(state)
@@ -184,7 +195,10 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   def save(r, chunk_index, state, last):
     if ckpt and (last or log.status != "ok" or (
         config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
-      ckpt.save(r, sim.host_state(state), {**log.history(), "rounds": config.rounds})
+      extra = {"rounds": config.rounds, "method": label}
+      if bound is not None:
+        extra[stored.BINDING] = bound
+      ckpt.save(r, sim.host_state(state), {**log.history(), **extra})
   done = start_round
   try:
     state, log.compile_s, done = chunk_loop(

@@ -11,7 +11,9 @@ claim whose heartbeat is older than ``timeout_s``, whose owner is a process of
 this host that no longer exists, or whose owner is an earlier run of the same
 shard (a shard is one process at a time: a rerun or a requeued job array task)
 is *stale*: the next shard that meets it takes the batch over, by renaming the
-stale file away (only one host's rename succeeds) and claiming afresh. The
+stale file away (only one host's rename succeeds) and claiming afresh. So is a
+claim file that is not one: garbage, empty for longer than a claim takes to
+write, or dated in the future (beyond two heartbeats of clock skew). The
 owner removes its claim when the batch's points are written (or it fails);
 after Ctrl-C / SIGTERM the sweep removes every claim it still holds.
 
@@ -34,6 +36,8 @@ from typing import Optional
 CLAIMS = "claims"
 HEARTBEAT_S = 30.0
 TIMEOUT_S = 600.0
+EMPTY_GRACE_S = 10.0   # an empty claim file younger than this may be being written
+_CLAIM_KEYS = ("owner", "host", "pid", "shard")
 
 
 def write_new(path: str, text: str) -> bool:
@@ -52,12 +56,37 @@ def write_new(path: str, text: str) -> bool:
     os.unlink(tmp)
 
 
-def agree(path: str, proposal: dict) -> dict:
+def agree(path: str, proposal: dict, log=None) -> dict:
   """The settings every shard of a sweep uses: the first shard's ``proposal``,
-  written to ``path`` (:func:`write_new`); later shards read and use it."""
-  write_new(path, json.dumps(proposal, sort_keys=True))
-  with open(path) as f:
-    return json.load(f)
+  written to ``path`` (:func:`write_new`); later shards read and use it. A file
+  there that is not such settings (truncated, garbage) is replaced by
+  ``proposal``, saying so in one line (``log``, default stderr)."""
+  for _ in range(5):
+    write_new(path, json.dumps(proposal, sort_keys=True))
+    try:
+      with open(path) as f:
+        agreed = json.load(f)
+      if isinstance(agreed, dict) and set(agreed) == set(proposal):
+        return agreed
+      why = "not this sweep's settings"
+    except FileNotFoundError:   # replaced by another shard meanwhile: read again
+      continue
+    except ValueError:
+      why = "truncated or not JSON"
+    moved = f"{path}.damaged.{socket.gethostname()}.{os.getpid()}"
+    try:
+      os.rename(path, moved)   # of several shards replacing it, one succeeds
+    except FileNotFoundError:
+      continue
+    os.unlink(moved)
+    (log or _stderr)(f"{path} was unreadable ({why}); replaced it with this shard's "
+                     f"settings")
+  raise OSError(f"{path}: cannot agree on the sweep's settings (replaced 5 times)")
+
+
+def _stderr(line):
+  import sys
+  print(line, file=sys.stderr)
 
 
 def _alive(pid: int) -> bool:
@@ -119,10 +148,19 @@ class Claims:
     os.fsync(fd)
     return Claim(path, fd)
 
-  def stale(self, record: dict, age_s: float) -> Optional[str]:
-    """Why a claim (its ``record`` and heartbeat age) may be taken over, or None."""
+  def stale(self, record, age_s: float) -> Optional[str]:
+    """Why a claim (its ``record``: the parsed file, None when it is not JSON;
+    and heartbeat age) may be taken over, or None."""
     if age_s > self.timeout_s:
       return f"no heartbeat for {age_s:.0f} s"
+    if age_s < -2 * self.heartbeat_s:
+      return f"its heartbeat is dated {-age_s:.0f} s in the future"
+    if record is None:
+      return "not a claim (garbage)"
+    if not isinstance(record, dict) or not all(k in record for k in _CLAIM_KEYS):
+      if record == {} and age_s < EMPTY_GRACE_S:   # being written
+        return None
+      return "not a claim (empty or incomplete)"
     if record.get("owner") == self.owner:
       return None
     if record.get("shard") == self.shard:
@@ -142,9 +180,13 @@ class Claims:
     try:
       before = os.stat(path)
       with open(path) as f:
-        record = json.loads(f.read() or "{}")
-    except (OSError, ValueError):   # released meanwhile, or being written: not ours
+        text = f.read()
+    except OSError:   # released meanwhile: not ours
       return None
+    try:
+      record = json.loads(text or "{}")
+    except ValueError:
+      record = None
     if self.stale(record, time.time() - before.st_mtime) is None:
       return None
     moved = f"{path}.stale.{self.owner.replace(':', '_')}"
@@ -169,7 +211,7 @@ class Claims:
       if not name.endswith(".claim"):
         continue
       path = os.path.join(self.directory, name)
-      with contextlib.suppress(OSError, ValueError):
+      with contextlib.suppress(OSError, ValueError, AttributeError):
         with open(path) as f:
           if json.loads(f.read() or "{}").get("owner") == self.owner:
             os.unlink(path)

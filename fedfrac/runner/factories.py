@@ -191,6 +191,7 @@ def check_methods(config, fed_data) -> None:
   from fedfrac.algorithms import check
   for label in config_lib.method_labels(config):
     method = config.methods[label]
+    check_batch_size(config, label, fed_data)
     try:
       ctx = build_context(config, label, fed_data)
       algorithm = algorithms.make(method.name, ctx, **config_lib.method_options(method))
@@ -224,6 +225,21 @@ def _check_head(model, label, name) -> None:
       f"{model.name!r} has none: name its head with ff.models.flax_model(module, "
       f"head='...') (its top-level submodules are {parts}) or name that submodule "
       f"'head'; nothing has run yet")
+
+
+def check_batch_size(config, label, fed_data) -> None:
+  """Refuse (:class:`ConfigError`) a client batch size of method ``label``
+  larger than any client's training data: every local step would compute on
+  that many rows, nearly all of them padding."""
+  batch = config_lib.client_config(config, label).batch_size
+  largest = int(np.max(fed_data.client_size)) if len(fed_data.client_size) else 0
+  if largest and batch > largest:
+    key = ("client" if "batch_size" not in config.methods[label].get("client", {})
+           else f"methods.{label}.client")
+    config_lib.fail(f"{key}.batch_size", batch,
+                    f"larger than any client's training data (the largest client holds "
+                    f"{largest} examples), so each local step would compute on {batch} "
+                    f"rows, nearly all padding; give at most {largest} (a full batch)")
 
 
 def build_context(config, label, fed_data, all_client_sizes=None) -> contract.BuildContext:

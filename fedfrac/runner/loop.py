@@ -17,8 +17,8 @@ import sys
 from typing import Optional
 
 from fedfrac import config as config_lib
-from fedfrac.runner import (factories, outputs, parallel, signals, stored, user_inputs,
-                            written)
+from fedfrac.runner import (factories, lengths, outputs, parallel, signals, stored,
+                            user_inputs, written)
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.chunked import (RunInterrupted, _build_data, _data_seed,  # noqa: F401
@@ -92,41 +92,57 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   seeds = (config.seeds,) if isinstance(config.seeds, int) else tuple(config.seeds)
   jobs = [(label, seed) for label in labels for seed in seeds]
   left_out = set()
+  data_cache = {}
+
+  def data_for_seed(seed):
+    ds = _data_seed(config, seed)
+    if ds not in data_cache:
+      data_cache[ds] = _build_data(config, ds, own.data)
+    return data_cache[ds]
+
+  def check_continued(restart):   # a kept run continues only at its own length
+    lengths.check_continued(config, workdir, [j for j in jobs if j[0] not in restart],
+                            data_for_seed)
   if workdir:
     workdir_lib.prepare(config, workdir, overwrite=overwrite, runs=jobs,
-                        extra=own.fingerprint)
+                        extra=own.fingerprint, check=check_continued)
     # Kept records that fail verification and have no checkpoint run again here.
     again, left_out = stored.check_records(
         workdir, workdir_lib.stored_labels(workdir),
         lambda label, seed: workdir_lib.can_rerun(config, workdir, label))
     jobs += [j for j in again if j not in jobs]
     written.register(workdir, runs=[stored.checkpoint_run(l, s) for l, s in jobs])
-  data_cache = {}
   for _, seed in jobs:   # every split up front: a bad data request stops before compute
-    ds = _data_seed(config, seed)
-    if ds not in data_cache:
-      data_cache[ds] = _build_data(config, ds, own.data)
+    data_for_seed(seed)
   # every method, before any runs
   factories.check_methods(config, data_cache[_data_seed(config, seeds[0])])
   records, failed = [], {}
 
-  def finish():
+  held = []    # a signal that arrived while the outputs were written
+
+  def finish(quiet=()):
+    """Write every record and the outputs (``quiet``: runs lost with their worker,
+    rebuilt from their checkpoints without a line each); a signal waits."""
     results = Results(config, records, failed, {
         seed: data_cache[_data_seed(config, seed)] for seed in dict.fromkeys(
             s for _, s in jobs)})
     if workdir:
-      for rec in records:
-        stored.save_record(workdir, rec)
-      order = list(dict.fromkeys(workdir_lib.stored_labels(workdir) + labels))
-      outputs.write_outputs(Results(config, stored.load_records(workdir, order,
-                                                                reported=left_out)), workdir)
+      with signals.deferred() as writing:
+        for rec in records:
+          stored.save_record(workdir, rec, config.rounds)
+        order = list(dict.fromkeys(workdir_lib.stored_labels(workdir) + labels))
+        kept = stored.load_records(workdir, order, reported=set(left_out) | set(quiet))
+        outputs.write_outputs(Results(config, kept), workdir)
+      if writing.requested is not None:
+        held.append(writing.requested)
     return results
 
   workers = parallel.worker_count(config, len(jobs))
   if workers > 1:
-    return parallel.run_in_workers(config, jobs, workdir, stop_after_round, progress,
-                                   workers, records, finish, own.data, keep_params,
-                                   failed)
+    results = parallel.run_in_workers(config, jobs, workdir, stop_after_round, progress,
+                                      workers, records, finish, own.data, keep_params,
+                                      failed)
+    return _outputs_whole(results, held, workdir)
   with signals.Signals(graceful=True) as stop:
     for label, seed in jobs:
       try:
@@ -151,7 +167,18 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
         raise RunInterrupted(f"interrupted: {label} seed {seed} stopped after round "
                              f"{done} of {config.rounds} ({signals.name(stop.requested)}); "
                              f"{resume_hint(workdir)}", results, stop.requested)
-  return finish()
+  return _outputs_whole(finish(), held, workdir)
+
+
+def _outputs_whole(results, held, workdir):
+  """``results``, unless a signal arrived while the outputs were written: then
+  :class:`RunInterrupted` (they were finished first)."""
+  if not held:
+    return results
+  where = f" in {workdir}" if workdir else ""
+  raise RunInterrupted(f"interrupted ({signals.name(held[0])}) while writing the "
+                       f"outputs: every run had finished, and the outputs are written in "
+                       f"full{where}", results, held[0])
 
 
 from fedfrac.runner.many import run_many  # noqa: E402,F401  (after what it uses)

@@ -14,6 +14,7 @@ from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.chunked import (_build_data, _data_seed, _slice_run, _to_host, chunk_loop,
                                     use_compile_cache)
 from fedfrac.runner.records import Results, final_params
+from fedfrac.runner.validate import check_seeds
 from fedfrac.sim.batched import BatchedSimulation
 
 
@@ -101,7 +102,10 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   workdir_lib.check_name(workdir)
   use_compile_cache(compile_cache)
   factories.apply_cpu_devices(config)
-  seeds = tuple(config.seeds if seeds is None else seeds)
+  if seeds is not None:
+    check_seeds(tuple(seeds) if not isinstance(seeds, int) else seeds, "seeds (run_many)")
+  seeds = tuple(config.seeds if seeds is None else
+                ((seeds,) if isinstance(seeds, int) else seeds))
   _check_grid(grid, config)
   if workdir:
     workdir_lib.prepare(config, workdir, overwrite=overwrite,
@@ -165,7 +169,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
       seed: data_cache[(data_key, _data_seed(config, seed))] for seed in seeds})
   if workdir:
     for rec in records:
-      stored.save_record(workdir, rec)
+      stored.save_record(workdir, rec, config.rounds)
     order = list(dict.fromkeys(workdir_lib.kept_labels(workdir)
                                + [r.method for r in records]))
     outputs.write_outputs(Results(config, stored.load_records(workdir, order)), workdir)

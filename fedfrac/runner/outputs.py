@@ -23,7 +23,7 @@ import numpy as np
 
 from fedfrac.runner import written
 from fedfrac.runner.checkpoint import atomic_write, disk_full_as_error, json_default
-from fedfrac.runner.overview import results_figures
+from fedfrac.runner.overview import FIGURE_FILES, results_figures
 from fedfrac.runner.records import FIRST_COLUMNS, Results
 
 STATUS_COLUMN = "status"
@@ -86,6 +86,13 @@ def written_rows(results: Results, rounds: bool = False):
   return out
 
 
+def _remove(path) -> None:
+  try:
+    os.remove(path)
+  except OSError:
+    pass
+
+
 def write_outputs(results: Results, workdir: str):
   """metrics.csv/jsonl, rounds.csv, summary.json/md and plots, each written
   atomically; TensorBoard events too with ``config.log.tensorboard``. Each
@@ -105,8 +112,11 @@ def write_outputs(results: Results, workdir: str):
                csv_text(written_rows(results, rounds=True)))
   atomic_write(os.path.join(workdir, "summary.json"), _json(results.summary(), indent=2))
   atomic_write(os.path.join(workdir, "summary.md"), results.table() + "\n")
-  with disk_full_as_error(os.path.join(workdir, "accuracy.png"), [2**21]):
-    results_figures(results).save(workdir)   # two plots, each well under 1 MiB
+  for figure, name in zip(results_figures(results), FIGURE_FILES):
+    path = os.path.join(workdir, name)     # each well under 1 MiB
+    tmp = f"{os.path.splitext(path)[0]}.tmp.png"
+    with disk_full_as_error(path, [2**20], cleanup=lambda t=tmp: _remove(t)):
+      figure.save(path)
   if tensorboard_on:
     with disk_full_as_error(os.path.join(workdir, "tensorboard"), [2**20]):
       tensorboard.write_events(results, workdir)

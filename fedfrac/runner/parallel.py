@@ -32,6 +32,16 @@ from fedfrac.runner.extensions import (  # noqa: F401  (their old home)
     workers_problem)
 from fedfrac.runner.log import PointProgress
 from fedfrac.runner.records import RunFailed
+from fedfrac.runner.work_queue import WorkersLost
+
+
+class RunsLost(RuntimeError):
+  """Worker processes died with runs left (killed, or out of memory); the runs
+  that finished are written first. ``results``: what finished."""
+
+  def __init__(self, message, results):
+    super().__init__(message)
+    self.results = results
 
 
 def worker_count(config, num_runs) -> int:
@@ -123,6 +133,16 @@ def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, r
   try:
     points_lib.work_queue(items, "fedfrac.runner.parallel:job_task", workers, on_message,
                           name="fedfrac-run", pin=False, graceful=True)
+  except WorkersLost:     # what finished is written, then one line
+    records.extend(done[j] for j in jobs if j in done)
+    lost = [j for j in jobs if j not in done]
+    results = finish(quiet=lost)
+    where = (f"the {len(done)} that finished are written in {workdir} (a lost run's "
+             f"last checkpoint, if any, as partial); rerun the same command to run the "
+             f"rest" if workdir else "nothing was kept (no workdir)")
+    raise RunsLost(f"{len(lost)} of {len(jobs)} runs did not finish ({lost[0][0]} seed "
+                   f"{lost[0][1]}{', ...' if len(lost) > 1 else ''}): their worker "
+                   f"process died (killed, or out of memory?); {where}", results) from None
   except KeyboardInterrupt as e:
     signum = getattr(e, "signum", signal.SIGINT)
     records.extend(done[j] for j in jobs if j in done)

@@ -10,7 +10,10 @@ truncated, edited or otherwise damaged is reported in one line and run again.
 The directory's ``sweep.json`` holds the sweep's *fingerprint* (what every
 point depends on besides its own id: the base config, the metrics, the code
 version...); a rerun whose fingerprint differs refuses to mix its points with
-the old ones unless ``overwrite=True`` (which deletes the old points).
+the old ones unless ``overwrite=True``, which deletes the old points: only the
+files fedfrac wrote there (each point file says so itself: a sealed record of
+the point its name gives, or a write of one cut short); files of one's own in
+``points/`` are named and nothing is deleted.
 
 Points that can share one compiled program travel together as a
 :class:`Batch`: ``executor`` names a function (``"package.module:function"``)
@@ -30,7 +33,7 @@ import hashlib
 import importlib
 import json
 import os
-import shutil
+import re
 import sys
 import time
 from typing import Any, Callable, Iterable, Optional
@@ -43,6 +46,8 @@ from fedfrac.runner.work_queue import resolve, work_queue  # noqa: F401  (their 
 
 MANIFEST = "sweep.json"
 POINTS = "points"
+_CUT_SHORT = re.compile(r"^[0-9a-f]+\.json\.tmp\d+$")   # a point write cut short
+SHOWN = 5   # files of one's own named in a refusal
 
 
 def digest(obj, length=16) -> str:
@@ -58,6 +63,38 @@ def point_id(key: dict) -> str:
 
 class SweepMismatch(ValueError):
   """A point directory holds points of a different sweep."""
+
+
+def _fedfracs(points_dir, name) -> bool:
+  """Whether ``points_dir/name`` is a file fedfrac wrote: the sealed record of
+  the point its name gives, or a write of one cut short."""
+  path = os.path.join(points_dir, name)
+  if not os.path.isfile(path) or os.path.islink(path):
+    return False
+  if _CUT_SHORT.match(name):
+    return True
+  try:
+    return name.endswith(".json") and sealed.read(path).get("id") == name[:-5]
+  except (OSError, sealed.Damaged):
+    return False
+
+
+def remove_points(points_dir) -> None:
+  """Delete the point files fedfrac wrote in ``points_dir``; refuse
+  (:class:`SweepMismatch`, one line naming them) when it holds files of one's
+  own, and delete nothing then."""
+  if not os.path.isdir(points_dir):
+    return
+  names = sorted(os.listdir(points_dir))
+  foreign = [n + ("/" if os.path.isdir(os.path.join(points_dir, n)) else "")
+             for n in names if not _fedfracs(points_dir, n)]
+  if foreign:
+    shown = ", ".join(foreign[:SHOWN]) + (f" and {len(foreign) - SHOWN} more"
+                                          if len(foreign) > SHOWN else "")
+    raise SweepMismatch(f"--overwrite: {points_dir} holds files fedfrac did not write "
+                        f"({shown}); move them out of the way (nothing was deleted)")
+  for name in names:
+    os.remove(os.path.join(points_dir, name))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +158,7 @@ class PointStore:
               f"point directory {self.directory!r} holds points of a different sweep "
               f"(differs in: {', '.join(differing) or 'fingerprint'}); use a new "
               f"directory, or pass overwrite (--overwrite) to delete its points")
-        shutil.rmtree(self.points_dir, ignore_errors=True)
+        remove_points(self.points_dir)
     os.makedirs(self.points_dir, exist_ok=True)
     text = json.dumps({"hash": self.hash, "fingerprint": fingerprint}, default=json_default)
     if old is None:   # shards starting at once: one creates it, of this sweep

@@ -286,26 +286,29 @@ def summarize(records, config) -> dict:
     recs = [r for r in records if r.method == method]
     per_seed = {}
     for rec in recs:
-      final = dict(rec.rows[-1]) if rec.rows else {}
+      # What metrics.csv holds: a diverged run's rows up to its last finite one.
+      rows = rec.finite_rows()
+      final = dict(rows[-1]) if rows else {}
       for k in FIRST_COLUMNS:
         final.pop(k, None)
       rounds_done = rec.rows[-1]["round"] if rec.rows else 0
       entry = {"status": rec.status, "rounds_done": rounds_done,
                "wall_s": rec.wall_s, "compile_s": rec.compile_s, "final": final}
-      if classification and rec.rows:
-        r, acc = rec.curve("accuracy")
+      if classification and rows:
+        r, acc = RunRecord(rec.method, rec.algorithm, rec.seed, rows, []).curve("accuracy")
         entry["best_accuracy"] = float(np.nanmax(acc))
         entry["best_round"] = int(r[int(np.nanargmax(acc))])
         entry["rounds_to_target"] = statistics.rounds_to_target(
             r, acc, config.target_accuracy)
-      elif rec.rows and config.target_rmse > 0:
-        r, rmse = rec.curve("rmse")
+      elif rows and config.target_rmse > 0:
+        r, rmse = RunRecord(rec.method, rec.algorithm, rec.seed, rows, []).curve("rmse")
         entry["rounds_to_target"] = statistics.rounds_to_target(
             r, rmse, config.target_rmse, higher_is_better=False)
       per_seed[str(rec.seed)] = entry
     agg = {}
+    finals = [r.finite_rows()[-1] for r in recs if r.finite_rows()]
     for name in _final_metric_names(recs):
-      agg[name] = statistics.seed_stats([r.rows[-1].get(name) for r in recs if r.rows])
+      agg[name] = statistics.seed_stats([f.get(name) for f in finals])
     agg["wall_s"] = statistics.seed_stats([r.wall_s for r in recs])
     if classification:
       agg["best_accuracy"] = statistics.seed_stats(

@@ -12,6 +12,10 @@ Job schedulers stop a program with SIGTERM (SLURM at preemption or a time limit,
   so the signal stops at once; the points finished so far are kept (each is one
   file written atomically) and the workers are stopped.
 
+* While a command writes its outputs (:func:`deferred`), a signal waits: the
+  files are finished, then the command stops as above, saying the outputs are
+  whole.
+
 Handlers are installed only in the main thread (elsewhere :class:`Signals` does
 nothing).
 """
@@ -93,3 +97,15 @@ def install_in_worker() -> None:
 def stop_requested() -> bool:
   """Whether this worker process was asked to stop (see :func:`install_in_worker`)."""
   return _WORKER is not None and _WORKER.requested is not None
+
+
+def request_stop(signum: int = signal.SIGTERM) -> None:
+  """Ask this worker process to stop as a signal would (its parent is gone)."""
+  if _WORKER is not None and _WORKER.requested is None:
+    _WORKER.requested = int(signum)
+
+
+def deferred() -> Signals:
+  """A ``with`` block that a signal does not cut short (writing outputs): the
+  signal is kept in ``.requested`` for the caller to act on afterwards."""
+  return Signals(graceful=True, escalate=False)

@@ -19,19 +19,30 @@ from fedfrac.sim import validate as engine_checks
 from fedfrac.sim.state import cohort_size
 
 
+MAX_SEED = 2**63 - 1   # the largest seed a PRNG key takes (a C long)
+
+
+def check_seeds(seeds, key="seeds") -> None:
+  """Seeds are distinct integers in ``0 .. MAX_SEED`` (a tuple, or one integer)."""
+  shown = seeds
+  if is_int(seeds):
+    seeds = (seeds,)
+  check(isinstance(seeds, (tuple, list)) and len(seeds) > 0
+        and all(is_int(s) and s >= 0 for s in seeds), key, shown,
+        "must be a non-empty tuple of integers >= 0")
+  big = [s for s in seeds if s > MAX_SEED]
+  check(not big, key, shown, f"seed {big[0] if big else ''} is too large; seeds are "
+        f"integers in 0..{MAX_SEED} (2**63 - 1)")
+  repeated = sorted({s for s in seeds if list(seeds).count(s) > 1})
+  check(not repeated, key, shown,
+        f"seed {repeated[0] if repeated else ''} is listed twice; each seed is one "
+        f"independent run")
+
+
 def validate_run(config) -> None:
   """Check seeds, rounds, participation, evaluation/checkpoint cadence, targets,
   ``on_divergence`` and the ``log`` section."""
-  seeds = config.seeds
-  if isinstance(seeds, int):
-    seeds = (seeds,)
-  check(isinstance(seeds, (tuple, list)) and len(seeds) > 0
-        and all(is_int(s) and s >= 0 for s in seeds), "seeds", config.seeds,
-        "must be a non-empty tuple of integers >= 0")
-  repeated = sorted({s for s in seeds if list(seeds).count(s) > 1})
-  check(not repeated, "seeds", config.seeds,
-        f"seed {repeated[0] if repeated else ''} is listed twice; each seed is one "
-        f"independent run")
+  check_seeds(config.seeds)
   int_at_least(config, "rounds", 1)
   check(is_num(config.participation) and 0 < config.participation <= 1,
         "participation", config.participation, "must be in (0, 1]")

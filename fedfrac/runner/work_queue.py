@@ -4,13 +4,17 @@ or one per CPU core on a CPU host, each process pinned to its device or core).
 The sweep's batches (:func:`fedfrac.runner.points.execute`) and the runs of
 ``config.workers`` (:mod:`fedfrac.runner.parallel`) go through it; every worker
 first registers the parent's own algorithms and models
-(:mod:`fedfrac.runner.extensions`).
+(:mod:`fedfrac.runner.extensions`). A worker whose parent is gone (killed with
+``kill -9``) notices within a second and stops: at once, or, for graceful
+items, after the current one stops at its next safe point (a checkpoint).
 """
 from __future__ import annotations
 
 import importlib
 import os
 import queue
+import threading
+import time
 import traceback
 from typing import Any, Callable, Optional
 
@@ -32,31 +36,65 @@ def _pin_to_core():
     os.sched_setaffinity(0, {int(core)})
 
 
-def _queue_worker(target, tasks, results, graceful=False, extensions=None):
+class WorkersLost(RuntimeError):
+  """Every worker process exited with tasks left (killed, or out of memory);
+  ``remaining``: the indices of the items that did not finish."""
+
+  def __init__(self, remaining):
+    self.remaining = sorted(remaining)
+    super().__init__(f"every worker exited with {len(self.remaining)} tasks left "
+                     f"(killed, or out of memory?)")
+
+
+_PARENT_GONE = threading.Event()
+
+
+def _watch_parent(parent: int, graceful: bool, interval_s: float = 1.0) -> None:
+  """Stop this worker once its parent process ``parent`` is gone: at once, or
+  (``graceful``) by asking the current item to stop at its next safe point."""
+  def watch():
+    while os.getppid() == parent:
+      time.sleep(interval_s)
+    _PARENT_GONE.set()
+    if graceful:
+      signals.request_stop()
+    else:
+      os._exit(1)
+  threading.Thread(target=watch, name="fedfrac-parent-watch", daemon=True).start()
+
+
+def _queue_worker(target, tasks, results, graceful=False, extensions=None, parent=None):
   """A worker process: pin to its CPU core (if given one), register the parent's
   own algorithms and models (``extensions``), then run
   ``target(item, emit)`` on items until a ``None``; ``emit(payload)`` sends a
   message to the parent. ``graceful``: SIGINT / SIGTERM ask the current item
   to stop at its next safe point (:func:`fedfrac.runner.signals.stop_requested`),
-  and no further item is started."""
+  and no further item is started. ``parent``: the parent's process id, watched
+  (:func:`_watch_parent`)."""
   if graceful:
     signals.install_in_worker()
+  if parent is not None:
+    _watch_parent(parent, graceful)
   _pin_to_core()
   install_extensions(extensions)
   function = resolve(target)
+
+  def put(message):
+    if not _PARENT_GONE.is_set():   # nobody reads them any more
+      results.put(message)
   while True:
     task = tasks.get()
-    if task is None or signals.stop_requested():
+    if task is None or signals.stop_requested() or _PARENT_GONE.is_set():
       return
     index, item = task
     try:
-      function(item, lambda payload, i=index: results.put(("message", i, payload)))
-      results.put(("done", index, None))
+      function(item, lambda payload, i=index: put(("message", i, payload)))
+      put(("done", index, None))
     except DiskFullError as e:   # one line, raised again by the parent
-      results.put(("full", index, str(e)))
+      put(("full", index, str(e)))
       return
     except BaseException:   # reported to the parent, which stops the queue
-      results.put(("error", index, traceback.format_exc()))
+      put(("error", index, traceback.format_exc()))
       return
     if signals.stop_requested():
       return
@@ -74,8 +112,9 @@ def work_queue(items: list, target: str, workers: int,
 
   ``emit(payload)`` in a worker calls ``on_message(item index, payload)`` in
   this process (payloads must be picklable). Returns the number of workers.
-  Raises RuntimeError when an item fails (its traceback in the message) or
-  every worker died, :class:`DiskFullError` when an item found the disk full;
+  Raises RuntimeError when an item fails (its traceback in the message),
+  :class:`WorkersLost` when every worker died with items left,
+  :class:`DiskFullError` when an item found the disk full;
   the other workers are then stopped. Their own side effects (files written)
   are kept.
 
@@ -106,7 +145,7 @@ def work_queue(items: list, target: str, workers: int,
     os.environ.update(env)    # a spawned child starts with this environment
     try:
       p = ctx.Process(target=_queue_worker,
-                      args=(target, tasks, results, graceful, extensions),
+                      args=(target, tasks, results, graceful, extensions, os.getpid()),
                       daemon=True, name=f"{name}-{kind}{w}")
       p.start()
     finally:
@@ -133,8 +172,7 @@ def work_queue(items: list, target: str, workers: int,
           if not any(p.is_alive() for p in procs):
             if asked:
               break
-            raise RuntimeError(f"every worker exited with {len(remaining)} tasks left "
-                               "(killed, or out of memory?)") from None
+            raise WorkersLost(remaining) from None
           continue
         if kind == "message":
           on_message(index, payload)

@@ -15,9 +15,16 @@ the keys that differ, unless ``overwrite`` clears the workdir's results first:
 ``overwrite=True`` (``--overwrite``) everything fedfrac wrote there, a label or
 labels (``--overwrite=fedavg``) only those methods' runs, records, checkpoints
 and fingerprint entries (the other methods' results are kept; the settings shared
-by all methods must then be unchanged). Only files fedfrac wrote are removed
-(:mod:`fedfrac.runner.written`); files of one's own in the way are named and
-nothing is deleted.
+by all methods must then be unchanged). A label must name a method the command
+runs (else nothing would rerun what it deletes). Only files fedfrac wrote are
+removed (:mod:`fedfrac.runner.written`); files of one's own in the way are named
+and nothing is deleted.
+
+A missing or damaged ``experiment.json`` is rebuilt from the runs kept in the
+workdir when every one of them is bound to this command's settings (each record
+and checkpoint carries its experiment's settings, :func:`fedfrac.runner.stored.binding`),
+saying so in one line; otherwise the runs that differ are named, with
+``--overwrite=<method>`` to rerun only those.
 
 Methods and seeds not run before are added; every run's record is kept in
 ``runs/<method>/seed_<s>.json`` (sealed and verified, :mod:`fedfrac.runner.stored`),
@@ -29,12 +36,16 @@ than a run of the workdir already ran is refused before compute, in one line.
 Its shorter prefix is not a shorter run in general (a cosine learning-rate
 schedule, FibFL++'s warm-up and anything else that depends on ``rounds`` differ),
 so ``--config.rounds`` must be at least what ran, or ``--overwrite=<method>``
-reruns that method at the shorter length.
+reruns that method at the shorter length. For the same reason a run is
+continued at another length (a finished run extended, a partial one finished
+or cut at a new ``rounds``) only when its method's program does not depend on
+``rounds`` (:mod:`fedfrac.runner.lengths`).
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
 
 from fedfrac import algorithms
 from fedfrac.algorithms import server_optimizer
@@ -153,17 +164,76 @@ def overwrite_labels(config, workdir, overwrite):
     raise ConfigError(f"--overwrite={shown}: no such method in the config or the "
                       f"workdir (methods: {', '.join(known)}); give --overwrite alone "
                       f"to start afresh")
+  running = config_lib.method_labels(config)
+  idle = [l for l in labels if l not in running]
+  if idle:
+    raise ConfigError(
+        f"--overwrite={','.join(labels)}: this command does not run {', '.join(idle)} "
+        f"(it runs {', '.join(running)}), so its results would be deleted and not "
+        f"computed again; add {'it' if len(idle) == 1 else 'them'} to --config.only, or "
+        f"name only methods the command runs (nothing was deleted)")
   return labels
 
 
-def _read_fingerprint(workdir, path, advice):
+def _read_fingerprint(path):
+  """``(shared, methods, rounds)`` of the fingerprint file ``path``; raises
+  ``ValueError`` saying why it cannot be used."""
   try:
     old = sealed.read(path, legacy=True)
-    return old, old["shared"], old["methods"], int(old["rounds"])
-  except (OSError, sealed.Damaged, KeyError, TypeError, ValueError) as e:
-    why = f" ({e})" if isinstance(e, sealed.Damaged) else ""
-    raise ConfigError(f"--workdir={workdir}: {FINGERPRINT_FILE} is unreadable{why}; "
-                      f"{advice}") from None
+    return dict(old["shared"]), dict(old["methods"]), int(old["rounds"])
+  except sealed.Damaged as e:
+    raise ValueError(f"failed verification ({e})") from None
+  except (OSError, KeyError, TypeError, ValueError) as e:
+    raise ValueError(f"is unreadable ({type(e).__name__})") from None
+
+
+def _rebuilt(config, workdir, new, restart, problem):
+  """``((shared, methods, rounds), note)``: a fingerprint rebuilt from the runs
+  kept in ``workdir`` (but those of ``restart``) when every one is bound to the
+  settings of ``new`` (this command's fingerprint; methods it does not run
+  keep their own entry), and the line saying so; ``(None, note)`` when no run
+  is kept. Otherwise raises
+  :class:`ConfigError` naming the runs that differ. ``problem``: what is wrong
+  with the file (``is missing``, ``failed verification (...)``)."""
+  kept = [k for k in stored.kept_runs(workdir)
+          if k[0] not in restart and k[0].split("[", 1)[0] not in restart]
+  head = f"--workdir={workdir}: {FINGERPRINT_FILE} {problem}"
+  if not kept:
+    return None, f"{head} and no run is kept there; wrote it afresh for this config"
+  methods, unbound, differing = {}, [], {}
+  for label, seed, bound, where in kept:
+    base = label.split("[", 1)[0]
+    if bound is None:
+      unbound.append((base, where))
+      continue
+    entry = new["methods"].get(base, methods.get(base, bound["method"]))
+    diffs = stored.binding_differences(bound, {"shared": new["shared"], "method": entry},
+                                       base)
+    if diffs:
+      differing.setdefault(base, diffs)
+    else:
+      methods.setdefault(base, entry)
+  if unbound or differing:
+    labels = list(dict.fromkeys([b for b, _ in unbound] + list(differing)))
+    if differing:
+      diffs = next(iter(differing.values()))
+      what = (f"the runs of {', '.join(differing)} kept there are of another config "
+              f"({stored.shown_differences(diffs)})")
+    else:
+      what = (f"{unbound[0][1]} does not say which config it belongs to (written by an "
+              f"older fedfrac)")
+    rerun = [l for l in labels if l in config_lib.method_labels(config)]
+    fix = (f"--overwrite={','.join(rerun)} to rerun "
+           f"{'that method' if len(rerun) == 1 else 'those methods'} (the others' "
+           f"results are kept), " if rerun and len(rerun) == len(labels) else "")
+    raise ConfigError(f"{head}, and {what}; give {fix}another --workdir, or --overwrite "
+                      f"to start afresh")
+  rounds = max([int(config.rounds)] + [stored.stored_rounds(workdir, l, s)
+                                       for l, s, _, _ in kept])
+  order = list(dict.fromkeys(l.split("[", 1)[0] for l, _, _, _ in kept))
+  note = (f"{head}; rebuilt it from the {len(kept)} runs kept there, whose records and "
+          f"checkpoints match this config")
+  return (new["shared"], {l: methods[l] for l in order}, rounds), note
 
 
 def check_lengths(config, workdir, runs, skip=()) -> None:
@@ -184,16 +254,17 @@ def check_lengths(config, workdir, runs, skip=()) -> None:
             f"--overwrite={label} to run it again for {config.rounds} rounds")
 
 
-def prepare(config, workdir, overwrite=False, runs=(), extra=None) -> None:
+def prepare(config, workdir, overwrite=False, runs=(), extra=None, check=None) -> None:
   """Make ``workdir`` ready for ``config``, before any compute.
 
   Checks it is writable; with ``overwrite`` (see :func:`overwrite_labels`)
   clears earlier results of every method or of the named ones; otherwise
   compares the stored fingerprint and raises :class:`ConfigError` (one line
   naming the keys that differ) on a mismatch; refuses a run of ``runs``
-  [(label, seed)] that already ran more than ``config.rounds``. Then stores
-  the merged fingerprint and the resolved ``config.json``. ``extra``: see
-  :func:`fingerprint`.
+  [(label, seed)] that already ran more than ``config.rounds``, and calls
+  ``check(restarted labels)`` (more checks that may refuse). Only then does it
+  delete the restarted methods' files and store the merged fingerprint and the
+  resolved ``config.json``. ``extra``: see :func:`fingerprint`.
   """
   check_name(workdir)
   check_writable(workdir)
@@ -203,10 +274,22 @@ def prepare(config, workdir, overwrite=False, runs=(), extra=None) -> None:
   restart = () if mode in (None, "all") else mode
   new = fingerprint(config, extra)
   path = os.path.join(workdir, FINGERPRINT_FILE)
+  old, problem, note = None, None, None
   if os.path.exists(path):
-    advice = ("give --overwrite to start afresh" if not restart else
-              "give --overwrite (every method) to start afresh")
-    old, old_shared, all_old, old_rounds = _read_fingerprint(workdir, path, advice)
+    try:
+      old = _read_fingerprint(path)
+    except ValueError as e:
+      problem = str(e)
+  elif stored.kept_runs(workdir):
+    problem = "is missing"
+  elif any(os.path.exists(os.path.join(workdir, item)) for item in written.RESULT_FILES):
+    raise ConfigError(f"--workdir={workdir} holds results without {FINGERPRINT_FILE} "
+                      f"(an unknown config); use another --workdir, or --overwrite to "
+                      f"start afresh")
+  if problem is not None:
+    old, note = _rebuilt(config, workdir, new, restart, problem)
+  if old is not None:
+    old_shared, all_old, old_rounds = old
     old_methods = {k: v for k, v in all_old.items() if k not in restart}
     new["rounds"] = max(old_rounds, new["rounds"])
     diffs = _differences(old_shared, new["shared"])
@@ -232,15 +315,14 @@ def prepare(config, workdir, overwrite=False, runs=(), extra=None) -> None:
     # Methods keep the order they were first run in (a restarted one its place).
     merged = {**old_methods, **new["methods"]}
     new["methods"] = {k: merged[k] for k in list(all_old) + list(merged) if k in merged}
-  elif any(os.path.exists(os.path.join(workdir, item))
-           for item in ("checkpoints", "metrics.csv", "runs")):
-    raise ConfigError(f"--workdir={workdir} holds results without {FINGERPRINT_FILE} "
-                      f"(an unknown config); use another --workdir, or --overwrite to "
-                      f"start afresh")
   check_lengths(config, workdir, runs, skip=restart)
+  if check is not None:
+    check(restart)
   if restart:
     written.remove(workdir, restart)
   written.register(workdir, files=[FINGERPRINT_FILE, "config.json"])
+  if note:
+    print(note, file=sys.stderr)
   sealed.write(path, new, indent=2)
   atomic_write(os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2))
 

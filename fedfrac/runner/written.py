@@ -14,10 +14,16 @@ where fedfrac writes (the files above at the top level, and everything under
 ``checkpoints/``, ``runs/`` and ``tensorboard/``) into what fedfrac wrote and
 what it did not; :func:`remove` deletes the former, and refuses in one line,
 naming them, when any of the latter are in the way (e.g. a
-``checkpoints/other/model.pt`` or a ``runs/x/`` of one's own). A workdir
-written before this list existed (it has ``experiment.json`` but no
-``written.json``) is judged by that layout, and its files are adopted into the
-list on the next run.
+``checkpoints/other/model.pt`` or a ``runs/x/`` of one's own).
+
+Without a usable list (a workdir written before it existed, or one whose list
+was deleted or damaged: said once, in one line) nothing is taken on its name
+alone where content can tell: a record under ``runs/`` is fedfrac's when it
+verifies as the sealed record of the method and seed its path names, a
+checkpoint step when its files match its manifest; a file shaped like one but
+failing that (``runs/fedavg/seed_7.json`` of one's own) is named and refused.
+Top-level result files count by name in a workdir with an ``experiment.json``.
+What verifies is adopted into a new list on the next run.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import sys
 
 from fedfrac.config import ConfigError
 from fedfrac.runner import sealed
+from fedfrac.runner.checkpoint import STEP_FILES, Checkpointer
 
 MANIFEST = "written.json"
 FINGERPRINT = "experiment.json"
@@ -34,11 +41,13 @@ RESULT_FILES = ("metrics.csv", "metrics.jsonl", "rounds.csv", "summary.json", "s
                 "accuracy.png", "ranking.png")
 TOP_FILES = (FINGERPRINT, "config.json") + RESULT_FILES + (MANIFEST,)
 TREES = ("checkpoints", "runs", "tensorboard")
-STEP_FILES = ("state.npz", "history.json", "manifest.json")
 _TMP = re.compile(r"\.tmp\d+$")          # an atomic write cut short
 _SEED = re.compile(r"^seed_-?\d+$")
-_STEP = re.compile(r"^(step_\d+|\.step_\d+\.tmp\d+|step_\d+\.old\d+)$")
+_STEP = re.compile(r"^step_(\d+)$")
+_LEFTOVER = re.compile(r"^(\.step_\d+\.tmp\d+|step_\d+\.old\d+)$")
+_RECORD = re.compile(r"^seed_(-?\d+)\.json$")
 SHOWN = 5   # unknown paths named in a refusal
+_REPORTED: set = set()   # damaged lists already named in this process
 
 
 def _rel(*parts) -> str:
@@ -46,13 +55,19 @@ def _rel(*parts) -> str:
 
 
 def label_dir(label: str) -> str:
-  """The directory name of a method label under ``runs/`` and ``tensorboard/``."""
-  return label.replace(os.sep, "_")
+  """The folder name of a method label under ``runs/``, ``checkpoints/`` and
+  ``tensorboard/``: path separators become ``_`` (``/abs/dir`` -> ``_abs_dir``)
+  and ``.`` / ``..`` gain one, so every label stays one folder inside its tree."""
+  name = label.replace(os.sep, "_")
+  if os.altsep:
+    name = name.replace(os.altsep, "_")
+  return "_" + name if name in ("", ".", "..") else name
 
 
 def load(workdir):
   """``{"files": set, "runs": set}`` of ``workdir``; ``None`` when there is no
-  usable list (a workdir of an older fedfrac, or a damaged list)."""
+  usable list (a workdir of an older fedfrac, or a deleted or damaged list;
+  a damaged one is named once, in one line)."""
   path = os.path.join(workdir, MANIFEST)
   if not os.path.exists(path):
     return None
@@ -60,8 +75,10 @@ def load(workdir):
     content = sealed.read(path)
     return {"files": set(content["files"]), "runs": set(content["runs"])}
   except (OSError, sealed.Damaged, KeyError, TypeError) as e:
-    print(f"{path} failed verification ({e}); judging the workdir's files by "
-          f"fedfrac's layout", file=sys.stderr)
+    if os.path.abspath(path) not in _REPORTED:
+      _REPORTED.add(os.path.abspath(path))
+      print(f"{path} failed verification ({e}); judging the workdir's files by their "
+            f"content", file=sys.stderr)
     return None
 
 
@@ -71,8 +88,8 @@ def _save(workdir, listed) -> None:
 
 
 def _by_layout(workdir) -> bool:
-  """Whether files are judged by fedfrac's layout: the workdir has a
-  fingerprint (so fedfrac wrote it) but no usable list."""
+  """Whether, without a list, the top-level result files count as fedfrac's by
+  their names: the workdir has a fingerprint (so fedfrac wrote there)."""
   return os.path.exists(os.path.join(workdir, FINGERPRINT))
 
 
@@ -81,7 +98,7 @@ def _in_run_dir(tree, rest, is_dir) -> bool:
   fedfrac writes there: a step directory and its three files under
   ``checkpoints``, event files under ``tensorboard``."""
   if tree == "checkpoints":
-    if not _STEP.match(rest[0]):
+    if not (_STEP.match(rest[0]) or _LEFTOVER.match(rest[0])):
       return False
     return is_dir if len(rest) == 1 else (len(rest) == 2 and not is_dir
                                           and rest[1] in STEP_FILES)
@@ -89,19 +106,56 @@ def _in_run_dir(tree, rest, is_dir) -> bool:
           and rest[0].startswith("events.out.tfevents."))
 
 
-def _owned(rel: str, listed, is_dir: bool) -> bool:
+def _record_verifies(workdir, rel) -> bool:
+  """Whether ``runs/<label>/seed_<s>.json`` is the sealed record of that label
+  and seed (what fedfrac writes there)."""
+  folder, name = rel.split("/")[1:]
+  match = _RECORD.match(name)
+  try:
+    data = sealed.read(os.path.join(workdir, rel))
+    return (match is not None and label_dir(str(data["method"])) == folder
+            and data["seed"] == int(match.group(1)))
+  except (OSError, sealed.Damaged, KeyError, TypeError):
+    return False
+
+
+def _step_verifies(workdir, parts) -> bool:
+  """Whether ``checkpoints/<label>/seed_<s>/step_<round>`` matches its manifest."""
+  match = _STEP.match(parts[3])
+  if match is None:
+    return bool(_LEFTOVER.match(parts[3]))   # a write cut short: fedfrac's names
+  try:
+    Checkpointer(os.path.join(workdir, *parts[:3])).verify(int(match.group(1)))
+    return True
+  except ValueError:
+    return False
+
+
+def _verified_content(workdir, rel, parts, is_dir) -> bool:
+  """Without a list: whether ``rel`` (below one of :data:`TREES`) is fedfrac's
+  by what it holds (see the module docstring)."""
+  tree = parts[0]
+  if tree == "runs":
+    if is_dir:
+      return len(parts) == 2
+    return len(parts) == 3 and (_record_verifies(workdir, rel) or bool(
+        re.match(r"^seed_-?\d+\.json\.tmp\d+$", parts[2])))
+  if len(parts) <= 3:
+    return is_dir and (len(parts) == 2 or bool(_SEED.match(parts[2])))
+  if tree == "checkpoints" and not _step_verifies(workdir, parts[:4]):
+    return False
+  return _in_run_dir(tree, parts[3:], is_dir)
+
+
+def _owned(rel: str, listed, is_dir: bool, workdir: str = "") -> bool:
   """Whether fedfrac wrote the file (or made the directory) ``rel``."""
   parts = rel.split("/")
   tree = parts[0]
-  if listed is None:     # fedfrac's layout
+  if listed is None:     # no list: by content
     if len(parts) == 1:
-      return (not is_dir and _TMP.sub("", rel) in TOP_FILES) or (is_dir and tree in TREES)
-    if tree == "runs":
-      return len(parts) == 2 if is_dir else (
-          len(parts) == 3 and bool(re.match(r"^seed_-?\d+\.json(\.tmp\d+)?$", parts[2])))
-    if len(parts) <= 3:
-      return is_dir and (len(parts) == 2 or bool(_SEED.match(parts[2])))
-    return _in_run_dir(tree, parts[3:], is_dir)
+      return ((not is_dir and _TMP.sub("", rel) in TOP_FILES and _by_layout(workdir))
+              or (is_dir and tree in TREES))
+    return _verified_content(workdir, rel, parts, is_dir)
   if not is_dir and _TMP.sub("", rel) in listed["files"]:
     return True
   if len(parts) == 1:
@@ -137,7 +191,7 @@ def _walk(workdir, rel, listed, owned, unknown) -> None:
     sub = _rel(rel, name)
     path = os.path.join(workdir, sub)
     is_dir = os.path.isdir(path) and not os.path.islink(path)
-    if not _owned(sub, listed, is_dir):
+    if not _owned(sub, listed, is_dir, workdir):
       if is_dir:
         _foreign(workdir, sub, unknown)
       else:
@@ -163,7 +217,7 @@ def _label_roots(workdir, labels):
     base = os.path.join(workdir, tree)
     names = sorted(os.listdir(base)) if os.path.isdir(base) else []
     for label in labels:
-      stem = label if tree == "checkpoints" else label_dir(label)
+      stem = label_dir(label)
       roots += [_rel(tree, n) for n in names if n == stem or n.startswith(stem + "[")]
   return roots
 
@@ -174,14 +228,12 @@ def survey(workdir, labels=None):
   it did not. ``labels``: only those methods' run directories (else the
   whole workdir, its top-level result files included)."""
   listed = load(workdir)
-  if listed is None and not _by_layout(workdir):
-    listed = {"files": set(), "runs": set()}
   owned, unknown = [], []
   if labels is None:
     for entry in sorted(os.listdir(workdir)):
       if _TMP.sub("", entry) in TOP_FILES:
         is_dir = os.path.isdir(os.path.join(workdir, entry))
-        if _owned(entry, listed, is_dir):
+        if _owned(entry, listed, is_dir, workdir):
           owned.append(entry)
         else:
           unknown.append(entry + "/" if is_dir else entry)
@@ -191,7 +243,7 @@ def survey(workdir, labels=None):
   for root in roots:
     path = os.path.join(workdir, root)
     is_dir = os.path.isdir(path) and not os.path.islink(path)
-    if is_dir and _owned(root, listed, True):
+    if is_dir and _owned(root, listed, True, workdir):
       _walk(workdir, root, listed, owned, unknown)
       owned.append(root + "/")
     elif is_dir:
@@ -207,17 +259,17 @@ def remove(workdir, labels=None) -> None:
   which the next run writes again without them); refuse, naming them, if files
   it did not write are in the way (nothing is deleted then)."""
   owned, unknown = survey(workdir, labels)
+  listed = load(workdir)
   if labels is not None:
-    listed = load(workdir)
     owned += [name for name in RESULT_FILES if os.path.exists(os.path.join(workdir, name))
-              and _owned(name, listed if listed is not None or _by_layout(workdir)
-                         else {"files": set(), "runs": set()}, False)]
+              and _owned(name, listed, False, workdir)]
   if unknown:
     shown = ", ".join(unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more"
                                           if len(unknown) > SHOWN else "")
+    how = "" if listed is not None else (f" (no usable {MANIFEST}: its files were judged "
+                                         f"by their content)")
     raise ConfigError(f"--overwrite: {workdir} holds files fedfrac did not write "
-                      f"({shown}); move them out of the way (nothing was deleted)")
-  listed = load(workdir)
+                      f"({shown}); move them out of the way (nothing was deleted){how}")
   for rel in owned:    # contents before their directories
     path = os.path.join(workdir, rel.rstrip("/"))
     if rel.endswith("/"):
@@ -245,7 +297,7 @@ def register(workdir, files=(), runs=()) -> None:
   listed = load(workdir)
   if listed is None:
     listed = {"files": set(), "runs": set()}
-    if _by_layout(workdir):
+    if any(os.path.lexists(os.path.join(workdir, t)) for t in TREES + (FINGERPRINT,)):
       owned, _ = survey(workdir)
       for rel in owned:
         parts = rel.rstrip("/").split("/")

@@ -264,3 +264,33 @@ def test_every_module_fedfrac_imports_is_on_the_image_or_in_the_wheels():
 
 if __name__ == "__main__":
   raise SystemExit(pytest.main([os.path.abspath(__file__)]))
+
+
+def test_the_campaign_command_line_says_its_usage_and_refuses_an_unusable_out(tmp_path,
+                                                                             capsys):
+  # Before: --help exited 2 as an error; --out under a regular file raised
+  # NotADirectoryError with a traceback.
+  from fedfrac.campaign import __main__ as campaign_cli
+  assert campaign_cli.main(["--help"]) == 0
+  assert capsys.readouterr().out.startswith("usage: fedfrac-campaign run --out DIR")
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  with pytest.raises(SystemExit) as stopped:
+    campaign_cli.main(["run", f"--out={blocker}/out"])
+  err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+  assert stopped.value.code == 2 and err == [
+      f"error: --out={blocker}/out: cannot make that folder (Not a directory); give a "
+      f"folder that can be created"], err
+
+
+def test_fedfrac_reproduce_refusing_a_directory_says_error_and_exits_2(tmp_path, capsys):
+  # Before: the refusal was printed without "error:" and the exit status was 1.
+  from fedfrac.reproduce import __main__ as reproduce_cli
+  (tmp_path / "sweep.json").write_text(json.dumps({"hash": "x", "fingerprint": {}}))
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  status = reproduce_cli.main(["robust", f"--config={root}/configs/robust/digits_signflip.py",
+                               f"--dir={tmp_path}", "--rounds=1", "--seeds=0",
+                               "--workers=1"])
+  err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+  assert status == 2 and len(err) == 1 and err[0].startswith(
+      f"error: point directory '{tmp_path}' holds points of a different sweep"), err

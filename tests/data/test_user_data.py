@@ -120,3 +120,44 @@ def test_a_run_not_finite_from_its_first_round_points_at_the_data():
                     {"accuracy": 0.1}, 0.0)
   assert "round 2" in str(caught[0].message)
   assert "check the data" not in str(caught[0].message)
+
+
+@pytest.mark.parametrize("case", ["empty arrays", "scalar arrays", "one class",
+                                  "float64 beyond float32", "npz beyond float32"])
+def test_degenerate_data_is_refused_in_one_line_before_any_compute(tmp_path, case):
+  # Before: a bare NumPy error (empty), accuracy 1.0 reported as "ok" (every label
+  # 0), a run that diverged at round 1 (1e300 became inf in float32).
+  x, y = _table(n=60)
+  if case == "empty arrays":
+    data, match = (np.zeros((0, 5)), np.zeros((0,), int)), \
+        r"^data:x_train: holds no examples \(shape \(0, 5\)\)"
+  elif case == "scalar arrays":
+    data, match = (np.float32(1.0), np.int64(0)), r"^data:x_train: holds no examples"
+  elif case == "one class":
+    data, match = (x, np.zeros(60, int)), \
+        r"^data:y_train: every label is 0 \(one class\); expected at least two classes"
+  elif case == "float64 beyond float32":
+    x64 = x.astype(np.float64)
+    x64[7, 2] = 1e300
+    data, match = (x64, y), (r"^data:x_train: holds 1 value beyond float32 "
+                             r"\(\|x\| > 3.4028235e\+38, first at index \[\d+, 2\]\)")
+  else:
+    x64 = x.astype(np.float64)
+    x64[3, 1] = -1e300
+    np.savez(tmp_path / "d.npz", x_train=x64[:48], y_train=y[:48], x_test=x64[48:],
+             y_test=y[48:])
+    with pytest.raises(DataError, match="holds 1 value beyond float32"):
+      files.load_files(str(tmp_path / "d.npz"))
+    return
+  with pytest.raises(DataError, match=match):
+    ff.run(helpers.tiny_config(rounds=1), data=data)
+
+
+def test_test_labels_the_training_data_never_holds_are_said_in_one_line(capsys):
+  # Before: accuracy 0.0 on them, reported as "ok" without a word.
+  x, y = _table(n=90, classes=3)
+  arrays.user_data((x[:60], y[:60], x[60:], y[60:] + 2))
+  err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+  assert err == ["warning: data:y_test: 20 of 30 examples have labels data:y_train "
+                 "never holds (3, 4), so no client learns them and they count as "
+                 "errors"], err

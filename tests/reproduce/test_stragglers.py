@@ -27,3 +27,15 @@ def test_study_takes_every_registered_method_and_sets_the_policy(monkeypatch):
   c = stragglers.study_config("drop", ("fedavg",), sigma=0.5, deadline=7.0)
   assert (c.system.policy, c.system.deadline, c.system.sigma) == ("drop", 7.0, 0.5)
   assert stragglers.study_config("none", ("fedavg",)).system.deadline == float("inf")
+
+
+def test_a_one_seed_table_shows_no_nan():
+  # Before: "0.5000 ± nan" (a sample std of one value).
+  from fedfrac.metrics import statistics
+  from fedfrac.reproduce import stragglers
+  numbers = {"final_accuracy": [0.5], "status": ["ok"], "time_to_target": [None],
+             "simulated_time": [10.0], "steps_run": [4], "dropped_per_round": [0.0]}
+  text = stragglers.table([("drop", "fedavg", numbers)], 0.8)
+  assert "nan" not in text and "| fedavg | drop | 0.5000 |" in text, text
+  assert statistics.format_mean_std([0.5]) == "0.5000"
+  assert statistics.format_mean_std([0.5, 0.7], digits=2) == "0.60 ± 0.14"

@@ -47,6 +47,53 @@ def test_items_are_named_and_history_is_pruned_with_its_step(tmp_path):
                                 _state()["server"]["params"]["w"])
 
 
+@pytest.mark.parametrize("where", ["pruned step", "damaged step", "resaved step",
+                                   "leftover-like name"])
+def test_pruning_deletes_only_the_files_fedfrac_wrote(tmp_path, capsys, where):
+  # Before: whole step_N folders (and any name holding ".old") were deleted,
+  # files of one's own in them included.
+  ck = Checkpointer(str(tmp_path), keep=2)
+  ck.save(1, _state(), {"rows": [1]})
+  ck.save(2, _state(), {"rows": [2]})
+  if where == "leftover-like name":
+    mine = tmp_path / "backup.old" / "mine.txt"
+    mine.parent.mkdir()
+  else:
+    mine = tmp_path / ("step_1" if where == "pruned step" else "step_2") / "mynote.txt"
+  mine.write_text("mine")
+  if where == "damaged step":
+    (tmp_path / "step_2" / "state.npz").write_bytes(b"garbage")
+    assert ck.restore_latest(_state())[0] == 1
+  ck.save(2 if where == "resaved step" else 3, _state(), {"rows": [3]})
+  ck.save(4, _state(), {"rows": [4]})
+  assert mine.read_text() == "mine"
+  if where in ("pruned step", "damaged step"):
+    assert sorted(os.listdir(mine.parent)) == ["mynote.txt"]   # fedfrac's files gone
+    assert mine.parent.name not in [f"step_{s}" for s in ck.steps()]
+    lines = [l for l in capsys.readouterr().err.splitlines() if mine.parent.name in l
+             and "kept the folder" in l]
+    assert len(lines) == 1 and lines[0].endswith("(mynote.txt)"), lines
+  assert ck.steps()[-2:] == [3, 4] if where != "resaved step" else ck.steps() == [2, 4]
+
+
+def test_a_method_label_that_is_a_path_stays_inside_the_workdir(tmp_path):
+  # Before: checkpoints/<label> with label "/abs/dir" was /abs/dir itself, and
+  # pruning there deleted a folder of one's own.
+  import ml_collections
+  outside = tmp_path / "outside"
+  (outside / "seed_0" / "step_1").mkdir(parents=True)
+  (outside / "seed_0" / "step_1" / "mine.txt").write_text("mine")
+  c = helpers.tiny_config(rounds=4, eval_every=1, checkpoint_every=1)
+  c.methods = ml_collections.ConfigDict({str(outside): dict(name="fedavg")})
+  work = tmp_path / "w"
+  ff.run(c, workdir=str(work))
+  assert sorted(str(p.relative_to(outside)) for p in outside.rglob("*")) == [
+      "seed_0", "seed_0/step_1", "seed_0/step_1/mine.txt"]
+  folder = str(outside).replace(os.sep, "_")
+  assert sorted(os.listdir(work / "checkpoints" / folder / "seed_0")) == ["step_3", "step_4"]
+  assert os.listdir(work / "runs") == [folder]
+
+
 @pytest.mark.parametrize("damage", ["flip_state", "flip_history", "truncate",
                                     "no_history", "no_manifest"])
 def test_a_damaged_step_falls_back_to_the_previous_one(tmp_path, damage, capsys):

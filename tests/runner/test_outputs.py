@@ -121,3 +121,41 @@ def test_tensorboard_events_round_trip(tmp_path):
 def test_tensorboard_off_by_default(tmp_path):
   ff.run(helpers.tiny_config(rounds=2, seeds=(0,)), workdir=str(tmp_path))
   assert not (tmp_path / "tensorboard").exists()
+
+
+def test_the_summary_of_a_run_diverged_at_once_holds_no_final_value(tmp_path):
+  # Before: summary.md showed accuracy 0.1003 for a run whose only metrics.csv row
+  # is empty (its round-1 evaluation was not finite).
+  import re
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)
+    res = ff.run(_diverging_config(), workdir=str(tmp_path))
+  bad = res.record("fedavg", 0)
+  assert bad.status == "diverged at round 1" and not bad.finite_rows()
+  [only] = [r for r in _csv_rows(tmp_path / "metrics.csv") if r["method"] == "fedavg"]
+  assert only["accuracy"] == ""
+  summary = json.loads((tmp_path / "summary.json").read_text())["methods"]["fedavg"]
+  assert summary["seeds"]["0"]["final"] == {} and summary["mean"]["accuracy"]["mean"] is None
+  row = next(l for l in (tmp_path / "summary.md").read_text().splitlines()
+             if l.startswith("| fedavg |"))
+  assert re.match(r"\| fedavg \| \w+ \| n/a \| n/a \| n/a \|", row), row
+
+
+def test_a_full_disk_names_the_figure_it_could_not_write(tmp_path, monkeypatch):
+  # Before: a disk that filled while writing ranking.png named accuracy.png.
+  import errno
+
+  from fedfrac.runner import checkpoint, plots
+  real = plots.Figure.savefig
+
+  def savefig(self, path, *args, **kwargs):
+    if "ranking" in str(path):
+      raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    return real(self, path, *args, **kwargs)
+  monkeypatch.setattr(plots.Figure, "savefig", savefig)
+  c = helpers.tiny_config(rounds=1, eval_every=1)
+  with pytest.raises(checkpoint.DiskFullError) as e:
+    ff.run(c, workdir=str(tmp_path))
+  assert str(e.value).startswith(f"no space left on the device to write "
+                                 f"{tmp_path}/ranking.png ("), str(e.value)
+  assert not list(tmp_path.glob("*.tmp.png"))

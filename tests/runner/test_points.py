@@ -54,3 +54,85 @@ def test_a_damaged_sweep_file_is_one_line(tmp_path):
                      r"new directory, or pass overwrite"):
     _store(tmp_path)
   assert _store(tmp_path, overwrite=True).done() == set()
+
+
+def test_overwrite_deletes_only_the_point_files_fedfrac_wrote(tmp_path):
+  # Before: --overwrite removed the whole points/ folder, files of one's own too.
+  store = _store(tmp_path)
+  store.write("a1", _record(0.5))
+  store.write("b2", _record(0.75))
+  points = tmp_path / "points"
+  (points / "notes.txt").write_text("mine")
+  (points / "c3.json").write_text("mine too, shaped like a point")
+  (points / "plots").mkdir()
+  (points / "a1.json.tmp77").write_text("{")      # a point write cut short
+  before = sorted(p.name for p in points.iterdir())
+  other = {"config": {"rounds": 3}}
+  with pytest.raises(points_lib.SweepMismatch) as e:
+    points_lib.PointStore(str(tmp_path), other, overwrite=True)
+  assert str(e.value) == (f"--overwrite: {points} holds files fedfrac did not write "
+                          f"(c3.json, notes.txt, plots/); move them out of the way "
+                          f"(nothing was deleted)")
+  assert sorted(p.name for p in points.iterdir()) == before
+  for name in ("notes.txt", "c3.json"):
+    (points / name).unlink()
+  (points / "plots").rmdir()
+  assert points_lib.PointStore(str(tmp_path), other, overwrite=True).done() == set()
+  assert list(points.iterdir()) == []
+
+
+@pytest.mark.parametrize("content,age_s,reason", [
+    ("garbage", 0, "not a claim (garbage)"),
+    ("", 60, "not a claim (empty or incomplete)"),
+    ('{"x": 1}', 0, "not a claim (empty or incomplete)"),
+    (None, -86400, "its heartbeat is dated 86400 s in the future"),
+])
+def test_a_claim_file_that_is_not_a_claim_is_taken_over(tmp_path, content, age_s, reason):
+  # Before: an empty, garbage or future-dated claim held its batch for the
+  # claim timeout (600 s) while every shard exited 0 without running it.
+  import os
+  import time
+
+  from fedfrac.runner import claims as claims_lib
+  other = claims_lib.Claims(str(tmp_path), "1/2")
+  held = other.acquire("k")
+  assert held is not None
+  path = held.path
+  if content is not None:
+    with open(path, "w") as f:
+      f.write(content)
+  os.utime(path, (time.time() - age_s, time.time() - age_s))
+  mine = claims_lib.Claims(str(tmp_path), "0/2")
+  with open(path) as f:
+    text = f.read()
+  try:
+    record = json.loads(text or "{}")
+  except ValueError:
+    record = None
+  why = mine.stale(record, time.time() - os.stat(path).st_mtime)
+  assert why is not None and why.startswith(reason.split(" 86400")[0]), why
+  assert mine.acquire("k") is not None     # taken over at once
+
+
+def test_a_fresh_empty_claim_file_is_left_to_its_writer(tmp_path):
+  from fedfrac.runner import claims as claims_lib
+  (tmp_path / "claims").mkdir()
+  (tmp_path / "claims" / "k.claim").write_text("")
+  assert claims_lib.Claims(str(tmp_path), "0/2").acquire("k") is None
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "other settings"])
+def test_a_damaged_layout_file_is_replaced_in_one_line(tmp_path, damage):
+  # Before: a truncated layout-<sweep>.json stopped every shard with a
+  # JSONDecodeError until it was removed by hand.
+  from fedfrac.runner import claims as claims_lib
+  path = tmp_path / "layout-x.json"
+  proposal = {"workers": 4, "memory_bytes": 123}
+  text = {"truncate": '{"workers": 4, "mem', "garbage": "\x00\x01",
+          "other settings": '{"batch": 2}'}[damage]
+  path.write_text(text)
+  lines = []
+  assert claims_lib.agree(str(path), proposal, log=lines.append) == proposal
+  assert len(lines) == 1 and lines[0].startswith(f"{path} was unreadable (")
+  assert json.loads(path.read_text()) == proposal
+  assert claims_lib.agree(str(path), {"workers": 8, "memory_bytes": 1}) == proposal

@@ -90,3 +90,12 @@ def test_sigterm_stops_a_sweep_keeping_its_points_and_the_resume_is_bit_identica
   resumed = sweep.run_sweep(base, axes, [0], ["accuracy"], directory=str(cut), **quiet)
   assert (resumed.ran, resumed.skipped) == (1, 1)
   assert resumed.points == whole.points
+
+
+def test_the_resume_line_quotes_a_workdir_with_spaces():
+  # Before: --workdir=/tmp/my runs, which a shell splits in two.
+  from fedfrac.runner import chunked
+  assert chunked.resume_hint("/tmp/my runs") == ("rerun the same command with "
+                                                 "--workdir='/tmp/my runs' to resume")
+  assert chunked.resume_hint("/tmp/w") == "rerun the same command with --workdir=/tmp/w " \
+                                          "to resume"

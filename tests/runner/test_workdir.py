@@ -275,23 +275,151 @@ def test_a_damaged_run_record_is_recomputed_not_reported(two_methods, tmp_path, 
   assert _values(work, "fedprox") == ([] if checkpoint == "gone" else fedprox)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "edit"])
-def test_a_damaged_experiment_file_is_one_line_before_compute(two_methods, tmp_path, damage):
+def _rows(work, method):
+  """(seed, round, accuracy, loss) of ``method``'s metrics.csv rows."""
+  return [(r["seed"], r["round"], r["accuracy"], r["loss"]) for r in _metrics(work)
+          if r["method"] == method]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete", "edit"])
+def test_a_damaged_experiment_file_is_rebuilt_from_the_runs_that_match(
+    two_methods, tmp_path, capsys, damage):
+  # Before: truncated or deleted, the only way out was --overwrite of every
+  # method, deleting both methods' verified results.
   work = _copy(two_methods, tmp_path / "w")
   path = work / "experiment.json"
+  fedavg, fedprox = _rows(work, "fedavg"), _rows(work, "fedprox")
+  config = _two()
   if damage == "truncate":
     path.write_text(path.read_text()[:100])
-    config = _two()
+  elif damage == "delete":
+    path.unlink()
   else:   # the stored learning rate edited to what the rerun asks for
     path.write_text(path.read_text().replace('"client.lr": 0.1', '"client.lr": 0.3'))
     config = _two(**{"client.lr": 0.3})
   before = _tree(work)
+  capsys.readouterr()
+  if damage == "edit":   # the runs kept are bound to client.lr 0.1: refused
+    with pytest.raises(ConfigError) as e:
+      ff.run(config, workdir=str(work))
+    assert str(e.value).startswith(f"--workdir={work}: experiment.json failed "
+                                   f"verification (checksum mismatch), and the runs of "
+                                   f"fedavg, fedprox kept there are of another config "
+                                   f"(client.lr 0.1 -> 0.3)")
+    assert "\n" not in str(e.value)
+    assert _tree(work) == before
+    return
+  ff.run(config, workdir=str(work))
+  err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+  assert len(err) == 1 and "experiment.json" in err[0] and err[0].endswith(
+      "rebuilt it from the 2 runs kept there, whose records and checkpoints match this "
+      "config"), err
+  assert _rows(work, "fedavg") == fedavg and _rows(work, "fedprox") == fedprox
+  assert workdir_lib.stored_labels(str(work)) == ["fedavg", "fedprox"]
+  with pytest.raises(ConfigError, match="client.lr 0.1 -> 0.3"):   # guarding again
+    ff.run(_two(**{"client.lr": 0.3}), workdir=str(work))
+
+
+def test_a_lost_experiment_file_offers_to_rerun_only_the_method_that_differs(
+    two_methods, tmp_path):
+  # Before: "holds results without experiment.json" also with --overwrite=fedavg;
+  # only --overwrite (every method, fedprox's results too) was allowed.
+  work = _copy(two_methods, tmp_path / "w")
+  (work / "experiment.json").unlink()
+  fedprox = {**_tree(work, "runs", "fedprox"), **_tree(work, "checkpoints", "fedprox")}
+  c = _two(only="fedavg")
+  c.methods.fedavg.server_lr = 0.5
   with pytest.raises(ConfigError) as e:
-    ff.run(config, workdir=str(work))
-  reason = "truncated or not JSON" if damage == "truncate" else "checksum mismatch"
-  assert str(e.value).startswith(f"--workdir={work}: experiment.json is unreadable "
-                                 f"({reason}); give --overwrite")
+    ff.run(c, workdir=str(work))
+  message = str(e.value)
+  assert "the runs of fedavg kept there are of another config (methods.fedavg.options." \
+         "server_lr 1.0 -> 0.5)" in message and "give --overwrite=fedavg to rerun that " \
+         "method (the others' results are kept)" in message, message
+  res = ff.run(c, workdir=str(work), overwrite="fedavg")
+  assert {**_tree(work, "runs", "fedprox"), **_tree(work, "checkpoints", "fedprox")} == fedprox
+  assert [r[2] for r in _rows(work, "fedavg")] == [
+      str(r["accuracy"]) for r in res.record("fedavg", 0).rows]
+
+
+def test_an_overwrite_of_a_method_the_command_does_not_run_is_refused(two_methods,
+                                                                      tmp_path):
+  # Before: --overwrite=fedavg with only=fedprox deleted fedavg's record,
+  # checkpoints and rows, and did not run it again.
+  work = _copy(two_methods, tmp_path / "w")
+  before = _tree(work)
+  with pytest.raises(ConfigError) as e:
+    ff.run(_two(only="fedprox"), workdir=str(work), overwrite="fedavg")
+  assert str(e.value).startswith("--overwrite=fedavg: this command does not run fedavg "
+                                 "(it runs fedprox)")
+  assert "nothing was deleted" in str(e.value) and "\n" not in str(e.value)
   assert _tree(work) == before
+
+
+def test_a_deleted_run_record_is_named_and_recomputed_from_its_checkpoint(
+    two_methods, tmp_path, capsys):
+  # Before: the run silently dropped out of metrics.csv and summary.md.
+  work = _copy(two_methods, tmp_path / "w")
+  fedprox = _rows(work, "fedprox")
+  (work / "runs" / "fedprox" / "seed_0.json").unlink()
+  capsys.readouterr()
+  ff.run(_two(only="fedavg"), workdir=str(work))
+  err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+  assert err == [f"{work}: runs/fedprox/seed_0.json is missing; recomputed it from its "
+                 f"checkpoint at round 2"], err
+  assert _rows(work, "fedprox") == fedprox
+  assert "| fedprox |" in (work / "summary.md").read_text()
+  assert (work / "runs" / "fedprox" / "seed_0.json").exists()
+
+
+@pytest.fixture(scope="module")
+def other_experiment(tmp_path_factory):
+  """A workdir of fedprox at another client learning rate (another experiment)."""
+  root = tmp_path_factory.mktemp("other_experiment")
+  ff.run(_two(**{"client.lr": 0.5, "only": "fedprox"}), workdir=str(root))
+  return root
+
+
+@pytest.mark.parametrize("copied", ["record", "record and checkpoints"])
+def test_a_record_copied_from_another_experiment_is_not_tabulated(
+    two_methods, other_experiment, tmp_path, capsys, copied):
+  # Before: its checksum verified, so the other experiment's numbers were
+  # tabulated as this workdir's fedprox without a word.
+  import shutil
+  work = _copy(two_methods, tmp_path / "w")
+  fedprox = _rows(work, "fedprox")
+  assert _rows(other_experiment, "fedprox") != fedprox
+  shutil.copy(other_experiment / "runs" / "fedprox" / "seed_0.json",
+              work / "runs" / "fedprox" / "seed_0.json")
+  if copied != "record":
+    shutil.rmtree(work / "checkpoints" / "fedprox")
+    shutil.copytree(other_experiment / "checkpoints" / "fedprox",
+                    work / "checkpoints" / "fedprox")
+  capsys.readouterr()
+  ff.run(_two(only="fedavg"), workdir=str(work))
+  err = [l for l in capsys.readouterr().err.splitlines() if "seed_0.json" in l]
+  assert len(err) == 1 and err[0].startswith(
+      f"{work}: runs/fedprox/seed_0.json failed verification (a record of another "
+      f"experiment: client.lr 0.5 -> 0.1)"), err
+  if copied == "record":
+    assert err[0].endswith("recomputed it from its checkpoint at round 2")
+  else:   # its checkpoints are of the other experiment too: run again here
+    assert err[0].endswith("no intact checkpoint, so fedprox seed 0 runs again from "
+                           "round 0")
+  assert _rows(work, "fedprox") == fedprox
+
+
+@pytest.mark.parametrize("stray", ["empty folder", "garbage files"])
+def test_a_stray_step_folder_is_not_rounds_run(two_methods, tmp_path, stray):
+  # Before: "fedavg seed 0 already ran 400 rounds, more than config.rounds=2".
+  work = _copy(two_methods, tmp_path / "w")
+  step = work / "checkpoints" / "fedavg" / "seed_0" / "step_400"
+  step.mkdir()
+  if stray == "garbage files":
+    for name in ("state.npz", "history.json", "manifest.json"):
+      (step / name).write_text("garbage")
+  fedavg = _rows(work, "fedavg")
+  ff.run(_two(only="fedavg"), workdir=str(work))
+  assert _rows(work, "fedavg") == fedavg
 
 
 def test_an_empty_workdir_is_refused():

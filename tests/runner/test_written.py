@@ -16,11 +16,17 @@ RUN_FILES = ["experiment.json", "config.json", "metrics.csv", "summary.md",
              "checkpoints/fedavg/seed_0/step_2/state.npz",
              "checkpoints/fedavg/seed_0/step_2/history.json",
              "checkpoints/fedavg/seed_0/step_2/manifest.json",
-             "checkpoints/fedprox/seed_0/step_2/state.npz"]
+             "checkpoints/fedprox/seed_0/step_2/state.npz",
+             "checkpoints/fedprox/seed_0/step_2/history.json",
+             "checkpoints/fedprox/seed_0/step_2/manifest.json"]
 
 
 def _fake_workdir(root, register=True):
-  """A workdir laid out as a run of fedavg and fedprox leaves it (tiny files)."""
+  """A workdir as a run of fedavg and fedprox leaves it (tiny files: sealed
+  records and checkpoint steps that verify, as fedfrac writes them)."""
+  import numpy as np
+
+  from fedfrac.runner.checkpoint import Checkpointer
   if register:
     written.register(str(root), files=[f for f in RUN_FILES if "/" not in f
                                         or f.startswith("runs/")],
@@ -28,7 +34,14 @@ def _fake_workdir(root, register=True):
   for rel in RUN_FILES:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("x")
+    if rel.startswith("runs/"):
+      sealed.write(str(path), {"method": rel.split("/")[1], "seed": 0, "rows": []})
+    elif rel.startswith("checkpoints/"):
+      Checkpointer(str(path.parent.parent)).save(2, {"w": np.zeros(2)}, {"rows": []})
+    elif rel == "experiment.json":
+      sealed.write(str(path), {"shared": {}, "methods": {}, "rounds": 2})
+    else:
+      path.write_text("x")
 
 
 def _files(root):
@@ -78,12 +91,43 @@ def test_a_directory_without_a_fingerprint_owns_nothing(tmp_path):
   assert (tmp_path / "metrics.csv").read_text() == "my own table"
 
 
-def test_an_older_workdir_is_adopted_by_its_layout(tmp_path):
+def test_an_older_workdir_is_adopted_by_its_content(tmp_path):
   _fake_workdir(tmp_path, register=False)
+  (tmp_path / "runs/fedavg/seed_7.json").write_text("mine")
   written.register(str(tmp_path), files=["summary.json"])
   listed = written.load(str(tmp_path))
   assert "runs/fedprox/seed_0.json" in listed["files"]
   assert "checkpoints/fedavg/seed_0" in listed["runs"]
+  assert "runs/fedavg/seed_7.json" not in listed["files"]
+
+
+@pytest.mark.parametrize("manifest", ["deleted", "damaged"])
+@pytest.mark.parametrize("mine", ["runs/fedavg/seed_7.json",
+                                  "checkpoints/fedavg/seed_0/step_9/state.npz"])
+def test_without_a_list_a_file_shaped_like_fedfracs_is_not_deleted(tmp_path, capsys,
+                                                                   manifest, mine):
+  # Before: judged by its name alone, --overwrite deleted it.
+  _fake_workdir(tmp_path)
+  (tmp_path / mine).parent.mkdir(parents=True, exist_ok=True)
+  (tmp_path / mine).write_text("mine")
+  if manifest == "deleted":
+    (tmp_path / written.MANIFEST).unlink()
+  else:
+    (tmp_path / written.MANIFEST).write_text("{")
+  before = _files(tmp_path)
+  capsys.readouterr()
+  with pytest.raises(ConfigError) as e:
+    written.remove(str(tmp_path))
+  assert mine in str(e.value) and "nothing was deleted" in str(e.value)
+  assert "no usable written.json" in str(e.value) and "\n" not in str(e.value)
+  assert _files(tmp_path) == before
+  err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+  assert len(err) == (manifest == "damaged"), err   # said once, however often read
+  (tmp_path / mine).unlink()
+  if "step_9" in mine:
+    (tmp_path / mine).parent.rmdir()
+  written.remove(str(tmp_path))    # what verifies as fedfrac's goes
+  assert _files(tmp_path) == []
 
 
 @pytest.mark.parametrize("damage,reason", [
