@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 
@@ -69,8 +70,15 @@ def firma_compile_cache(directory=None) -> str:
   if "dir" not in _CACHE:
     from jax.experimental.compilation_cache import compilation_cache
     from fedfrac.reproduce.firma_points import enable_compile_cache
+    from fedfrac.runner.compile_cache import verify_entries
     _CACHE["dir"] = directory or tempfile.mkdtemp(prefix="campaign_xla_cache_")
     os.makedirs(_CACHE["dir"], exist_ok=True)
+    bad, _ = verify_entries(_CACHE["dir"])   # a damaged carried entry: compile afresh
+    for name in bad:
+      os.remove(os.path.join(_CACHE["dir"], name))
+    if bad:
+      print(f"compile cache: {len(bad)} damaged entries removed from {_CACHE['dir']}",
+            file=sys.stderr)
     compilation_cache.reset_cache()
     enable_compile_cache(_CACHE["dir"])
   return _CACHE["dir"]
