@@ -78,14 +78,14 @@ def build(model_cfg, input_shape, num_outputs, input_scale=1.0, input_mean=(),
   ``input_std`` (see :func:`input_normalisation`)."""
   mean, std = input_normalisation(input_shape, input_mean, input_std)
   name = model_cfg.name
-  if name in USER_MODELS:
-    return adapted_model(USER_MODELS[name], input_shape, num_outputs, input_scale, mean,
-                         std, name)
-  conv_impl = model_cfg.get("conv_impl", "auto")
   init = torch_init.check_init(model_cfg.get("init", "flax"))
   if init != "flax" and name not in torch_init.TORCH_INIT_MODELS:
     raise ValueError(f"model.init={init!r}: available for model.name "
                      f"{', '.join(torch_init.TORCH_INIT_MODELS)}, not {name!r}")
+  if name in USER_MODELS:
+    return adapted_model(USER_MODELS[name], input_shape, num_outputs, input_scale, mean,
+                         std, name)
+  conv_impl = model_cfg.get("conv_impl", "auto")
   if name in WINDOW_MODELS:
     from fedfrac.models import regression
     if int(num_outputs) != 1:
