@@ -44,7 +44,7 @@ from ml_collections import config_flags
 from fedfrac import config_files, config_keys, runner
 from fedfrac.config import ConfigError
 from fedfrac.data.validate import DataError
-from fedfrac.runner import compile_cache, signals
+from fedfrac.runner import compile_cache, log, signals
 from fedfrac.runner.checkpoint import DiskFullError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
@@ -291,6 +291,7 @@ def main(argv):
     _exit_with_error("--config=None: a config file is required (or give --list)")
   logging.set_verbosity(logging.WARNING)
   compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
+  log.one_line_warnings()
   # Several processes (FEDFRAC_COORDINATOR/NUM_PROCESSES/PROCESS_ID, docs/scaling.md):
   # join them before JAX runs anything; only process 0 writes the workdir.
   from fedfrac.sim import distributed

@@ -107,6 +107,7 @@ from fedfrac.config import ConfigError
 from fedfrac.data.validate import DataError
 from fedfrac.runner import claims as claims_lib
 from fedfrac.runner import compile_cache
+from fedfrac.runner import log as log_lib
 from fedfrac.runner import points as points_lib
 from fedfrac.runner import signals
 from fedfrac.runner.checkpoint import DiskFullError, atomic_write
@@ -816,6 +817,7 @@ def main(argv=None):
   except (ConfigError, DataError, sweep_checks.UsageError) as e:
     _exit_with_error(e)
   compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
+  log_lib.one_line_warnings()
 
   try:
     outcome = run_sweep(base, axes, seeds, metric_names, grid, grid_methods,

@@ -19,8 +19,9 @@ def main(argv=None):
     return 2
   from fedfrac.config import ConfigError
   from fedfrac.data.validate import DataError
-  from fedfrac.runner import compile_cache, signals
+  from fedfrac.runner import compile_cache, log, signals
   compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
+  log.one_line_warnings()
   try:
     status = PAPERS[paper].main(flags)
   except (ConfigError, DataError) as e:   # a bad config file or value, bad data

@@ -10,6 +10,14 @@ import numpy as np
 from fedfrac.runner.records import RunRecord, nonfinite_keys
 
 
+def one_line_warnings() -> None:
+  """Show warnings as one line, ``warning: <message>`` (a command line's way),
+  instead of Python's two: the file and line, then the source line that warned
+  (``  warnings.warn(msg)``, which reads as a second, broken line)."""
+  warnings.formatwarning = (lambda message, category, filename, lineno, line=None:
+                            f"warning: {message}\n")
+
+
 def round_communication(comm):
   """``(payload_bytes, message_bytes, participants, round_index) -> (up, down)``.
 

@@ -137,9 +137,9 @@ def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, r
     records.extend(done[j] for j in jobs if j in done)
     lost = [j for j in jobs if j not in done]
     results = finish(quiet=lost)
-    where = (f"the {len(done)} that finished are written in {workdir} (a lost run's "
-             f"last checkpoint, if any, as partial); rerun the same command to run the "
-             f"rest" if workdir else "nothing was kept (no workdir)")
+    where = (f"the {len(done)} that finished {'is' if len(done) == 1 else 'are'} written "
+             f"in {workdir} (a lost run's last checkpoint, if any, as partial); rerun the "
+             f"same command to run the rest" if workdir else "nothing was kept (no workdir)")
     raise RunsLost(f"{len(lost)} of {len(jobs)} runs did not finish ({lost[0][0]} seed "
                    f"{lost[0][1]}{', ...' if len(lost) > 1 else ''}): their worker "
                    f"process died (killed, or out of memory?); {where}", results) from None

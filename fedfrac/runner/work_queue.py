@@ -22,6 +22,7 @@ from fedfrac.runner import signals
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.extensions import extensions_for_workers, install_extensions
 from fedfrac.runner.local_devices import local_workers
+from fedfrac.runner.log import one_line_warnings
 
 
 def resolve(executor: str) -> Callable:
@@ -76,6 +77,7 @@ def _queue_worker(target, tasks, results, graceful=False, extensions=None, paren
   if parent is not None:
     _watch_parent(parent, graceful)
   _pin_to_core()
+  one_line_warnings()
   install_extensions(extensions)
   function = resolve(target)
 

@@ -99,3 +99,22 @@ def test_the_resume_line_quotes_a_workdir_with_spaces():
                                                  "--workdir='/tmp/my runs' to resume")
   assert chunked.resume_hint("/tmp/w") == "rerun the same command with --workdir=/tmp/w " \
                                           "to resume"
+
+
+def test_a_warning_on_the_command_line_is_one_line(tmp_path):
+  # Before: Python's two lines, the second "  warnings.warn(msg)" read as a
+  # duplicated, broken line.
+  import os
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  env = dict(os.environ, PYTHONPATH=root, JAX_PLATFORMS="cpu")
+  out = subprocess.run(
+      [sys.executable, "-m", "fedfrac.main", "--config=configs/quickstart.py",
+       "--config.only=fedavg", "--config.rounds=1", "--config.workers=1",
+       "--config.progress=False", "--config.model.hidden=(8,)",
+       "--config.data.num_clients=4", "--config.client.lr=1e6", f"--workdir={tmp_path}"],
+      cwd=root, env=env, capture_output=True, text=True, timeout=600)
+  lines = [l for l in out.stderr.splitlines() if l.strip()]
+  assert out.returncode == 0 and len(lines) == 1, out.stderr[-2000:]
+  assert lines[0].startswith("warning: method 'fedavg' seed 0 diverged at round 1: "), lines
