@@ -22,8 +22,11 @@ PLAN = ROOT / "benchmarks" / "gpu" / "plan.json"
 # tfds data source (the campaign reads local files), config.log.tensorboard, and
 # IPython, which only Jupyter's display hook of the results' figures imports (so it is
 # present whenever that code runs), and the FIRMA authors' own code (`fibfl`), which
-# only `fedfrac-reproduce firma_authors` imports, from a folder given on its command line.
-NOT_ON_CAMPAIGN_PATH = {"tensorflow_datasets", "tensorboardX", "IPython", "fibfl"}
+# only `fedfrac-reproduce firma_authors` imports, from a folder given on its command line,
+# and the Kuramoto authors' `algorithms` package, which only the driver of
+# `fedfrac-reproduce kuramoto_authors` imports, from their checkout.
+NOT_ON_CAMPAIGN_PATH = {"tensorflow_datasets", "tensorboardX", "IPython", "fibfl",
+                        "algorithms"}
 # Distribution of a module when it is not installed here (e.g. torch on CI).
 KNOWN = {"sklearn": "scikit-learn", "absl": "absl-py", "yaml": "pyyaml",
          "orbax": "orbax-checkpoint", "ml_collections": "ml-collections",
