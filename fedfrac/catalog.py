@@ -16,9 +16,11 @@ full text, :data:`PAPERS` the paper each method comes from.
 from __future__ import annotations
 
 import importlib
-from typing import NamedTuple
 
 from fedfrac import algorithms, models
+# The families of methods live with the algorithms (re-exported: --list, the docs).
+from fedfrac.algorithms.families import (FAMILIES, OTHER, REFERENCE,  # noqa: F401
+                                         STAND_INS, Family, family)
 from fedfrac.algorithms.schema import HParam, OneOf
 from fedfrac.data import sources
 
@@ -26,44 +28,12 @@ from fedfrac.data import sources
 partition = importlib.import_module("fedfrac.data.partition")
 
 
-class Family(NamedTuple):
-  """A group of methods: ``key`` (short, for tables), ``title`` (for figures) and
-  the registered algorithm names in it."""
-  key: str
-  title: str
-  names: tuple
-
-
-FAMILIES = (
-    Family("baseline", "Baselines",
-           ("fedavg", "fedavgm", "fedprox", "scaffold", "fednova", "fedadam", "fedyogi",
-            "fedadagrad", "moon", "feddyn", "fdse", "fedel")),
-    Family("fractional", "Fractional", ("fofedavg", "fo_ri_fedavg", "fo_fedavg",
-                                        "ri_fedavg")),
-    Family("FIRMA ring", "FIRMA ring methods", ("rdfl", "fibfl", "fibfl_plus",
-                                                "fibfl_pp")),
-    Family("Kuramoto", "Kuramoto", ("kuramoto_fedavg",)),
-    Family("privacy", "Privacy and secure aggregation", ("dp_fedavg", "dp_sgd",
-                                                         "sparse_secagg")),
-    Family("personalised", "Personalised", ("fedrep", "fedbm")),
-)
-# An algorithm no family lists (e.g. one registered by a user's own module).
-OTHER = Family("other", "Other", ())
-
-# Methods built without their paper's full text: what they were built from.
-STAND_INS = {
-    "fdse": "paper text not available: our reading of its consistency regulariser",
-    "fedbm": "paper text not found: built from its title and FOFedAvg's description",
-    "fedel": "built from the paper's abstract and overview",
-    "sparse_secagg": "built from the abstract and FOFedAvg's related work",
-}
-
-# The paper each method comes from (the API reference's algorithm pages).
 _FOFEDAVG = "Partohaghighi, Marcia, Chen: Fractional-Order Federated Learning (FOFedAvg)"
 _BEV = ("Partohaghighi, Marcia, West, Chen: Fractional Order Federated Learning for "
         "BEV energy consumption modelling (FO-RI-FedAvg)")
 _FIRMA = "Hedjam: FIRMA, FIbonacci Ring Model Aggregation"
 _FEDOPT = "Reddi et al. 2021: Adaptive Federated Optimization (FedOpt)"
+# The paper each method comes from (the API reference's algorithm pages).
 PAPERS = {
     "fedavg": "McMahan et al. 2017: Communication-Efficient Learning of Deep Networks "
               "from Decentralized Data (FedAvg)",
@@ -98,15 +68,6 @@ PAPERS = {
     "fedbm": "Ping, Fu, Zhao, Liu, Pu, Ding, FGCS 2025: FedBM, Balancing Models for "
              "Personalized Federated Learning",
 }
-
-# The reference every comparison is drawn against (dashed in every family panel).
-REFERENCE = "fedavg"
-
-
-def family(name: str) -> Family:
-  """The :class:`Family` of algorithm ``name`` (:data:`OTHER` when none lists it)."""
-  return next((f for f in FAMILIES if name in f.names), OTHER)
-
 
 def allowed_text(hp: HParam) -> str:
   """What option ``hp`` allows: its listed values, else its ``allowed`` phrase."""

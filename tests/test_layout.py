@@ -86,12 +86,13 @@ def _module_name(path):
 def _import_graph():
   """``{module: {imported module: line}}`` among fedfrac's modules, from the source.
 
-  Every import statement counts: at module level, inside a function and under
-  ``if TYPE_CHECKING:``. ``import a.b`` and ``from a import b`` name the module
-  ``a.b`` when there is one, else the package ``a`` (its ``__init__``); relative
-  imports are resolved. The packages above an imported module, which Python
-  runs first, are not counted (else every module that its package's ``__init__``
-  imports would close a circle with it).
+  Every import counts: statements at module level, inside a function and under
+  ``if TYPE_CHECKING:``, and calls of ``importlib.import_module`` and
+  ``__import__`` with a literal name. ``import a.b`` and ``from a import b`` name
+  the module ``a.b`` when there is one, else the package ``a`` (its
+  ``__init__``); relative imports are resolved. The packages above an imported
+  module, which Python runs first, are not counted (else every module that its
+  package's ``__init__`` imports would close a circle with it).
   """
   modules = {_module_name(p): p for p in _modules()}
   graph = {}
@@ -110,11 +111,25 @@ def _import_graph():
           base = ".".join(anchor + ([base] if base else []))
         targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
                    for a in node.names]
+      elif isinstance(node, ast.Call) and _literal_import(node):
+        targets = [_literal_import(node)]
       for target in targets:
         if target in modules and target != name:
           edges.setdefault(target, node.lineno)
     graph[name] = edges
   return graph
+
+
+def _literal_import(call):
+  """The module name of ``importlib.import_module("a.b")`` / ``__import__("a.b")``
+  (a literal first argument), else None."""
+  f = call.func
+  named = (isinstance(f, ast.Attribute) and f.attr == "import_module") or (
+      isinstance(f, ast.Name) and f.id in ("import_module", "__import__"))
+  if named and call.args and isinstance(call.args[0], ast.Constant) and isinstance(
+      call.args[0].value, str):
+    return call.args[0].value
+  return None
 
 
 def _circles(graph):
@@ -178,11 +193,54 @@ def test_the_circle_finder_names_a_circle():
 
 def test_no_import_circles():
   """Imports run one way: no fedfrac module reaches itself through the modules it
-  imports (module-level, function-level and TYPE_CHECKING imports all count)."""
+  imports (module-level, function-level and TYPE_CHECKING imports, and
+  ``importlib.import_module`` / ``__import__`` of a literal name, all count)."""
   graph = _import_graph()
   assert "fedfrac.runner.loop" in graph and graph["fedfrac.runner.loop"]
+  # importlib counts: fedfrac.data.federated reaches partition that way.
+  assert "fedfrac.data.partition" in graph["fedfrac.data.federated"]
   circles = _circles(graph)
   assert not circles, "import circles: " + "; ".join(_describe(graph, c) for c in circles)
+
+
+# The layers, bottom to top: a module imports from its own layer and those below.
+LAYERS = (
+    ("_validation", "_types", "_version", "ops", "optim", "metrics"),
+    ("config_base", "config_keys", "config"),
+    ("data",),
+    ("models",),
+    ("algorithms",),
+    ("sim",),
+    ("runner",),
+    ("catalog", "config_files", "_equations", "_apidoc", "sweep_checks", "sweep_inputs",
+     "sweep"),
+    ("bench", "reproduce"),
+    ("campaign", "main", "fedfrac"),
+)
+# The config is the one way in: validate() runs every layer's section check, and
+# its key list reads the algorithms' options (docs/design.md section 2).
+UPWARD_BY_DESIGN = {("fedfrac.config", "fedfrac.data.validate"),
+                    ("fedfrac.config", "fedfrac.models.validate"),
+                    ("fedfrac.config", "fedfrac.runner.validate"),
+                    ("fedfrac.config", "fedfrac.sim.validate"),
+                    ("fedfrac.config_base", "fedfrac.algorithms.server"),
+                    ("fedfrac.config_keys", "fedfrac.algorithms")}
+
+
+def _layer(module):
+  part = module.split(".")[1] if "." in module else "fedfrac"
+  for i, names in enumerate(LAYERS):
+    if part.removesuffix(".py") in names:
+      return i
+  raise AssertionError(f"{module}: in no layer of LAYERS")
+
+
+def test_imports_go_down_the_layers():
+  graph = _import_graph()
+  up = [f"{a} (line {line}) -> {b}" for a, edges in sorted(graph.items())
+        for b, line in sorted(edges.items())
+        if _layer(b) > _layer(a) and (a, b) not in UPWARD_BY_DESIGN]
+  assert not up, "imports up the layers: " + "; ".join(up)
 
 
 def test_public_names():

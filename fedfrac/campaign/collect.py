@@ -21,13 +21,13 @@ on the first mismatch). Then:
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import statistics
 import sys
 
 from fedfrac.campaign import carried_cache, files, plan as plan_lib
+from fedfrac.reproduce.item_files import table_files  # noqa: F401  (re-exported)
 
 CAMPAIGN = os.path.join("results", "campaign")
 
@@ -67,19 +67,6 @@ def _holds_all(new, old) -> bool:
   """Whether item file ``new`` holds every FIRMA cell of ``old`` (same item)."""
   return (new.get("campaign", {}).get("item") == old["campaign"]["item"]
           and _cells(old) <= _cells(new))
-
-
-def table_files(root, name, table) -> list:
-  """Paths (relative to ``root``) of every file a plan table is rendered from:
-  its ``include`` globs, then its verified campaign item files (those of items
-  a window finished in part too)."""
-  out = []
-  for pattern in table.get("include", []):
-    out += sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, pattern)))
-  folder = os.path.join(root, CAMPAIGN, name)
-  done = files.done_items(folder, partial=True)
-  out += sorted(os.path.relpath(p, root) for p in done.values())
-  return out
 
 
 def jobs_table(title, metrics, paths, root) -> str:

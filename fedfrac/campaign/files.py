@@ -1,10 +1,6 @@
-"""Checksummed item files and the archive a window brings back.
-
-An *item file* is one JSON object with a ``campaign`` entry (the item's id,
-kind, table, spec, device, seconds, date, code digest) beside what the item
-produced, and ``sha256``: the SHA-256 of the object without that key as
-canonical JSON (sorted keys). :func:`read_verified` returns it only when the
-checksum matches, so an edited or truncated file is never taken for a result.
+"""The archive a window brings back, around its checksummed item files
+(:mod:`fedfrac.reproduce.item_files`: the format, its checksums and which item
+files are verified or partial, re-exported here).
 
 The *archive* (``campaign.tar.gz``) holds ``MANIFEST.json`` (the window's
 device, budget, plan digest, and the SHA-256 of every other member), the item
@@ -22,6 +18,12 @@ import os
 import tarfile
 import time
 
+# The item files themselves (their checksums, which are verified, which finished
+# in part) are a results format the renderers read: fedfrac.reproduce.item_files.
+from fedfrac.reproduce.item_files import (  # noqa: F401  (re-exported)
+    canonical, checksum, done_items, is_partial, partial_items, read_verified,
+    write_item, write_json_atomic)
+
 MANIFEST = "MANIFEST.json"
 ARCHIVE = "campaign.tar.gz"
 FORMAT = 1
@@ -29,73 +31,6 @@ FORMAT = 1
 
 class ArchiveError(ValueError):
   """An archive or item file that fails its checks (one line)."""
-
-
-def canonical(obj) -> bytes:
-  return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=float).encode()
-
-
-def checksum(obj) -> str:
-  return hashlib.sha256(canonical({k: v for k, v in obj.items() if k != "sha256"})
-                        ).hexdigest()
-
-
-def write_json_atomic(path, obj):
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = f"{path}.tmp{os.getpid()}"
-  with open(tmp, "w") as f:
-    json.dump(obj, f, default=float)
-  os.replace(tmp, path)
-
-
-def write_item(path, payload: dict) -> dict:
-  """Write ``payload`` (with its ``campaign`` entry) and its checksum to ``path``."""
-  obj = dict(payload)
-  obj["sha256"] = checksum(obj)
-  write_json_atomic(path, obj)
-  return obj
-
-
-def read_verified(path):
-  """The item file at ``path`` if it parses and its checksum matches, else None."""
-  try:
-    with open(path) as f:
-      obj = json.load(f)
-  except (OSError, ValueError):
-    return None
-  if not isinstance(obj, dict) or obj.get("sha256") != checksum(obj) or \
-      "campaign" not in obj:
-    return None
-  return obj
-
-
-def is_partial(obj) -> bool:
-  """Whether an item file holds part of its item (a window stopped inside it)."""
-  return bool(obj.get("campaign", {}).get("partial"))
-
-
-def done_items(folder, partial=False) -> dict:
-  """``{item id: path}`` of the verified item files under ``folder`` (recursive);
-  those of items finished in part only with ``partial``."""
-  out = {}
-  if not os.path.isdir(folder):
-    return out
-  for dirpath, _, names in os.walk(folder):
-    for name in sorted(names):
-      if name.endswith(".json") and name != "timings.json":
-        obj = read_verified(os.path.join(dirpath, name))
-        if obj is not None and (partial or not is_partial(obj)):
-          out[obj["campaign"]["item"]] = os.path.join(dirpath, name)
-  return out
-
-
-def partial_items(root) -> dict:
-  """``{item id: path relative to root}`` of the verified item files under
-  ``root/results/campaign`` of items a window finished in part only."""
-  folder = os.path.join(root, "results", "campaign")
-  done = done_items(folder)
-  return {i: os.path.relpath(p, root) for i, p in
-          done_items(folder, partial=True).items() if i not in done}
 
 
 def _sha_file(path):

@@ -36,10 +36,10 @@ def plan_table_files(name):
   then the verified item files under ``results/campaign/<name>/``): one list for
   both renderers, so ``fedfrac-reproduce docs --check`` agrees with what a
   collect wrote."""
-  from fedfrac.campaign import collect
+  from fedfrac.reproduce import item_files
   with open(os.path.join(common.CHECKOUT_DIR, "benchmarks", "gpu", "plan.json")) as f:
     table = json.load(f)["tables"][name]
-  return tuple(collect.table_files(common.CHECKOUT_DIR, name, table))
+  return tuple(item_files.table_files(common.CHECKOUT_DIR, name, table))
 
 
 # Fashion-MNIST Tables 7-8: the committed runs (the first, the 2-seed H100 run of

@@ -3,7 +3,7 @@ workdir's ``accuracy.png`` and ``ranking.png``) and of a sweep (``fedfrac-sweep
 --out=X.md``: ``X_rounds.png`` and ``X_ranking.png``, :func:`save_sweep_figures`).
 
 * :func:`rounds_figure`: small multiples, one panel per method family
-  (:data:`fedfrac.catalog.FAMILIES`), a metric per round (mean over seeds, ±1 std
+  (:data:`fedfrac.algorithms.families.FAMILIES`), a metric per round (mean over seeds, ±1 std
   band when there are several), the reference method (FedAvg) dashed in every
   panel, shared axes. Curves that coincide are drawn once and named together.
 * :func:`ranking_figure`: the final value of every method, ranked best first,
@@ -13,7 +13,7 @@ workdir's ``accuracy.png`` and ``ranking.png``) and of a sweep (``fedfrac-sweep
 
 Both take groups (title -> rows): one group for a run, one per config point for a
 sweep, drawn as one row (or panel) each. A method's family comes from its
-registered algorithm name through :func:`fedfrac.catalog.family`.
+registered algorithm name through :func:`fedfrac.algorithms.families.family`.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from fedfrac import catalog
+from fedfrac.algorithms import families as catalog
 from fedfrac.runner.plots import (COLORS, Figure, default_metric, describe_config,
                                   draw_mean_band, group_coinciding, line_style)
 

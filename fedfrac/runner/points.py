@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -39,7 +38,7 @@ import time
 from typing import Any, Callable, Iterable, Optional
 
 from fedfrac.runner import claims as claims_lib
-from fedfrac.runner import sealed, signals
+from fedfrac.runner import extensions, sealed, signals
 from fedfrac.runner.checkpoint import atomic_write, json_default
 from fedfrac.runner.local_devices import local_workers, worker_memory_bytes  # noqa: F401
 from fedfrac.runner.work_queue import resolve, work_queue  # noqa: F401  (their old home)
@@ -282,8 +281,7 @@ def execute(batches: list, store: PointStore, workers: Optional[int] = None,
   envs = local_workers()
   n = len(envs) if workers is None else int(workers)
   n = max(1, min(n, len(batches))) if batches else 1
-  if n > 1 and importlib.import_module("fedfrac.runner.parallel").cannot_ship(
-      log, [b.spec for b in batches]):
+  if n > 1 and extensions.cannot_ship(log, [b.spec for b in batches]):
     n = 1
   t0 = time.perf_counter()
   try:

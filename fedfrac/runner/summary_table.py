@@ -3,16 +3,16 @@
 
 One row per method, best final value first (accuracy: highest; RMSE: lowest;
 ties by name; methods without a finite final value last), with the method's
-family (:func:`fedfrac.catalog.family`), the difference of its mean final value
+family (:func:`fedfrac.algorithms.families.family`), the difference of its mean final value
 to the reference method's (FedAvg: percentage points for accuracy, the metric's
 units for RMSE), rounds to target, wall time, and a status that marks diverged
-and partial runs and stand-in methods (:data:`fedfrac.catalog.STAND_INS`).
+and partial runs and stand-in methods (:data:`fedfrac.algorithms.families.STAND_INS`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from fedfrac import catalog
+from fedfrac.algorithms import families as catalog
 from fedfrac.runner import overview
 
 
@@ -82,5 +82,5 @@ def format_table(summary, config) -> str:
   stand_ins = [f.label for f in finals if f.algorithm in catalog.STAND_INS]
   if stand_ins:
     lines += ["", "stand-in: built without the paper's full text "
-              f"({', '.join(stand_ins)}; see `fedfrac.catalog.STAND_INS`)."]
+              f"({', '.join(stand_ins)}; see `fedfrac.algorithms.families.STAND_INS`)."]
   return "\n".join(lines)
