@@ -50,7 +50,7 @@ RUN_API = (("fedfrac.runner.loop", ("run",)),
            ("fedfrac.runner.overview", ("ResultFigures", "results_figures", "rounds_figure",
                                         "ranking_figure", "save_sweep_figures")),
            ("fedfrac.runner.summary_table", ("format_table",)),
-           ("fedfrac.sweep", ("run_sweep", "run")),
+           ("fedfrac.sweep.run", ("run_sweep", "run")),
            ("fedfrac.models.adapter", ("flax_model", "FlaxAdapter")))
 CONTRACT_API = (("fedfrac.algorithms.contract", ("FedAlgorithm", "BuildContext",
                                                  "AlgorithmEntry")),
@@ -61,7 +61,7 @@ CONTRACT_API = (("fedfrac.algorithms.contract", ("FedAlgorithm", "BuildContext",
                 ("fedfrac.algorithms.server_optimizer", ("from_text", "aggregate_with",
                                                          "describe")),
                 ("fedfrac.algorithms.schema", ("HParam", "HParamSchema")),
-                ("fedfrac.catalog", ("Family", "family")))
+                ("fedfrac.algorithms.families", ("Family", "family")))
 
 
 def public_objects(module_name: str) -> list:
