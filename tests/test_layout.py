@@ -36,8 +36,6 @@ def test_no_private_jax_imports():
 LONG_MODULES = {
   "data/bev.py": "to be split: BEV data types and windows / trip splits and regimes / "
                  "normalisation",
-  "data/partition.py": "to be split: Dirichlet and IID / label skew (four variants) / "
-                       "the scheme dispatch",
   "data/synthetic_bev.py": "one physical model (drive cycle, battery, fleet) whose "
                            "pieces share private helpers; to be split: vehicle / fleet",
   "data/federated.py": "to be split: FederatedData and its index tables / federate "
