@@ -176,14 +176,15 @@ def _window_measurements():
   from fedfrac.bench import profile_summary, window_measurements as wm
   return ({"peaks": wm.peaks, "step_scaling": wm.step_scaling,
            "masked_steps": wm.masked_steps, "papers_vs_torch": wm.papers_vs_torch,
-           "profile": profile_summary.profile},
+           "profile": profile_summary.profile, "fibfl_pp_replay": wm.fibfl_pp_replay},
           {"peaks": ("Matrix-product peaks", wm.peaks_md),
            "step_scaling": ("FIRMA local step against the lanes run at once",
                             wm.step_scaling_md),
            "masked_steps": ("Masked steps: Dir 0.1 against LS K=1", wm.masked_steps_md),
            "papers_vs_torch": ("The papers' workloads against PyTorch",
                                wm.papers_vs_torch_md),
-           "profile": ("Where a step's time goes", profile_summary.markdown)})
+           "profile": ("Where a step's time goes", profile_summary.markdown),
+           "fibfl_pp_replay": ("FibFL++ runs at chance, replayed", wm.fibfl_pp_replay_md)})
 
 
 MEASUREMENTS = {"vs_torch": vs_torch, "fibfl_seeds": fibfl_seeds, "conv_forms": conv_forms,

@@ -311,3 +311,52 @@ def papers_vs_torch_md(r):
                  + (f"{seq:.4f} | {x['vs_torch_sequential']:.2f}x | " if seq else "– | – | ")
                  + (f"{bat:.4f} | {x['vs_torch_batched']:.2f}x |" if bat else "– | – |"))
   return lines
+
+
+def fibfl_pp_replay(data_dir, scenario="iid", seeds=3, rounds_=6, warmup_rounds=5,
+                    dataset="fashion_mnist"):
+  """FibFL++ `reference_code` (the authors' inputs) at ``scenario`` for the first
+  ``rounds_`` rounds of a 30-round run (its warm-up of ``warmup_rounds`` pinned):
+  the ``seeds`` runs vmapped in one program, as the window that saw 2 of 3 runs
+  stay at chance ran them, and each run alone; per-round mean client accuracy
+  and whether each run ended at chance (docs/design.md §3.3)."""
+  import argparse
+  import warnings
+  from fedfrac.reproduce import firma_files, firma_groups, firma_program
+  args = argparse.Namespace(dataset=dataset, dir=data_dir, rounds=rounds_,
+                            inputs="authors", parallelism="vmap", step_buckets=1)
+  module = firma_files.files_config_module(args)
+  make = module.firma_config
+
+  def config(mode, scen):
+    c = make(mode, scen)
+    c.methods.fibfl_pp.warmup_rounds = int(warmup_rounds)
+    return c
+  module.firma_config = config
+  run_seeds = tuple(range(seeds))
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    feds = firma_program.common_shapes({"reference_code": firma_program.build_feds(
+        module, "reference_code", [scenario], run_seeds)})["reference_code"]
+  out = {"device": device_name(), "scenario": scenario, "rounds": rounds_,
+         "warmup_rounds": warmup_rounds, "forms": {}}
+  quiet = lambda msg: None
+  for form, batch in (("seeds vmapped", seeds), ("one at a time", 1)):
+    res, _ = firma_groups.run_group(feds, "reference_code", ["fibfl_pp"], [scenario],
+                                    run_seeds, quiet, batch_runs=batch, share=False)
+    runs = res[(scenario, "fibfl_pp")]["runs"]
+    out["forms"][form] = [{"seed": s, "curve": r["curve"],
+                           "at_chance": bool(r.get("at_chance"))}
+                          for s, r in zip(run_seeds, runs)]
+  return out
+
+
+def fibfl_pp_replay_md(r):
+  lines = [f"FibFL++ `reference_code`, {r['scenario']}, the first {r['rounds']} rounds "
+           f"of a 30-round run (warm-up W = {r['warmup_rounds']}): mean per-client "
+           "accuracy per round.", "", "| form | seed | accuracy per round | at chance |",
+           "|---|---|---|---|"]
+  for form, runs in r["forms"].items():
+    lines += [f"| {form} | {x['seed']} | {', '.join(f'{a:.3f}' for a in x['curve'])} | "
+              f"{'yes' if x['at_chance'] else 'no'} |" for x in runs]
+  return lines

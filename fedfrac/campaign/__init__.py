@@ -28,4 +28,4 @@ Modules: :mod:`~fedfrac.campaign.plan` (the plan and its items),
 # here so that the plan is checked without importing JAX).
 MEASUREMENT_NAMES = ("vs_torch", "fibfl_seeds", "conv_forms", "precision",
                      "points_per_hour", "peaks", "step_scaling", "masked_steps",
-                     "papers_vs_torch", "profile")
+                     "papers_vs_torch", "profile", "fibfl_pp_replay")

@@ -82,3 +82,16 @@ def test_the_papers_workloads_against_pytorch():
     assert row["torch_sequential_round_s"] > 0 and row["torch_batched_round_s"] > 0
   assert "Kuramoto CNN4 FedAvg, 2 clients x 64" in "\n".join(
       accelerator.markdown("papers_vs_torch", r))
+
+
+def test_the_fibfl_pp_replay_runs_the_seeds_together_and_alone(tmp_path):
+  from tests.data.test_files import write_mnist_idx
+  write_mnist_idx(tmp_path, n_train=1400, n_test=300, gz=True)
+  r = wm.fibfl_pp_replay(str(tmp_path), seeds=2, rounds_=2, warmup_rounds=1)
+  together, alone = r["forms"]["seeds vmapped"], r["forms"]["one at a time"]
+  assert [x["seed"] for x in together] == [x["seed"] for x in alone] == [0, 1]
+  assert all(len(x["curve"]) == 2 for x in together + alone)
+  # Round 1 is the warm-up's average of per-client models in both forms.
+  for a, b in zip(together, alone):
+    assert a["curve"][0] == pytest.approx(b["curve"][0], abs=0.02)
+  assert "| seeds vmapped | 0 |" in "\n".join(accelerator.markdown("fibfl_pp_replay", r))

@@ -39,9 +39,9 @@ def test_the_committed_plan_runs_firma_then_kuramoto_then_fofedavg():
   assert tuple(accelerator.MEASUREMENTS) == campaign.MEASUREMENT_NAMES
   assert [m.table for m in plan.measurements] == [
       "vs_torch", "conv_forms", "precision", "points_per_hour", "fibfl_seeds", "peaks",
-      "step_scaling", "profile", "masked_steps", "papers_vs_torch"]
+      "step_scaling", "profile", "masked_steps", "papers_vs_torch", "fibfl_pp_replay"]
   assert [m.table for m in plan.measurements if m.late] == [
-      "profile", "masked_steps", "papers_vs_torch"]
+      "profile", "masked_steps", "papers_vs_torch", "fibfl_pp_replay"]
   tables = [i.table for i in plan.items]
   order = list(dict.fromkeys(tables))
   assert order == ["firma_fashion_mnist", "firma_mnist", "kuramoto_fashion_mnist_reference",
@@ -127,7 +127,8 @@ def test_estimates_and_what_is_left_to_do(tmp_path):
                                          "fibfl_seeds", "peaks", "step_scaling"]
   assert todo[6] is second and first not in todo
   # The late measurements come after stage b's items.
-  assert [t.table for t in todo[-3:]] == ["profile", "masked_steps", "papers_vs_torch"]
+  assert [t.table for t in todo[-4:]] == ["profile", "masked_steps", "papers_vs_torch",
+                                          "fibfl_pp_replay"]
   # Another accelerator does not repeat what one has measured, unless
   # --remeasure; a CPU dry run measures for itself.
   names = lambda t: [m.table for m in t if m.stage == "a"]
