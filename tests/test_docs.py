@@ -7,6 +7,7 @@ when a number in a doc and the results it quotes part."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -69,6 +70,8 @@ def test_cli_check_exits_one_on_a_stale_doc(tmp_path, capsys):
   for name in docs.DOCS:
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text(_doc(name), encoding="utf-8")
+  images = "docs/images/reproduction"      # the figures --check covers as well
+  shutil.copytree(os.path.join(ROOT, images), tmp_path / images)
   assert docs.main(["--check", f"--root={tmp_path}"]) == 0
   stale = _doc("REPRODUCTION.md").replace("SCAFFOLD best on the fleet", "FedAvg best", 1)
   (tmp_path / "REPRODUCTION.md").write_text(stale, encoding="utf-8")
@@ -116,3 +119,26 @@ def test_the_fractional_finding_names_orders_above_one_and_the_tuned_grid():
   assert "no fractional order α < 1 beat FedAvg here" in text
   assert "Orders above 1 lie above FedAvg's mean" in text and "α 1.5 0.910" in text
   assert "the learning-rate-tuned study has no α > 1 (its grid: α 0.5, 0.8, 0.97)" in text
+
+
+def test_a_guide_page_keeps_its_blocks_between_rest_comments():
+  """The reproduction pages (reST) mark a span with comments on lines of their
+  own, the block set off by blank lines; a figure edited there is reported and
+  re-rendering restores it."""
+  name = "docs/api/guide/reproductions/firma.rst"
+  text = _doc(name)
+  assert name in docs.DOCS and docs.spans(text) == []     # not markdown's markers
+  _, start, end, content = _span_of(text, name, "firma_page_tables")
+  assert text[start:].startswith(".. BEGIN generated: fedfrac-reproduce docs "
+                                 "--block=firma_page_tables\n\n")
+  assert content.endswith("\n\n") and text[:end].endswith("\n\n.. END generated")
+  assert ".. figure:: ../../../images/reproduction/firma_11.png" in content
+  stale = text[:start] + text[start:end].replace("images/reproduction/firma_11.png",
+                                                 "images/reproduction/old.png") + text[end:]
+  problems = docs.check_doc(name, stale)
+  assert len(problems) == 1 and "block 'firma_page_tables' differs" in problems[0]
+  assert docs.render_doc(name, stale) == text
+
+
+def _span_of(text, doc, name):
+  return next(s for s in docs.spans(text, doc) if s[0] == name)

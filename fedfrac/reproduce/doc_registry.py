@@ -1,11 +1,12 @@
-"""The registry of generated doc spans and results tables: ``BLOCKS`` filled by the
-:func:`block` decorator, ``RESULT_TABLES`` by :func:`result_table`. The block
-modules (:mod:`fedfrac.reproduce.doc_blocks` and its siblings) register into it;
+"""The registry of generated doc spans, results tables and figures: ``BLOCKS``
+filled by the :func:`block` decorator, ``RESULT_TABLES`` by :func:`result_table`,
+``FIGURES`` by :func:`figures`. The block modules
+(:mod:`fedfrac.reproduce.doc_blocks` and its siblings) register into it;
 ``fedfrac-reproduce docs`` (:mod:`fedfrac.reproduce.docs`) reads it.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, NamedTuple, Tuple
+from typing import Callable, Dict, List, NamedTuple, Tuple
 
 
 class Block(NamedTuple):
@@ -18,6 +19,9 @@ class Block(NamedTuple):
 
 BLOCKS: Dict[str, Block] = {}
 RESULT_TABLES: Dict[str, Tuple[Callable[[], str], Tuple[str, ...]]] = {}
+# paper -> (a function returning its reproduction figures' data, the results files
+# they are drawn from): :mod:`fedfrac.reproduce.figure_files` draws and checks them.
+FIGURES: Dict[str, Tuple[Callable[[], List], Tuple[str, ...]]] = {}
 
 
 def block(name: str, doc: str, *sources: str, inline: bool = False):
@@ -35,5 +39,17 @@ def result_table(path: str, *sources: str):
   """Register the decorated function as the renderer of results table ``path``."""
   def register(fn):
     RESULT_TABLES[path] = (fn, sources)
+    return fn
+  return register
+
+
+def figures(paper: str, *sources: str):
+  """Register the decorated function as the maker of ``paper``'s reproduction
+  figures (a list of :class:`fedfrac.reproduce.figure_data.Figure`), drawn from the
+  results files ``sources``."""
+  def register(fn):
+    if paper in FIGURES:
+      raise ValueError(f"figures of {paper!r} registered twice")
+    FIGURES[paper] = (fn, sources)
     return fn
   return register

@@ -22,6 +22,13 @@ and this command, which re-exports it. To add a figure to a doc: write the
 function, register it, put the markers in the doc and run ``fedfrac-reproduce
 docs``; the docs test then keeps the two in step.
 
+The user guide's reproduction pages (``PAGES``, reST) mark a span with reST
+comments on lines of their own, ``.. BEGIN generated: fedfrac-reproduce docs
+--block=NAME`` and ``.. END generated``. The reproduction figures they show
+(``docs/images/reproduction/*.png``, registered with
+:func:`fedfrac.reproduce.doc_registry.figures`) are drawn when missing or stale
+and checked by ``--check`` (:mod:`fedfrac.reproduce.figure_files`).
+
 ``--check`` also reports *stray figures* (in README.md and REPRODUCTION.md;
 design.md keeps measurements of its own beside its spans): in REPRODUCTION.md any digit in an
 "ours vs published" column outside a generated span, and in both docs a mean ±
@@ -36,11 +43,15 @@ import re
 import sys
 from typing import List, Tuple
 
-from fedfrac.reproduce import common
+from fedfrac.reproduce import common, figure_files
 from fedfrac.reproduce.doc_registry import (  # noqa: F401  (re-exported)
   BLOCKS, RESULT_TABLES, Block, block, result_table)
 
-DOCS = ("README.md", "REPRODUCTION.md", "docs/design.md")
+# The user guide's reproduction pages (reST), one per paper: their generated
+# spans sit between reST comments (``RST_BEGIN`` … ``RST_END``) on lines of their own.
+PAGES = tuple(f"docs/api/guide/reproductions/{paper}.rst"
+              for paper in ("fofedavg", "fo_ri_fedavg", "firma", "kuramoto"))
+DOCS = ("README.md", "REPRODUCTION.md", "docs/design.md") + PAGES
 # The docs whose every result figure must sit in a generated span (design.md
 # also reports measurements of its own, with their commands, between its spans).
 STRAY_CHECKED = ("README.md", "REPRODUCTION.md")
@@ -48,6 +59,10 @@ BEGIN = "<!-- BEGIN generated: fedfrac-reproduce docs --block={name} -->"
 END = "<!-- END generated -->"
 SPAN = re.compile(r"<!-- BEGIN generated: fedfrac-reproduce docs --block=([\w.-]+) -->"
                   r"(.*?)<!-- END generated -->", re.S)
+RST_BEGIN = ".. BEGIN generated: fedfrac-reproduce docs --block={name}"
+RST_END = ".. END generated"
+RST_SPAN = re.compile(r"^\.\. BEGIN generated: fedfrac-reproduce docs --block=([\w.-]+)$"
+                      r"(.*?)^\.\. END generated$", re.S | re.M)
 # Columns whose cells may hold a figure only inside a generated span.
 RESULT_COLUMNS = {"REPRODUCTION.md": ("ours vs published",)}
 # Sections (by heading) that report measurements of their own (quickstart, speed),
@@ -59,28 +74,41 @@ AGREE_COUNT = re.compile(r"\b\d+\s*(?:/|of)\s*\d+\b[^|.\n]{0,60}\bagree")
 
 
 def registry():
-  """BLOCKS and RESULT_TABLES, filled (the blocks live in doc_blocks)."""
+  """BLOCKS and RESULT_TABLES, filled (the blocks live in doc_blocks), and the
+  figures (doc_figures)."""
   from fedfrac.reproduce import (doc_blocks, doc_blocks_design,  # noqa: F401
                                  doc_blocks_estimates, doc_blocks_firma_files,
                                  doc_blocks_fo_ri, doc_blocks_fractional,
-                                 doc_blocks_other)             # (register on import)
+                                 doc_blocks_other, doc_figures,
+                                 doc_pages)                    # (register on import)
   return BLOCKS, RESULT_TABLES
+
+
+def _rst(doc: str) -> bool:
+  return doc.endswith(".rst")
 
 
 def rendered(b: Block) -> str:
   """The text between a block's markers: its markdown, on lines of its own
-  unless inline. An inline block must stay one line without a cell separator."""
+  unless inline (in a reST page: its reST, set off by blank lines). An inline
+  block must stay one line without a cell separator."""
   text = b.render().strip("\n")
   if b.inline:
     if "\n" in text or "|" in text:
       raise ValueError(f"inline block {b.name!r} renders a newline or '|': {text!r}")
     return text
-  return f"\n{text}\n"
+  return f"\n\n{text}\n\n" if _rst(b.doc) else f"\n{text}\n"
 
 
-def spans(text: str) -> List[Tuple[str, int, int, str]]:
-  """[(name, start, end, content)] of every generated span of a doc."""
-  return [(m.group(1), m.start(), m.end(), m.group(2)) for m in SPAN.finditer(text)]
+def spans(text: str, doc: str = "") -> List[Tuple[str, int, int, str]]:
+  """[(name, start, end, content)] of every generated span of a doc (``doc``: its
+  path, which says whether its markers are markdown's or reST's)."""
+  pattern = RST_SPAN if _rst(doc) else SPAN
+  return [(m.group(1), m.start(), m.end(), m.group(2)) for m in pattern.finditer(text)]
+
+
+def _begin(doc: str, name: str) -> str:
+  return (RST_BEGIN if _rst(doc) else BEGIN).format(name=name)
 
 
 def render_doc(doc: str, text: str) -> str:
@@ -88,10 +116,10 @@ def render_doc(doc: str, text: str) -> str:
   they are; :func:`check_doc` reports them)."""
   blocks, _ = registry()
   out, last = [], 0
-  for name, start, end, _ in spans(text):
+  for name, start, end, _ in spans(text, doc):
     out.append(text[last:start])
     if name in blocks and blocks[name].doc == doc:
-      out.append(BEGIN.format(name=name) + rendered(blocks[name]) + END)
+      out.append(_begin(doc, name) + rendered(blocks[name]) + (RST_END if _rst(doc) else END))
     else:
       out.append(text[start:end])
     last = end
@@ -156,7 +184,7 @@ def check_doc(doc: str, text: str) -> List[str]:
   of unknown or foreign blocks, registered blocks the doc lacks, stray figures."""
   blocks, _ = registry()
   problems, seen = [], set()
-  for name, _, _, content in spans(text):
+  for name, _, _, content in spans(text, doc):
     seen.add(name)
     b = blocks.get(name)
     if b is None:
@@ -220,7 +248,7 @@ def main(argv=None):
         print(f"wrote {path}", file=sys.stderr)
       problems += check_doc(doc, new)
   if args.check:
-    problems += check_tables()
+    problems += check_tables() + figure_files.check(args.root)
   else:
     for path, (render, _) in tables.items():
       target = os.path.join(args.root, path)
@@ -232,6 +260,8 @@ def main(argv=None):
       if text != old:
         common.write_text(target, text)
         print(f"wrote {target}", file=sys.stderr)
+    for line in figure_files.write(args.root):
+      print(line, file=sys.stderr)
   for line in problems:
     print(line, file=sys.stderr)
   return 1 if problems else 0
