@@ -32,7 +32,7 @@ lint: $(STAMP)
 
 # The API reference -> docs/api/_build/html/index.html: Sphinx (autodoc + napoleon,
 # the `docs` extra, pinned in constraints.txt) over pages generated from the package
-# (fedfrac._apidoc: every function of fedfrac.ops / fedfrac.optim, one page per
+# (docs/api/apidoc: every function of fedfrac.ops / fedfrac.optim, one page per
 # registered algorithm with its paper, equations and hyper-parameters, the config
 # keys); warnings are errors, and the built inventory is checked to hold every
 # public function of fedfrac.ops / fedfrac.optim and every algorithm page.
@@ -43,7 +43,7 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	$(PY) -m sphinx -E -W --keep-going -q -b html docs/api docs/api/_build/html
-	$(PY) -m fedfrac._apidoc check docs/api/_build/html/objects.inv
+	PYTHONPATH=docs/api $(PY) -m apidoc check docs/api/_build/html/objects.inv
 
 # Benchmarks -> benchmarks/results.md (+ .json); the PyTorch reference comes from
 # the `bench` extra (torch from the package index; to avoid CUDA wheels on a

@@ -44,7 +44,6 @@ LONG_MODULES = {
                            "pieces share private helpers; to be split: vehicle / fleet",
   "data/federated.py": "to be split: FederatedData and its index tables / federate "
                        "and validation carving",
-  "_apidoc.py": "to be split: docstring to reST / algorithm pages / config page",
   "algorithms/fo_ri_fedavg.py": "one algorithm (FO-RI-FedAvg and its reductions): the "
                                 "roughness probe, spectral gate and step share its options",
   "reproduce/firma_tables.py": "to be split: FIRMA's tables / its figures and JSON loading",

@@ -2,7 +2,8 @@
 
 autodoc renders the docstrings, napoleon reads their Google-style sections
 (``Args:``, ``Returns:``); the pages that list what to render are generated from
-the package on every build (``fedfrac._apidoc``) into ``generated/``.
+the package on every build (``apidoc``, the package beside this file) into
+``generated/``.
 
 Sphinx rather than MkDocs + mkdocstrings: the docstrings are Google style, which
 napoleon reads, as the JAX, Flax and optax references do; autodoc and napoleon
@@ -15,10 +16,11 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, HERE)
 
-from fedfrac import _apidoc  # noqa: E402
+import apidoc  # noqa: E402
 
-_apidoc.write(os.path.join(HERE, _apidoc.GENERATED))
+apidoc.write(os.path.join(HERE, apidoc.GENERATED))
 
 project = "fedfrac"
 author = "fedfrac authors"
@@ -35,4 +37,4 @@ napoleon_use_ivar = True   # NamedTuple fields: no second description of each fi
 
 def setup(app):
   # Before napoleon (priority 500): the docstrings are plain text with formulas.
-  app.connect("autodoc-process-docstring", _apidoc.process_docstring, priority=400)
+  app.connect("autodoc-process-docstring", apidoc.process_docstring, priority=400)
