@@ -18,6 +18,8 @@ rather than in the runtime package:
 * :mod:`apidoc.config_page`: ``config.rst``, every key of
   :func:`fedfrac.config.base_config` with its default and the comment beside it,
   and the values of the registries ``--list`` prints;
+* :mod:`apidoc.notebooks`: the notebooks under ``notebooks/`` as guide pages,
+  with their committed outputs (nothing is executed);
 * :mod:`apidoc.build` writes the pages, :mod:`apidoc.inventory` checks a built
   reference.
 
