@@ -83,6 +83,7 @@ def page(path: str) -> tuple:
       more, images = outputs(cell, name, i)
       lines += more
       files.update(images)
+  lines = "\n".join(lines).split("\n")
   if not any(line.startswith("# ") for line in lines):
     lines = [f"# {name}", ""] + lines
   source_note = (f"*This page is `notebooks/{name}.ipynb` with the outputs it was "
