@@ -276,15 +276,21 @@ def _python_block(doc, marker):
 def _run_block(monkeypatch, doc, marker, **config):
   """Execute the ``python`` block of ``doc`` that contains ``marker``, verbatim,
   with ``ff.base_config`` replaced by the tests' tiny digits config (two rounds
-  unless ``config`` says otherwise); returns (its namespace, what it printed)."""
+  unless ``config`` says otherwise); returns (its namespace, what it printed).
+  The algorithms it registers are unregistered after it."""
   import fedfrac as ff
   from tests import helpers
   block = _python_block(doc, marker)
   monkeypatch.setattr(ff, "base_config", lambda: helpers.tiny_config(
       **{"rounds": 2, "eval_every": 1, **config}))
   namespace: dict = {}
-  with contextlib.redirect_stdout(io.StringIO()) as out:
-    exec(compile(block, doc, "exec"), namespace)
+  registered = set(ff.algorithms.REGISTRY)
+  try:
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+      exec(compile(block, doc, "exec"), namespace)
+  finally:      # an algorithm the example registers (algorithms=) is not left behind
+    for name in set(ff.algorithms.REGISTRY) - registered:
+      ff.algorithms.unregister(name)
   return namespace, out.getvalue()
 
 
