@@ -1,7 +1,8 @@
 # Two commands on a fresh machine with Python 3.11:
 #   make run   -> creates .venv, installs fedfrac, runs the offline quickstart comparison
 #   make test  -> creates .venv, installs fedfrac with test extras, runs the test suite
-#   (make lint and make docs: the linters and the API reference, as CI runs them)
+#   (make lint and make docs: the linters, and the user guide with the API reference,
+#   as CI runs them)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -30,12 +31,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-# The API reference -> docs/api/_build/html/index.html: Sphinx (autodoc + napoleon,
-# the `docs` extra, pinned in constraints.txt) over pages generated from the package
-# (fedfrac._apidoc: every function of fedfrac.ops / fedfrac.optim, one page per
-# registered algorithm with its paper, equations and hyper-parameters, the config
-# keys); warnings are errors, and the built inventory is checked to hold every
-# public function of fedfrac.ops / fedfrac.optim and every algorithm page.
+# The user guide and the API reference -> docs/api/_build/html/index.html: Sphinx
+# (autodoc + napoleon, and myst-parser for the guide's Markdown pages in
+# docs/api/guide; the `docs` extra, pinned in constraints.txt) over pages generated
+# from the package and the notebooks (docs/api/apidoc: every function of
+# fedfrac.ops / fedfrac.optim, one page per registered algorithm with its paper,
+# equations and hyper-parameters, the config keys, the notebooks with their
+# committed outputs); warnings are errors, and the built inventory is checked to
+# hold every public function of fedfrac.ops / fedfrac.optim and every algorithm page.
 DOCS_STAMP := $(VENV)/.docs-installed
 $(DOCS_STAMP): $(STAMP)
 	$(PY) -m pip install -q -c constraints.txt -e '.[docs]'
@@ -43,7 +46,7 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	$(PY) -m sphinx -E -W --keep-going -q -b html docs/api docs/api/_build/html
-	$(PY) -m fedfrac._apidoc check docs/api/_build/html/objects.inv
+	PYTHONPATH=docs/api $(PY) -m apidoc check docs/api/_build/html/objects.inv
 
 # Benchmarks -> benchmarks/results.md (+ .json); the PyTorch reference comes from
 # the `bench` extra (torch from the package index; to avoid CUDA wheels on a

@@ -3,7 +3,8 @@
     import fedfrac as ff
     results = ff.run(config)          # config from fedfrac.config.base_config()
 
-Your own arrays, flax module and algorithm (README: "Your own method, data and model"):
+Your own arrays, flax module and algorithm (the guide's "Your own method, data and
+model", docs/api/guide/own_method.md):
 
     results = ff.run(config, data=(x, y), model=module, algorithms={"mine": build})
     params = results.final_params("mine_label")

@@ -147,7 +147,8 @@ def base_config() -> ml_collections.ConfigDict:
   # groups not listed use p_leave/p_join above.
   c.churn.per_class = ml_collections.ConfigDict()
 
-  # Heterogeneous client speed (fedfrac.ops.system, README "Stragglers"):
+  # Heterogeneous client speed (fedfrac.ops.system; the guide's "Running
+  # experiments", Stragglers):
   # speed equal | lognormal (s_k = exp(sigma·z), z ~ N(0, 1), fixed per seed) |
   # groups (group_speeds[groups[k]], groups empty = client k in group k mod G);
   # deadline T per round in time units (one local step at speed 1 = 1 unit;

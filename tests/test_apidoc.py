@@ -1,4 +1,4 @@
-"""The API reference's generated pages (fedfrac._apidoc, built by ``make docs``):
+"""The API reference's generated pages (docs/api/apidoc, built by ``make docs``):
 every public function and class of fedfrac.ops and fedfrac.optim is rendered,
 every registered algorithm has a page with its family, paper, equations and
 hyper-parameters with defaults, every config key is listed, the package's
@@ -9,13 +9,16 @@ from __future__ import annotations
 import ast
 import pathlib
 import re
+import sys
 import zlib
 
 import pytest
 
-from fedfrac import _apidoc, algorithms, catalog, config
+from fedfrac import algorithms, catalog, config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "api"))
+import apidoc as _apidoc  # noqa: E402  (docs/api/apidoc: used only by make docs)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +28,7 @@ def pages():
 
 def _defined(package):
   """``{module.name}`` of every public top-level def / class in the package's
-  files, read from the source (not from what _apidoc imports)."""
+  files, read from the source (not from what apidoc imports)."""
   out = set()
   folder = ROOT.joinpath(*package.split("."))
   for path in sorted(folder.glob("*.py")):
@@ -145,3 +148,47 @@ def test_every_run_api_name_is_defined_in_the_module_it_is_listed_under():
   for module_name, names in _apidoc.RUN_API + _apidoc.CONTRACT_API:
     defined = dict(_apidoc.public_objects(module_name))
     assert set(names) <= set(defined), (module_name, sorted(set(names) - set(defined)))
+
+
+def test_notebook_pages_keep_text_code_and_committed_outputs(tmp_path):
+  """A notebook becomes a guide page without running it: its Markdown, its code
+  as python blocks, its printed output and figures as committed; the progress
+  widget and a cell's stderr are left out."""
+  from apidoc import notebooks
+  text, files = notebooks.page(str(ROOT / "notebooks" / "your_own_method_and_data.ipynb"))
+  assert text.startswith("# Your own method and your own data\n\n*This page is "
+                         "`notebooks/your_own_method_and_data.ipynb`")
+  assert "```python\ndef fedavg_momentum(ctx, hp):" in text
+  assert "```text\n| method | family | final accuracy |" in text
+  assert files and all(data.startswith(b"\x89PNG") for data in files.values())
+  assert all(f"]({name})" in text for name in files)
+  quick, _ = notebooks.page(str(ROOT / "notebooks" / "quickstart.ipynb"))
+  assert "HBox" not in quick and "it/s" not in quick
+  # A made-up notebook: carriage returns, colour codes, backticks in the code.
+  nb = {"cells": [
+      {"cell_type": "code", "source": ["print('```')"], "outputs": [
+          {"output_type": "stream", "name": "stdout", "text": ["a\r\x1b[31mb\x1b[0m\n"]},
+          {"output_type": "stream", "name": "stderr", "text": ["warning\n"]},
+          {"output_type": "execute_result", "data": {"text/plain": ["42"]}}]}],
+      "metadata": {}}
+  path = tmp_path / "made_up.ipynb"
+  path.write_text(__import__("json").dumps(nb))
+  text, files = notebooks.page(str(path))
+  assert text.splitlines()[0] == "# made_up" and not files
+  assert "````python\nprint('```')\n````" in text
+  assert "```text\nb\n```" in text and "warning" not in text and "```text\n42\n```" in text
+  written = notebooks.write(str(ROOT / "notebooks"), str(tmp_path / "pages"))
+  assert [pathlib.Path(p).stem for p in written] == list(notebooks.NOTEBOOKS)
+
+
+def test_the_reproductions_index_lists_exactly_the_four_paper_pages():
+  """guide/reproductions/index.rst lists one page per paper, and the folder holds
+  nothing but the index and those pages."""
+  folder = ROOT / "docs" / "api" / "guide" / "reproductions"
+  text = (folder / "index.rst").read_text()
+  toctree = text.split(".. toctree::", 1)[1]
+  entries = [line.strip() for line in toctree.splitlines()
+             if line.strip() and not line.strip().startswith(":")]
+  assert entries == ["fofedavg", "fo_ri_fedavg", "firma", "kuramoto"]
+  allowed = {"index.rst"} | {f"{name}.rst" for name in entries}
+  assert {p.name for p in folder.iterdir()} <= allowed

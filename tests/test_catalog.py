@@ -1,6 +1,6 @@
 """fedfrac.catalog: every registered algorithm belongs to exactly one family, the
-stand-ins are registered methods, and the README's method table names the same
-family for each method."""
+stand-ins are registered methods, and the README's family table and the guide's
+method catalogue name the same family for each method."""
 from __future__ import annotations
 
 import os
@@ -23,16 +23,33 @@ def test_every_registered_algorithm_is_in_exactly_one_family():
   assert catalog.REFERENCE in algorithms.names()
 
 
-def test_readme_method_table_names_each_methods_family():
-  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+def _section(path, heading):
+  with open(os.path.join(ROOT, path), encoding="utf-8") as f:
     text = f.read()
-  text = text[text.index("\n## Methods"):]
-  text = text[:text.index("\n## ", 1)]
-  rows = re.findall(r"^\| (`[a-z_]+`(?:, `[a-z_]+`)*) \| ([^|]+) \|", text, re.M)
+  text = text[text.index(f"\n{heading}"):]
+  return text[:text.index("\n## ", 1)] if "\n## " in text[1:] else text
+
+
+def test_readme_family_table_lists_every_method_under_its_family():
+  text = _section("README.md", "## Methods")
+  rows = re.findall(r"^\| ([^|`]+?) \| (`[a-z_]+`(?:, `[a-z_]+`)*) \|", text, re.M)
+  seen = set()
+  for family, names in rows:
+    for name in re.findall(r"`([a-z_]+)`", names):
+      assert family.strip() == catalog.family(name).key, name
+      seen.add(name)
+  assert seen == set(algorithms.names())
+
+
+def test_guide_method_catalogue_names_each_methods_family():
+  """docs/api/guide/methods.md: a row per method (or group), each name linked to
+  its page of the API reference, with its family."""
+  text = _section("docs/api/guide/methods.md", "## The methods")
+  rows = re.findall(r"^\| ((?:\{doc\}`[a-z_]+ <[^>]+>`(?:, )?)+) \| ([^|]+) \|", text, re.M)
   seen = set()
   for names, family in rows:
-    for name in re.findall(r"`([a-z_]+)`", names):
-      if name in algorithms.REGISTRY:
-        assert family.strip() == catalog.family(name).key, name
-        seen.add(name)
+    for name, target in re.findall(r"\{doc\}`([a-z_]+) <([^>]+)>`", names):
+      assert target == f"../generated/algorithms/{name}", name
+      assert family.strip() == catalog.family(name).key, name
+      seen.add(name)
   assert seen == set(algorithms.names())

@@ -1,4 +1,5 @@
-"""README.md, REPRODUCTION.md and docs/design.md against the committed results
+"""README.md, REPRODUCTION.md, docs/design.md and the guide's reproductions page
+(docs/api/guide/reproducing.md) against the committed results
 (``fedfrac-reproduce docs --check``): every generated span equals its rendering
 from the results files, every registered block is in its doc, no result figure
 sits outside a generated span, and every results table that has a JSON equals its
@@ -62,8 +63,10 @@ def test_mean_std_and_agreement_counts_outside_spans_are_reported():
   assert len(problems) == 2
   assert {p.split(": ")[1] for p in problems} == {"a mean ± std outside a generated span",
                                                  "an agreement count outside a generated span"}
-  measured = "# t\n\n## Measured results\n\nFedAvg 0.9248 ± 0.0100.\n"
+  measured = "# t\n\n## Two commands\n\nFedAvg 0.9248 ± 0.0100.\n"
   assert docs.stray_figures("README.md", measured) == []
+  # The guide's reproductions page is checked as the README is.
+  assert len(docs.stray_figures(docs.GUIDE_REPRODUCING, text)) == 2
 
 
 def test_cli_check_exits_one_on_a_stale_doc(tmp_path, capsys):
@@ -142,3 +145,51 @@ def test_a_guide_page_keeps_its_blocks_between_rest_comments():
 
 def _span_of(text, doc, name):
   return next(s for s in docs.spans(text, doc) if s[0] == name)
+
+
+def test_readme_is_a_front_page_of_small_generated_tables():
+  """README.md stays a front page: at most 250 lines, none over 300 characters,
+  the two commands shown literally, and its generated parts are the two tables
+  (what reproduces, speed) while the summaries behind them are on the guide's
+  reproductions page."""
+  text = _doc("README.md")
+  lines = text.splitlines()
+  assert len(lines) <= 250
+  assert max(len(line) for line in lines) <= 300
+  assert "make run" in text and "make test" in text
+  names = [s[0] for s in docs.spans(text)]
+  assert names == ["readme_reproduces", "readme_speed"]
+  guide = {s[0] for s in docs.spans(_doc(docs.GUIDE_REPRODUCING))}
+  assert {"readme_firma_fmnist", "readme_firma_digits", "readme_fractional", "readme_bev",
+          "readme_kuramoto", "readme_robust", "readme_published_cells"} <= guide
+
+
+def test_the_readme_tally_is_the_guides_tally_in_a_table():
+  """Each FIRMA row of the README's table counts what the guide's sentence on
+  the same runs counts; the stand-in papers get no verdict."""
+  from fedfrac.reproduce import doc_blocks_readme, verdicts
+  blocks, _ = docs.registry()
+  rows = {(r[1], r[2].split(" (")[0], r[2].split("`")[1]): r
+          for r in doc_blocks_readme.reproduces_rows() if r[0] == "firma"}
+  fmnist = rows[("7–8", "Fashion-MNIST", "reference_code")][3]
+  assert verdicts.tally_text(fmnist) in blocks["readme_firma_fmnist"].render()
+  mnist = rows[("9–10", "MNIST-60k", "reference_code")][3]
+  assert verdicts.tally_text(mnist) in blocks["readme_firma_mnist"].render()
+  table = blocks["readme_reproduces"].render()
+  for line in table.splitlines()[2:]:
+    assert len(line.split(" | ")) == 8, line
+  assert table.count("no verdict") == 3
+  assert "[FIRMA](docs/api/guide/reproductions/firma.rst)" in table
+
+
+def test_the_readme_speed_table_quotes_the_benchmark_files():
+  from fedfrac.reproduce import common
+  table = docs.registry()[0]["readme_speed"].render()
+  h200 = common.load_results_json("benchmarks/results_h200.json")
+  rows = h200["accelerator"]["vs_torch"]["result"]["rows"]
+  slower = next(r for r in rows if r["speedup_vs_torch_batched"] < 1)
+  assert f"{1 / slower['speedup_vs_torch_batched']:.2f}× slower" in table
+  cpu = common.load_results_json("benchmarks/results.json")
+  first = next(r for r in cpu["results"] if r.get("speedup_vs_torch"))
+  assert f"{first['speedup_vs_torch']:.2f}× faster" in table
+  assert "NVIDIA H200" in table and "CPU, 2-core" in table

@@ -8,7 +8,8 @@ Command line: ``fedfrac-reproduce <paper> [flags]`` or
 ``python -m fedfrac.reproduce <paper> [flags]`` with <paper> one of ``PAPERS``.
 ``jobs`` runs a reproduction's ``ff.run_many`` calls as ``fedfrac.sweep`` points;
 ``verdicts`` is the rule every comparison with a paper is judged by; ``docs``
-renders the figures README.md and REPRODUCTION.md quote from the results files.
+renders the figures README.md, REPRODUCTION.md and the guide quote from the results
+files.
 """
 from fedfrac.reproduce import (common, docs, firma, firma_authors, firma_files, firma_tables,
                                fo_ri_fedavg, fofedavg, jobs, kuramoto, kuramoto_authors,

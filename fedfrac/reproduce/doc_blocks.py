@@ -27,6 +27,9 @@ from fedfrac.reproduce.doc_registry import block, result_table
 
 R = "REPRODUCTION.md"
 README = "README.md"
+# The guide's page on the reproductions: the summaries of what each committed
+# table shows (they were README.md's; the README keeps a tally table of them).
+REPRODUCING = "docs/api/guide/reproducing.md"
 FIRMA_JSON = "results/firma_digits.json"
 
 
@@ -253,10 +256,10 @@ def firma_fig12():
           f"{np.mean(code):.1f}")
 
 
-# ------------------------------------------------------------------ README
+# ------------------------------------------------------------------ the guide's summaries
 
 
-@block("readme_firma_digits", README, FIRMA_JSON)
+@block("readme_firma_digits", REPRODUCING, FIRMA_JSON)
 def readme_firma_digits():
   all_results, _, total, scenarios, methods, seeds = firma_digits()
   counts, traffic = firma_counts()
@@ -285,7 +288,7 @@ def readme_firma_digits():
           f"rows are our reconstruction, counted apart.")
 
 
-@block("readme_published_cells", README, "results/published_kuramoto.md",
+@block("readme_published_cells", REPRODUCING, "results/published_kuramoto.md",
        "results/published_fofedavg.md", "results/published_fo_ri_fedavg.md", inline=True)
 def readme_published_cells():
   parts = []

@@ -1,6 +1,7 @@
 """Generated doc blocks of FIRMA's real-data tables: Fashion-MNIST (Tables 7–8,
-and its row of Table 13) and MNIST-60k (Tables 9–10), for REPRODUCTION.md and
-README.md (docs/design.md's notes on them: :mod:`fedfrac.reproduce.doc_blocks_design`). See
+and its row of Table 13) and MNIST-60k (Tables 9–10), for REPRODUCTION.md and the
+guide's reproductions page (docs/design.md's notes on them:
+:mod:`fedfrac.reproduce.doc_blocks_design`). See
 :mod:`fedfrac.reproduce.docs` for the mechanism and
 :mod:`fedfrac.reproduce.doc_blocks` for the shared helpers and FIRMA on digits.
 
@@ -18,7 +19,7 @@ import functools
 from fedfrac.reproduce import (common, firma_files, firma_notes, firma_tables,
                                firma_variants, verdicts)
 from fedfrac.reproduce.doc_blocks import (FMNIST_JSONS, FMNIST_MD, MNIST_JSONS, MNIST_MD,
-                                          README, R, acc, firma_digits, listing, signed_pp,
+                                          REPRODUCING, R, acc, firma_digits, listing, signed_pp,
                                           span)
 from fedfrac.reproduce.doc_registry import block
 
@@ -289,7 +290,7 @@ def _fmnist_missing():
   return "; ".join(parts + modes) or "nothing"
 
 
-@block("readme_firma_fmnist", README, *FMNIST_JSONS)
+@block("readme_firma_fmnist", REPRODUCING, *FMNIST_JSONS)
 def readme_firma_fmnist():
   groups, _ = fmnist()
   total = _tally(FMNIST_JSONS)
@@ -310,7 +311,7 @@ def readme_firma_fmnist():
           f"published {pub:.3f}. Not run: {_fmnist_missing()}.")
 
 
-@block("readme_firma_mnist", README, *MNIST_JSONS)
+@block("readme_firma_mnist", REPRODUCING, *MNIST_JSONS)
 def readme_firma_mnist():
   if not MNIST_JSONS:
     return "- **FIRMA on the real MNIST-60k** (Tables 9–10): not run yet."

@@ -1,5 +1,5 @@
 """Generated doc blocks of FO-RI-FedAvg (Tables X–XV, XX–XXVI, XXXII–XXXIII and
-the README's BEV summary) from the synthetic-fleet suite's results; see
+the guide's BEV summary) from the synthetic-fleet suite's results; see
 :mod:`fedfrac.reproduce.docs` for the mechanism."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from fedfrac.reproduce import common, published_tables
-from fedfrac.reproduce.doc_blocks import README, R
+from fedfrac.reproduce.doc_blocks import REPRODUCING, R
 from fedfrac.reproduce.doc_registry import block
 
 BEV_JSON = published_tables.BEV_JSON
@@ -144,7 +144,7 @@ def _bev_diagnostic(method, column):
   return next(r[column] for r in rows if r["method"] == method)
 
 
-@block("readme_bev", README, BEV_JSON, BEV_MD)
+@block("readme_bev", REPRODUCING, BEV_JSON, BEV_MD)
 def readme_bev():
   main = bev()["studies"]["main"]["main"]
   ours = {r: _bev_cell("Table X", r, "VED RMSE") for r in published_tables.BEV_ROWS}

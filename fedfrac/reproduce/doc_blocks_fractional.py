@@ -9,7 +9,7 @@ import math
 
 
 from fedfrac.reproduce import common, published_tables, tuned, verdicts
-from fedfrac.reproduce.doc_blocks import README, R, acc, listing, ms
+from fedfrac.reproduce.doc_blocks import REPRODUCING, R, acc, listing, ms
 from fedfrac.reproduce.doc_registry import block
 
 METHODS_JSON = "results/fofedavg_methods_digits.json"
@@ -109,7 +109,7 @@ def tuned_alphas():
                 (label.split("_a", 1)[1] for label in labels if label.startswith("fofedavg_a")))
 
 
-@block("readme_fractional", README, FRACTIONAL_JSON, ALPHA_JSON, ALPHA_FMNIST_JSON,
+@block("readme_fractional", REPRODUCING, FRACTIONAL_JSON, ALPHA_JSON, ALPHA_FMNIST_JSON,
        "results/tuned_fractional_digits.json")
 def readme_fractional():
   s = _summary(FRACTIONAL_JSON)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from fedfrac.reproduce import common
-from fedfrac.reproduce.doc_blocks import README, R, listing
+from fedfrac.reproduce.doc_blocks import REPRODUCING, R, listing
 from fedfrac.reproduce.doc_registry import block
 
 KURAMOTO_MD = "results/kuramoto_digits.md"
@@ -95,7 +95,7 @@ def kuramoto_fig2():
           f"digits (`{KURAMOTO_MD}`)")
 
 
-@block("readme_kuramoto", README, KURAMOTO_MD)
+@block("readme_kuramoto", REPRODUCING, KURAMOTO_MD)
 def readme_kuramoto():
   v = kuramoto_verdicts()
   total = sum(v["coupled"].values())
@@ -124,7 +124,7 @@ def _robust(path):
   return means, claim
 
 
-@block("readme_robust", README, *ROBUST_MD)
+@block("readme_robust", REPRODUCING, *ROBUST_MD)
 def readme_robust():
   (iid, iid_claim), (skew, skew_claim) = (_robust(p) for p in ROBUST_MD)
   names = {"median": "median", "trimmed_mean": "trimmed mean", "krum": "Krum",

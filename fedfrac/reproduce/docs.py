@@ -1,7 +1,8 @@
-"""``fedfrac-reproduce docs``: every figure README.md and REPRODUCTION.md quote
-from a results file is rendered from that file (and so are the figures
-docs/design.md quotes from the committed runs), and so is every results table
-that can be rendered from a committed results JSON.
+"""``fedfrac-reproduce docs``: every figure README.md, REPRODUCTION.md and the
+guide's reproductions page (docs/api/guide/reproducing.md) quote from a results
+file is rendered from that file (and so are the figures docs/design.md quotes from
+the committed runs), and so is every results table that can be rendered from a
+committed results JSON.
 
   fedfrac-reproduce docs            # rewrite the generated spans and tables in place
   fedfrac-reproduce docs --check    # exit 1 naming what differs, what is missing
@@ -29,11 +30,11 @@ comments on lines of their own, ``.. BEGIN generated: fedfrac-reproduce docs
 :func:`fedfrac.reproduce.doc_registry.figures`) are drawn when missing or stale
 and checked by ``--check`` (:mod:`fedfrac.reproduce.figure_files`).
 
-``--check`` also reports *stray figures* (in README.md and REPRODUCTION.md;
-design.md keeps measurements of its own beside its spans): in REPRODUCTION.md any digit in an
-"ours vs published" column outside a generated span, and in both docs a mean ±
-std or an "N of M … agree" count outside a generated span (code and the
-measurement sections of ``FREE_SECTIONS`` aside).
+``--check`` also reports *stray figures* (in README.md, REPRODUCTION.md and the
+guide's reproducing page; design.md keeps measurements of its own beside its
+spans): in REPRODUCTION.md any digit in an "ours vs published" column outside a
+generated span, and in all three a mean ± std or an "N of M … agree" count outside
+a generated span (code and the measurement sections of ``FREE_SECTIONS`` aside).
 """
 from __future__ import annotations
 
@@ -51,10 +52,11 @@ from fedfrac.reproduce.doc_registry import (  # noqa: F401  (re-exported)
 # spans sit between reST comments (``RST_BEGIN`` … ``RST_END``) on lines of their own.
 PAGES = tuple(f"docs/api/guide/reproductions/{paper}.rst"
               for paper in ("fofedavg", "fo_ri_fedavg", "firma", "kuramoto"))
-DOCS = ("README.md", "REPRODUCTION.md", "docs/design.md") + PAGES
+GUIDE_REPRODUCING = "docs/api/guide/reproducing.md"
+DOCS = ("README.md", "REPRODUCTION.md", "docs/design.md", GUIDE_REPRODUCING) + PAGES
 # The docs whose every result figure must sit in a generated span (design.md
 # also reports measurements of its own, with their commands, between its spans).
-STRAY_CHECKED = ("README.md", "REPRODUCTION.md")
+STRAY_CHECKED = ("README.md", "REPRODUCTION.md", GUIDE_REPRODUCING)
 BEGIN = "<!-- BEGIN generated: fedfrac-reproduce docs --block={name} -->"
 END = "<!-- END generated -->"
 SPAN = re.compile(r"<!-- BEGIN generated: fedfrac-reproduce docs --block=([\w.-]+) -->"
@@ -67,8 +69,7 @@ RST_SPAN = re.compile(r"^\.\. BEGIN generated: fedfrac-reproduce docs --block=([
 RESULT_COLUMNS = {"REPRODUCTION.md": ("ours vs published",)}
 # Sections (by heading) that report measurements of their own (quickstart, speed),
 # not results files: the stray-figure check leaves them alone.
-FREE_SECTIONS = {"README.md": ("Measured results", "Speed (`make bench` → "
-                               "`benchmarks/results.md`)")}
+FREE_SECTIONS = {"README.md": ("Two commands",)}
 MEAN_STD = re.compile(r"\d\s*±\s*\d")
 AGREE_COUNT = re.compile(r"\b\d+\s*(?:/|of)\s*\d+\b[^|.\n]{0,60}\bagree")
 
@@ -79,7 +80,7 @@ def registry():
   from fedfrac.reproduce import (doc_blocks, doc_blocks_design,  # noqa: F401
                                  doc_blocks_estimates, doc_blocks_firma_files,
                                  doc_blocks_fo_ri, doc_blocks_fractional,
-                                 doc_blocks_other, doc_figures,
+                                 doc_blocks_other, doc_blocks_readme, doc_figures,
                                  doc_pages)                    # (register on import)
   return BLOCKS, RESULT_TABLES
 
@@ -223,7 +224,7 @@ def main(argv=None):
   p.add_argument("--check", action="store_true",
                  help="change nothing; exit 1 listing every difference")
   p.add_argument("--root", default=common.CHECKOUT_DIR,
-                 help="the checkout whose README.md and REPRODUCTION.md to render")
+                 help="the checkout whose docs (DOCS) to render")
   p.add_argument("--block", default="", help="print one block's rendering and stop")
   args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
   blocks, tables = registry()
