@@ -37,8 +37,6 @@ LONG_MODULES = {
   "algorithms/fo_ri_fedavg.py": "one algorithm (FO-RI-FedAvg and its reductions): the "
                                 "roughness probe, spectral gate and step share its options",
   "reproduce/firma_tables.py": "to be split: FIRMA's tables / its figures and JSON loading",
-  "reproduce/tuned.py": "to be split: learning-rate tuning / its tables",
-  "reproduce/kuramoto.py": "to be split: the Kuramoto runs / its table and figures",
   "reproduce/published_tables.py": "to be split: published vs ours per paper",
 }
 

@@ -27,8 +27,14 @@ Table 11).
 
 ``--data_dir`` (with ``--format``) runs a study on local files
 (``data.source="files"``); that is meant for an accelerator (see REPRODUCTION.md).
+
+
+The studies are :mod:`fedfrac.reproduce.tuned_studies` and their tables
+:mod:`fedfrac.reproduce.tuned_tables` (both re-exported here); this module tunes
+and runs them.
 """
 from __future__ import annotations
+
 
 import argparse
 import json
@@ -36,7 +42,6 @@ import os
 import sys
 import time
 import warnings
-from typing import Callable, NamedTuple, Optional
 
 import jax
 import numpy as np
@@ -47,98 +52,11 @@ from fedfrac.reproduce import common
 from fedfrac.runner import factories
 from fedfrac.runner.log import RunLog
 from fedfrac.sim.batched import BatchedSimulation
+from fedfrac.reproduce.tuned_studies import (  # noqa: F401  (re-exported)
+    STUDIES, VALIDATION_FRACTION, Study, study_config)
+from fedfrac.reproduce.tuned_tables import (  # noqa: F401  (re-exported)
+    METRIC_TEXT, _ms, _val_cell, edge_text, grid_edge, markdown, verdict_text)
 
-VALIDATION_FRACTION = 0.2
-
-
-def _fractional(c):
-  """configs/fofedavg/digits.py methods plus FedProx, SCAFFOLD and FOFedAvg's α
-  grid as separate methods (each α is tuned on its own)."""
-  import ml_collections
-  m = ml_collections.ConfigDict()
-  m.fedavg = dict(name="fedavg")
-  m.fedprox = dict(name="fedprox")
-  m.scaffold = dict(name="scaffold")
-  for a in (0.5, 0.8, 0.97):
-    m["fofedavg_a" + f"{a}".replace(".", "")] = dict(name="fofedavg", alpha=a)
-  m.fo_fedavg = dict(name="fo_fedavg")
-  m.ri_fedavg = dict(name="ri_fedavg")
-  m.fo_ri_fedavg = dict(name="fo_ri_fedavg")
-  c.methods = m
-  return c
-
-
-def _kuramoto(c):
-  import ml_collections
-  m = c.methods
-  m.scaffold = ml_collections.ConfigDict(dict(name="scaffold"))
-  return c
-
-
-def _firma(c):
-  for label in list(c.methods.keys()):
-    if label not in ("fedavg", "fedrep", "fibfl_pp"):
-      del c.methods[label]
-  return c
-
-
-class Study(NamedTuple):
-  """One study: its config (file and argument), the edit of its methods, the
-  learning-rate grid every method runs, the score, and two lines of text."""
-  path: str
-  arg: Optional[str]
-  edit: Callable
-  lrs: tuple
-  metric: str
-  paper_text: str
-  data_text: str
-
-
-# Log grids (steps of ×√10, rounded) spanning two decades or more around each paper
-# rate, the same for every method of a study (Kuramoto: three decades, since
-# FedAvg's best rate on 0.001 … 0.1 was the top one).
-STUDIES = {
-    "fractional": Study(
-        "fofedavg/digits.py", None, _fractional, (0.03, 0.1, 0.3, 1.0, 3.0), "accuracy",
-        "client lr 0.1 with μ_t = 0.1/sqrt(t+1) for every method "
-        "(configs/fofedavg/digits.py)",
-        "digits (offline stand-in for MNIST), Dirichlet 0.3, 10 clients, 30 rounds"),
-    "kuramoto": Study(
-        "kuramoto/digits.py", "s=3", _kuramoto, (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
-        "client_accuracy_mean",
-        "SGD momentum 0.9, lr 0.01 cosine (the paper's Section 5.1); Kuramoto-FedAvg "
-        "κ0 = 0.1, β = 0.01",
-        "digits (offline stand-in for MNIST), 3 label shards per client, K = 10, "
-        "100 rounds"),
-    "firma": Study(
-        "firma/digits.py", "paper,dir0.5", _firma, (0.003, 0.01, 0.03, 0.1, 0.3),
-        "client_accuracy_mean",
-        "FIRMA Table 4: FedAvg/FedRep SGD momentum 0.9 lr 0.01, FibFL++ Adam lr 0.01",
-        "MNIST-1797 (the paper's digits), Dir 0.5, N = 5, R = 10"),
-}
-METRIC_TEXT = {"accuracy": "accuracy on the whole evaluated split",
-               "client_accuracy_mean": "accuracy averaged over clients, each on its own "
-                                       "split (the paper's metric)"}
-
-
-def study_config(study, rounds=None, data_dir=None, file_format=None):
-  """The config of ``study`` (methods edited, ``rounds`` overridden when given;
-  ``data_dir`` switches the data to ``data.source="files"``)."""
-  st = STUDIES[study]
-  module = common.config_module(st.path)
-  cfg = module.get_config(st.arg) if st.arg is not None else module.get_config()
-  cfg = st.edit(cfg)
-  if rounds:
-    cfg.rounds = int(rounds)
-  if data_dir:
-    cfg.data.source = "files"
-    cfg.data.dir = data_dir
-    if file_format:
-      cfg.data.files.format = file_format
-  cfg.eval_every = cfg.rounds
-  cfg.checkpoint_every = 0
-  cfg.progress = False
-  return cfg
 
 
 def method_lr(cfg, label):
@@ -263,17 +181,6 @@ def choose_lr(val):
   return float(max(val.items(), key=key)[0])
 
 
-def grid_edge(lrs, lr):
-  """``"top"`` / ``"bottom"`` when ``lr`` is the largest / smallest rate of the
-  grid ``lrs`` (its best rate may lie outside the grid), else ``None``."""
-  lrs = [float(x) for x in lrs]
-  if np.isclose(lr, max(lrs)):
-    return "top"
-  if np.isclose(lr, min(lrs)):
-    return "bottom"
-  return None
-
-
 def tune(cfg, lrs, seeds=(0, 1, 2), labels=None, metric="accuracy", log=print,
          on_method=None):
   """Tune and evaluate the methods ``labels`` (default all) of ``cfg`` on the grid
@@ -326,112 +233,6 @@ def run_study(study, seeds=(0, 1, 2), rounds=None, lrs=None, methods=None,
              log=lambda m: log(f"{study} {m}"), on_method=named)
   out["study"] = study
   return out
-
-
-def _ms(values):
-  mean, std = common.seed_mean_std(values)
-  if mean is None:
-    return "diverged"
-  bad = sum(1 for v in values if v is None or not np.isfinite(v))
-  return f"{mean:.4f} ± {std:.4f}" + (f" ({bad}/{len(values)} diverged)" if bad else "")
-
-
-def _val_cell(v):
-  v = np.asarray(v, np.float64)
-  ok = np.isfinite(v)
-  if not ok.any():
-    return "diverged"
-  return f"{v[ok].mean():.3f}" + (f" ({int((~ok).sum())} div.)" if not ok.all() else "")
-
-
-def markdown(result, command):
-  """The side-by-side table of ``run_study`` output, best tuned method first, and a
-  plain verdict (which names every rate chosen at the edge of the grid). An
-  optional ``result["note"]`` (a paragraph about how the JSON was made, e.g. a
-  row rerun and merged into it) is printed under the provenance line."""
-  study = result["study"]
-  st = STUDIES[study]
-  metric = result.get("metric", "accuracy")
-  rows = []
-  for label, e in result["methods"].items():
-    paper_mean = common.seed_mean_std(e["paper_test"])[0]
-    tuned_mean = common.seed_mean_std(e["tuned_test"])[0]
-    rows.append((tuned_mean if tuned_mean is not None else -1, label, e, paper_mean))
-  rows.sort(key=lambda r: -r[0])
-  lines = [f"# Learning-rate-tuned comparison: {study} ({st.data_text})", "",
-           f"Produced by `{result.get('command', command)}`; "
-           f"{result['wall_s']:.0f} s wall" +
-           (f"; rendered by `{command}`." if result.get("command", command) != command
-            else "."), "",
-           *([result["note"], ""] if result.get("note") else []),
-           f"Protocol: each client's train rows are split {1 - result['validation_fraction']:.0%}"
-           f" / {result['validation_fraction']:.0%} into train / validation with the "
-           "data seed (`data.validation_fraction`); every method runs the same "
-           f"learning-rate grid {result['lrs']} for {result['rounds']} rounds on seeds "
-           f"{result['seeds']}; its rate is the one with the best mean final "
-           "VALIDATION score (a rate where a seed diverged loses to one where none "
-           "did; ties: the smaller rate). The table reports the TEST score "
-           "(mean ± std over seeds) of the paper setting and of the chosen rate, "
-           "both trained on the same train rows (one run, evaluated on both splits). "
-           f"Score: `{metric}`, {METRIC_TEXT.get(metric, metric)}. Paper setting: "
-           f"{st.paper_text}.", "",
-           "| method | paper-setting lr | test score, paper setting | chosen lr | "
-           "test score, own best lr | Δ tuned − paper (pp) | val score per lr |",
-           "|---|---|---|---|---|---|---|"]
-  for _, label, e, paper_mean in rows:
-    tuned_mean = common.seed_mean_std(e["tuned_test"])[0]
-    d = ("–" if tuned_mean is None or paper_mean is None
-         else f"{100 * (tuned_mean - paper_mean):+.1f}")
-    val = ", ".join(f"{lr}: {_val_cell(v)}" for lr, v in e["val"].items())
-    edge = grid_edge(result["lrs"], e["chosen_lr"])
-    chosen = f"{e['chosen_lr']:g}" + (f" ({edge} edge)" if edge else "")
-    lines.append(f"| {label} | {e['paper_lr']:g} | {_ms(e['paper_test'])} | "
-                 f"{chosen} | {_ms(e['tuned_test'])} | {d} | {val} |")
-  missing = [m for m in study_config(study).methods.keys()
-             if m not in result["methods"]]
-  lines += ["", "## Verdict", ""]
-  if missing:
-    lines += [f"**Partial**: not run yet: {', '.join(missing)} (the verdict covers "
-              "only the methods above).", ""]
-  lines += [verdict_text(rows), "", edge_text(result), ""]
-  return "\n".join(lines)
-
-
-def edge_text(result):
-  """One sentence naming every method whose chosen rate is at the edge of the
-  grid (its best rate may lie beyond it), or saying that none is."""
-  lrs = result["lrs"]
-  edges = [(label, e["chosen_lr"], grid_edge(lrs, e["chosen_lr"]))
-           for label, e in result["methods"].items()]
-  edges = [(label, lr, where) for label, lr, where in edges if where]
-  if not edges:
-    return (f"No method's rate was chosen at the edge of the grid "
-            f"({min(lrs):g} … {max(lrs):g}): every chosen rate has grid rates on both "
-            "sides that score no better.")
-  named = ", ".join(f"{label} ({lr:g}, {where})" for label, lr, where in edges)
-  return (f"Chosen at the edge of the grid ({min(lrs):g} … {max(lrs):g}): {named}; "
-          "for these the best rate may lie outside the grid, so their tuned score is "
-          "a lower bound.")
-
-
-def verdict_text(rows):
-  """Who wins at the paper setting and who wins when every method is tuned."""
-  def best(key):
-    scored = [(common.seed_mean_std(e[key]), label) for _, label, e, _ in rows]
-    scored = [((m, s), label) for (m, s), label in scored if m is not None]
-    scored.sort(key=lambda x: -x[0][0])
-    return scored
-  paper, tuned = best("paper_test"), best("tuned_test")
-  if not paper or not tuned:
-    return "No method finished."
-  (pm, ps), pl = paper[0]
-  (tm, ts), tl = tuned[0]
-  ties = [label for (m, s), label in tuned[1:] if tm - m <= max(0.005, ts, s)]
-  text = (f"At the paper setting the best is **{pl}** ({pm:.4f}). With every method "
-          f"at its own best learning rate the best is **{tl}** ({tm:.4f} ± {ts:.4f})")
-  text += (f"; within one std (or 0.5 pp) of it: {', '.join(ties)}." if ties else
-           "; no other method is within one std (or 0.5 pp) of it.")
-  return text
 
 
 def main(argv=None):
