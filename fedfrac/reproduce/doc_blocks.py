@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from fedfrac.reproduce import common, firma_files, firma_tables, published_tables
+from fedfrac.reproduce import common, firma_files, firma_report, firma_tables, published_tables
 from fedfrac.reproduce import tuned, verdicts
 from fedfrac.reproduce.doc_registry import block, result_table
 
@@ -90,7 +90,7 @@ def listing(items):
 
 @result_table("results/firma_digits.md", FIRMA_JSON)
 def firma_digits_table():
-  return firma_tables.markdown_from_json(
+  return firma_report.markdown_from_json(
       FIRMA_JSON, f"fedfrac-reproduce firma --from-json {FIRMA_JSON} "
                   "--out results/firma_digits.md")
 

@@ -52,9 +52,11 @@ import jax
 from fedfrac.reproduce import common, jobs
 from fedfrac.runner import points as points_lib
 
+from fedfrac.reproduce.firma_report import (  # noqa: F401  (re-exported)
+    figures, markdown, render_from_json)
 from fedfrac.reproduce.firma_tables import (  # noqa: F401  (re-exported)
     LABELS, METHODS, MODES, PAPER_ACCURACY, PAPER_COLUMNS, PAPER_GINI, SCENARIO_LABELS,
-    SCENARIOS, figures, load_json, markdown, published, render_from_json, table)
+    SCENARIOS, load_json, published, table)
 from fedfrac.reproduce.firma_program import (  # noqa: F401  (re-exported)
     _pad_rows, ARRAY_AXES, build_feds, common_shapes, config_module, cpu_seconds,
     load_digits_config,
