@@ -5,7 +5,7 @@ them from here, below the config checks that name the readers' formats.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -97,7 +97,7 @@ def check_labels(y: np.ndarray, name: str, num_classes: int = 0, examples: int =
 
 
 def check_classes(y_train: np.ndarray, y_test: np.ndarray, train_name: str,
-                  test_name: str, warn=None) -> None:
+                  test_name: str, warn: Optional[Callable[[str], None]] = None) -> None:
   """Classification labels a run can learn from: ``y_train`` holds at least two
   classes (with one, every prediction of it is right: accuracy 1.0 measures
   nothing), else :class:`DataError`; test labels that ``y_train`` never holds

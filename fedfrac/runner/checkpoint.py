@@ -167,6 +167,9 @@ def _sha256(data: bytes) -> str:
   return hashlib.sha256(data).hexdigest()
 
 
+_VERIFIED: dict = {}   # step folder -> (its files' stat signature, manifest)
+
+
 class Checkpointer:
   """Verified checkpoints of one (method, seed) run in ``directory``
   (``label``: the run's method, named in what an error advises)."""
@@ -283,8 +286,23 @@ class Checkpointer:
         self._remove(path)
 
   def verify(self, step) -> dict:
-    """The manifest of an intact step; raises ``ValueError`` saying what is wrong."""
+    """The manifest of an intact step; raises ``ValueError`` saying what is wrong.
+    A step verified before in this process whose files are unchanged since
+    (same inode, size and change times) is not read again."""
     d = self.step_dir(step)
+    try:
+      seen = tuple((s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for s in
+                   (os.stat(os.path.join(d, name)) for name in STEP_FILES))
+    except OSError:
+      seen = None
+    if seen is not None and _VERIFIED.get(d, (None,))[0] == seen:
+      return _VERIFIED[d][1]
+    manifest = self._verify_files(d, step)
+    if seen is not None:
+      _VERIFIED[d] = (seen, manifest)
+    return manifest
+
+  def _verify_files(self, d, step) -> dict:
     try:
       with open(os.path.join(d, "manifest.json"), "rb") as f:
         manifest = json.loads(f.read())
