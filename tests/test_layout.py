@@ -36,7 +36,6 @@ def test_no_private_jax_imports():
 LONG_MODULES = {
   "algorithms/fo_ri_fedavg.py": "one algorithm (FO-RI-FedAvg and its reductions): the "
                                 "roughness probe, spectral gate and step share its options",
-  "reproduce/published_tables.py": "to be split: published vs ours per paper",
 }
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from fedfrac.reproduce import published_tables
+from fedfrac.reproduce import published_ours, published_tables
 
 LABELS = ("fedavg", "fedprox", "scaffold", "fednova", "fedadam", "moon", "feddyn",
           "ri_fedavg", "fo_fedavg", "fo_ri_fedavg", "fo_ri_fedavg_lr05")
@@ -42,7 +42,7 @@ def _row(text, start):
 def test_fo_ri_cells_come_from_the_run_of_their_setting(tmp_path, monkeypatch):
   path = tmp_path / "bev.json"
   path.write_text(json.dumps(_bev()))
-  monkeypatch.setattr(published_tables, "BEV_JSON", str(path))
+  monkeypatch.setattr(published_ours, "BEV_JSON", str(path))
   text = published_tables.markdown("fo_ri_fedavg", "cmd")
   # Table XII's spectral-gate row is β_κ = 0.5 (the β grid's third run: 402), its
   # Default (probe every round) the R_probe = 1 run (201), no safeguards δ → 0
@@ -69,7 +69,7 @@ def test_a_missing_key_is_an_error_not_a_dropped_row(tmp_path, monkeypatch):
   del raw["studies"]["ablations"]["safeguard=delta0_no_clip"]
   path = tmp_path / "bev.json"
   path.write_text(json.dumps(raw))
-  monkeypatch.setattr(published_tables, "BEV_JSON", str(path))
+  monkeypatch.setattr(published_ours, "BEV_JSON", str(path))
   with pytest.raises(KeyError, match="safeguard=delta0_no_clip"):
     published_tables.markdown("fo_ri_fedavg", "cmd")
 
@@ -83,7 +83,7 @@ def test_kuramoto_cells_name_each_weighting_from_the_markdown_results(tmp_path,
       "| FedAvg | – | 0.880 ± 0.017 | 65.0 ± 10.1 |\n"
       "| coupled | 0.1 | 0.881 ± 0.016 | 70.0 ± 1.0 |\n"
       "| paper | 0.1 | 0.104 ± 0.001 | 5.0 ± 3.0 |\n")
-  monkeypatch.setattr(published_tables, "KURAMOTO_MD", str(md))
+  monkeypatch.setattr(published_ours, "KURAMOTO_MD", str(md))
   text = published_tables.markdown("kuramoto", "cmd")
   rows = [line for line in text.splitlines()
           if line.startswith("| kappa0=0.1 · MNIST · max_accuracy")]
@@ -109,10 +109,10 @@ def test_table_iv_takes_each_alpha_from_the_first_grid_that_has_it(tmp_path, mon
            "family.json": _summary(("0.5", "0.6", "0.97")), "fmnist.json": _summary(())}
   for name, raw in files.items():
     (tmp_path / name).write_text(json.dumps(raw))
-  monkeypatch.setattr(published_tables, "ALPHA_SOURCES", (
+  monkeypatch.setattr(published_ours, "ALPHA_SOURCES", (
       (str(tmp_path / "factor.json"), "digits"), (str(tmp_path / "family.json"), "digits"),
       (str(tmp_path / "fmnist.json"), "Fashion-MNIST")))
-  monkeypatch.setattr(published_tables.common, "load_results_json",   # only these files
+  monkeypatch.setattr(published_ours.common, "load_results_json",   # only these files
                       lambda p: json.loads(open(p).read()) if p.startswith(str(tmp_path))
                       else None)
   ours = published_tables.fofedavg_ours()
