@@ -52,10 +52,7 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   init = contract.init_global_model
   tx = server_opt.transformation(hp.get("server_optimizer"))
   if tx is not None:   # ServerOpt(w_t, −Δ̄_t) (Reddi et al. 2021, Alg. 1)
-    def init(key, params0, num_clients, data_info):
-      del key, num_clients, data_info
-      return server_opt.init(tx, params0), None
-    aggregate = server_opt.aggregate_with(tx, ctx.aggregator)
+    init, aggregate = server_opt.server_step(tx, ctx.aggregator)
 
   return contract.FedAlgorithm("fedprox", init, contract.broadcast_params,
                                client_update, aggregate, contract.eval_global_params)

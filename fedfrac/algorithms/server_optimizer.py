@@ -138,6 +138,16 @@ def init(tx: optax.GradientTransformation, params0: Any) -> dict:
   return {"params": params0, "opt_state": tx.init(params0)}
 
 
+def server_step(tx: optax.GradientTransformation, spec=None) -> tuple:
+  """``(init, aggregate)`` of the contract for the server step ``tx``
+  (ServerOpt(w_t, −Δ̄_t), Reddi et al. 2021, Alg. 1): the server state of
+  :func:`init` and :func:`aggregate_with`; no client state."""
+  def init_state(key, params0, num_clients, data_info):
+    del key, num_clients, data_info
+    return init(tx, params0), None
+  return init_state, aggregate_with(tx, spec)
+
+
 def aggregate_with(tx: optax.GradientTransformation, spec=None):
   """The contract's ``aggregate`` of the server step above: combine the
   cohort's ``[S, ...]`` updates (``spec``: the robust rule, None the mean),
