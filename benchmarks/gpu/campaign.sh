@@ -15,20 +15,8 @@ prev=""
 for a in "$@"; do [ "$prev" = "--out" ] && out=$a; case $a in --out=*) out=${a#--out=};; esac; prev=$a; done
 [ -n "$out" ] || { echo "error: --out DIR is required" >&2; exit 2; }
 mkdir -p "$out"
-whl=${CAMPAIGN_WHEELS:-.whl}
-site=${CAMPAIGN_SITE:-/tmp/site}
-if ls "$whl"/*.whl >/dev/null 2>&1; then
-  if "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target "$site" "$whl"/*.whl 2>>"$out/campaign.log"; then
-    export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
-    echo "installed $(ls "$whl"/*.whl | wc -l) wheels from $whl into $site" | tee -a "$out/campaign.log" >&2
-  else
-    echo "the wheels in $whl do not install here (see campaign.log): using the packages installed here" | tee -a "$out/campaign.log" >&2
-  fi
-else
-  echo "no wheels in $whl: using the packages installed here" | tee -a "$out/campaign.log" >&2
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+. benchmarks/gpu/install_wheels.sh
+install_wheels "$PY" "$out/campaign.log"
 if ! "$PY" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('ml_collections', 'dp_accounting')))" 2>>"$out/campaign.log"; then
   echo "error: ml_collections or dp_accounting cannot be imported: run 'make gpu-wheels' on the development machine and carry .whl" | tee -a "$out/campaign.log" >&2
   "$PY" -c "import jax; print('device check:', jax.devices())" 2>&1 | tail -1 | tee -a "$out/campaign.log" >&2

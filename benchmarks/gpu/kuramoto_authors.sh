@@ -14,14 +14,8 @@ prev=""
 for a in "$@"; do [ "$prev" = "--out" ] && out=$a; case $a in --out=*) out=${a#--out=};; esac; prev=$a; done
 [ -n "$out" ] || { echo "error: --out DIR is required" >&2; exit 2; }
 mkdir -p "$out"
-whl=${CAMPAIGN_WHEELS:-.whl}
-site=${CAMPAIGN_SITE:-/tmp/site}
-if ls "$whl"/*.whl >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target "$site" "$whl"/*.whl 2>>"$out/kuramoto_authors.log" \
-    && export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+. benchmarks/gpu/install_wheels.sh
+install_wheels "$PY" "$out/kuramoto_authors.log"
 authors=${KURAMOTO_AUTHORS:-.authors/kuramoto}
 [ -f "$authors/src/main.py" ] || { echo "error: no $authors/src/main.py: run 'make authors-kuramoto' on the development machine and carry .authors" | tee -a "$out/kuramoto_authors.log" >&2; exit 2; }
 exec "$PY" -m fedfrac.reproduce kuramoto_authors run --authors="$authors" \
