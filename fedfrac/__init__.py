@@ -19,5 +19,13 @@ from fedfrac.sim import BatchedSimulation, EngineConfig, Simulation
 
 engine = sim   # `ff.engine.Simulation` and friends: the engine is the `sim` package
 
-# Paper reproductions and the sweep runner, for notebooks (ff.reproduce.firma.table).
-from fedfrac import reproduce, sweep  # noqa: E402  (they use the names above)
+
+
+def __getattr__(name):
+  # Paper reproductions and the sweep runner, for notebooks
+  # (ff.reproduce.firma.table): imported when first asked for, since they load
+  # every paper's tables and matplotlib (about a second).
+  if name in ("reproduce", "sweep"):
+    import importlib
+    return importlib.import_module(f"fedfrac.{name}")
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -307,3 +307,21 @@ def test_import_fedfrac_leaves_scipy_signal_to_the_bev_data():
                        cwd=ROOT.parent, timeout=300)
   assert out.returncode == 0, out.stderr[-2000:]
   assert out.stdout.split() == ["False", "True"]
+
+
+def test_import_fedfrac_leaves_matplotlib_to_the_figures():
+  """matplotlib took about half a second of ``import fedfrac``; a run's table
+  comes from :mod:`fedfrac.runner.finals`, and matplotlib loads with the first
+  figure, ``ff.reproduce`` or ``ff.sweep``."""
+  import subprocess
+  import sys
+  code = ("import sys, fedfrac as ff; print('matplotlib' in sys.modules); "
+          "from fedfrac.runner import results_figures, summary_table; "
+          "print('matplotlib' in sys.modules); "
+          "print(ff.reproduce.firma.__name__, ff.sweep.__name__); "
+          "print('matplotlib' in sys.modules)")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT.parent, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split() == ["False", "True", "fedfrac.reproduce.firma", "fedfrac.sweep",
+                                "True"]

@@ -17,7 +17,9 @@
   :mod:`~fedfrac.runner.parallel`: sweep points and the worker-process queue.
 * :mod:`~fedfrac.runner.outputs`: metrics.csv / jsonl, rounds.csv, summary, plots.
 * :mod:`~fedfrac.runner.overview`: the two figures of a run (one panel per method
-  family; final values ranked); :mod:`~fedfrac.runner.summary_table`: its table.
+  family; final values ranked), loaded with matplotlib when first used;
+  :mod:`~fedfrac.runner.finals`: the same as data; :mod:`~fedfrac.runner.summary_table`:
+  its table.
 * :mod:`~fedfrac.runner.tensorboard`: optional TensorBoard event files.
 """
 from fedfrac.runner.checkpoint import Checkpointer
@@ -27,6 +29,13 @@ from fedfrac.runner.factories import (build_simulation, churn_rates, default_unr
 from fedfrac.runner.log import RunLog, round_communication
 from fedfrac.runner.loop import RunInterrupted, chunk_loop, run, run_many, run_one
 from fedfrac.runner.outputs import write_outputs
-from fedfrac.runner.overview import ResultFigures, results_figures
 from fedfrac.runner.parallel import RunsLost
 from fedfrac.runner.records import FIRST_COLUMNS, Results, RunRecord, format_table, summarize
+
+
+def __getattr__(name):
+  # The figures load matplotlib (about half a second), so only when asked for.
+  if name in ("ResultFigures", "results_figures"):
+    from fedfrac.runner import overview
+    return getattr(overview, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,6 @@ import numpy as np
 
 from fedfrac.runner import written
 from fedfrac.runner.checkpoint import atomic_write, disk_full_as_error, json_default
-from fedfrac.runner.overview import FIGURE_FILES, results_figures
 from fedfrac.runner.records import FIRST_COLUMNS, Results
 
 STATUS_COLUMN = "status"
@@ -101,6 +100,7 @@ def write_outputs(results: Results, workdir: str):
   log_cfg = results.config.get("log", None)
   tensorboard_on = log_cfg is not None and log_cfg.get("tensorboard", False)
   from fedfrac.runner import tensorboard
+  from fedfrac.runner.overview import FIGURE_FILES, results_figures  # loads matplotlib
   written.register(workdir, files=written.RESULT_FILES, runs=[
       f"tensorboard/{written.label_dir(r.method)}/seed_{r.seed}" for r in results.records
       if tensorboard_on])

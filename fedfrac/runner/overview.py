@@ -17,7 +17,6 @@ registered algorithm name through :func:`fedfrac.algorithms.families.family`.
 """
 from __future__ import annotations
 
-import math
 import os
 from typing import Mapping, NamedTuple, Optional, Sequence
 
@@ -25,6 +24,9 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from fedfrac.algorithms import families as catalog
+from fedfrac.runner.finals import (Curve, Final, larger_is_better, marks, ranked,
+                                   reference_label, results_curves, summary_finals,
+                                   tagged)
 from fedfrac.runner.plots import (COLORS, Figure, default_metric, describe_config,
                                   draw_mean_band, group_coinciding, line_style)
 
@@ -32,69 +34,6 @@ from fedfrac.runner.plots import (COLORS, Figure, default_metric, describe_confi
 # and the ranking.
 FIGURE_FILES = ("accuracy.png", "ranking.png")
 REFERENCE_STYLE = {"color": "black", "linestyle": "--"}
-
-
-class Curve(NamedTuple):
-  """One method's metric per round: ``values [seeds, n]`` at ``rounds [n]``, and
-  the statuses of its runs."""
-  label: str
-  algorithm: str
-  rounds: np.ndarray
-  values: np.ndarray
-  statuses: tuple = ()
-
-
-class Final(NamedTuple):
-  """One method's final value over seeds (mean, sample std, seeds counted) and
-  the statuses of its runs (``ok``, ``partial``, ``diverged at round r``)."""
-  label: str
-  algorithm: str
-  mean: Optional[float]
-  std: float
-  n: int
-  statuses: tuple
-
-
-def reference_label(items: Sequence) -> Optional[str]:
-  """The label of the reference method among ``items`` (:class:`Curve` or
-  :class:`Final`): the one labelled ``fedavg``, else the first whose algorithm
-  is FedAvg; None when there is none."""
-  labels = [i.label for i in items]
-  if catalog.REFERENCE in labels:
-    return catalog.REFERENCE
-  return next((i.label for i in items if i.algorithm == catalog.REFERENCE), None)
-
-
-def larger_is_better(metric: str) -> bool:
-  """Whether a larger ``metric`` is better (not for errors and losses)."""
-  return not any(word in metric for word in ("rmse", "mae", "mape", "loss"))
-
-
-def marks(item) -> list:
-  """What a method (a :class:`Final` or :class:`Curve`) is marked with:
-  ``diverged``, ``partial``, ``stand-in``."""
-  out = []
-  if any(s.startswith("diverged") for s in item.statuses):
-    out.append("diverged")
-  if "partial" in item.statuses:
-    out.append("partial")
-  if item.algorithm in catalog.STAND_INS:
-    out.append("stand-in")
-  return out
-
-
-def tagged(item) -> str:
-  """``item``'s label with its :func:`marks`, e.g. ``fdse [stand-in]``."""
-  return item.label + "".join(f" [{m}]" for m in marks(item))
-
-
-def ranked(finals: Sequence[Final], higher_is_better: bool = True) -> list:
-  """``finals`` best first, ties by label; methods with a diverged run after the
-  others (their value is that of their last finite round), then those without
-  a value."""
-  sign = -1.0 if higher_is_better else 1.0
-  return sorted(finals, key=lambda f: (f.mean is None, "diverged" in marks(f),
-                                       0.0 if f.mean is None else sign * f.mean, f.label))
 
 
 def _families(curves: Sequence[Curve]) -> list:
@@ -221,34 +160,6 @@ def ranking_figure(groups: Mapping[str, Sequence[Final]], *, xlabel: str,
 
 
 # ------------------------------------------------------------------ a run
-
-
-def results_curves(results, metric: str) -> list:
-  """The :class:`Curve` of every method of ``results`` (runs cut to their common
-  length; methods without rows are left out)."""
-  out = []
-  for method in results.methods():
-    recs = [rec for rec in results.records if rec.method == method]
-    pairs = [rec.curve(metric, default=np.nan) for rec in recs]
-    length = min(len(r) for r, _ in pairs)
-    if length:
-      out.append(Curve(method, recs[0].algorithm, pairs[0][0][:length],
-                       np.stack([v[:length] for _, v in pairs]),
-                       tuple(sorted({rec.status for rec in recs}))))
-  return out
-
-
-def summary_finals(summary: Mapping, metric: str) -> list:
-  """The :class:`Final` of every method of a run's summary (``Results.summary()``)."""
-  out = []
-  for method, m in summary["methods"].items():
-    stats = m["mean"].get(metric) or {}
-    mean = stats.get("mean")
-    mean = None if mean is None or not math.isfinite(mean) else float(mean)
-    out.append(Final(method, m["algorithm"], mean, stats.get("std") or 0.0,
-                     stats.get("n", 0), tuple(sorted({e["status"] for e in
-                                                      m["seeds"].values()}))))
-  return out
 
 
 class ResultFigures(NamedTuple):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedfrac.algorithms import families as catalog
-from fedfrac.runner import overview
+from fedfrac.runner import finals as method_finals
 
 
 def _fmt(stats) -> str:
@@ -58,9 +58,9 @@ def format_table(summary, config) -> str:
   MAE), rounds to target, wall time and status, best method first."""
   classification = config.task.loss == "cross_entropy"
   metric = "accuracy" if classification else "rmse"
-  finals = overview.ranked(overview.summary_finals(summary, metric),
-                           higher_is_better=classification)
-  ref_label = overview.reference_label(finals)
+  finals = method_finals.ranked(method_finals.summary_finals(summary, metric),
+                                  higher_is_better=classification)
+  ref_label = method_finals.reference_label(finals)
   reference = next((f for f in finals if f.label == ref_label), None)
   ref_name = ref_label or catalog.REFERENCE
   if classification:

@@ -20,6 +20,7 @@ RUN_API = (("fedfrac.runner.loop", ("run",)),
            ("fedfrac.runner.records", ("Results", "RunRecord", "summarize")),
            ("fedfrac.runner.overview", ("ResultFigures", "results_figures", "rounds_figure",
                                         "ranking_figure", "save_sweep_figures")),
+           ("fedfrac.runner.finals", ("Final", "ranked", "summary_finals")),
            ("fedfrac.runner.summary_table", ("format_table",)),
            ("fedfrac.sweep.run", ("run_sweep", "run")),
            ("fedfrac.models.adapter", ("flax_model", "FlaxAdapter")))
