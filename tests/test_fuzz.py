@@ -630,7 +630,9 @@ def test_a_killed_worker_leaves_what_finished_written_and_one_line(tmp_path):
   import signal
   import time
   work = tmp_path / "w"
-  args = ["--config.only=fedavg", "--config.seeds=(0, 1)", "--config.rounds=100",
+  # 1,000 rounds (about 10 s a run here), so that a worker that started a few seconds
+  # before the other is still running when both have checkpointed.
+  args = ["--config.only=fedavg", "--config.seeds=(0, 1)", "--config.rounds=1000",
           "--config.progress=False", "--config.model.hidden=(8,)", "--config.eval_every=5",
           "--config.checkpoint_every=1", "--config.data.num_clients=4",
           "--config.workers=2"]
