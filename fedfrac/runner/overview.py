@@ -24,7 +24,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from fedfrac.algorithms import families as catalog
-from fedfrac.runner.finals import (Curve, Final, larger_is_better, marks, ranked,
+from fedfrac.runner.finals import (Curve, Final, larger_is_better, ranked,
                                    reference_label, results_curves, summary_finals,
                                    tagged)
 from fedfrac.runner.plots import (COLORS, Figure, default_metric, describe_config,
