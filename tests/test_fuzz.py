@@ -533,7 +533,7 @@ def test_sigterm_mid_sweep_keeps_its_points_and_stops_its_workers(tmp_path):
 # the process died with no line and figures missing.
 TERM_WHILE_WRITING = (
     "import os, signal, sys\n"
-    "from fedfrac.runner import outputs\n"
+    "from fedfrac.runner import overview\n"
     "import fedfrac.sweep as sweep\n"
     "from fedfrac.sweep import tables as sweep_tables\n"
     "def terminated(real):\n"
@@ -541,7 +541,7 @@ TERM_WHILE_WRITING = (
     "    os.kill(os.getpid(), signal.SIGTERM)\n"
     "    return real(*args, **kwargs)\n"
     "  return wrapper\n"
-    "outputs.results_figures = terminated(outputs.results_figures)\n"
+    "overview.results_figures = terminated(overview.results_figures)\n"
     "sweep_tables.plot = terminated(sweep_tables.plot)\n"
     "if sys.argv[1] == 'sweep':\n"
     "  sys.argv = ['fedfrac-sweep'] + sys.argv[2:]\n"
