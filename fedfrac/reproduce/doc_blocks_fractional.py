@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 
-from fedfrac.reproduce import common, published_tables, tuned, verdicts
+from fedfrac.reproduce import common, published_tables, tuned, tuned_tables, verdicts
 from fedfrac.reproduce.doc_blocks import REPRODUCING, R, acc, listing, ms
 from fedfrac.reproduce.doc_registry import block
 
@@ -156,16 +156,6 @@ def _tuned(study):
   return common.load_results_json(f"results/tuned_{study}_digits.json")
 
 
-def _tuned_rows(result):
-  rows = []
-  for label, e in result["methods"].items():
-    paper = common.seed_mean_std(e["paper_test"])[0]
-    tuned_mean = common.seed_mean_std(e["tuned_test"])[0]
-    rows.append((tuned_mean if tuned_mean is not None else -1, label, e, paper))
-  rows.sort(key=lambda r: -r[0])
-  return rows
-
-
 def _ms_or(values):
   mean, std = common.seed_mean_std(values)
   return "diverged" if mean is None else ms(mean, std)
@@ -182,7 +172,7 @@ def tuned_results():
   for study in ("fractional", "kuramoto", "firma"):
     r = _tuned(study)
     st = tuned.STUDIES[study]
-    rows = _tuned_rows(r)
+    rows = tuned_tables.tuned_rows(r)
     chosen = {}
     for _, label, e, _ in rows:
       chosen.setdefault(f"{e['chosen_lr']:g}", []).append(label)

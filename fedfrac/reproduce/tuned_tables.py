@@ -44,6 +44,18 @@ def _val_cell(v):
   return f"{v[ok].mean():.3f}" + (f" ({int((~ok).sum())} div.)" if not ok.all() else "")
 
 
+
+def tuned_rows(result) -> list:
+  """The methods of a tuned-study ``result``, best tuned test mean first:
+  ``[(tuned mean or -1, label, entry, paper-lr mean)]``."""
+  rows = []
+  for label, e in result["methods"].items():
+    paper_mean = common.seed_mean_std(e["paper_test"])[0]
+    tuned_mean = common.seed_mean_std(e["tuned_test"])[0]
+    rows.append((tuned_mean if tuned_mean is not None else -1, label, e, paper_mean))
+  rows.sort(key=lambda r: -r[0])
+  return rows
+
 def markdown(result, command):
   """The side-by-side table of ``run_study`` output, best tuned method first, and a
   plain verdict (which names every rate chosen at the edge of the grid). An
@@ -52,12 +64,7 @@ def markdown(result, command):
   study = result["study"]
   st = STUDIES[study]
   metric = result.get("metric", "accuracy")
-  rows = []
-  for label, e in result["methods"].items():
-    paper_mean = common.seed_mean_std(e["paper_test"])[0]
-    tuned_mean = common.seed_mean_std(e["tuned_test"])[0]
-    rows.append((tuned_mean if tuned_mean is not None else -1, label, e, paper_mean))
-  rows.sort(key=lambda r: -r[0])
+  rows = tuned_rows(result)
   lines = [f"# Learning-rate-tuned comparison: {study} ({st.data_text})", "",
            f"Produced by `{result.get('command', command)}`; "
            f"{result['wall_s']:.0f} s wall" +
