@@ -133,8 +133,8 @@ authors-kuramoto:
 
 gpu-collect: $(STAMP)
 	@test -n "$(ARCHIVE)" || { echo "usage: make gpu-collect ARCHIVE=path/to/campaign.tar.gz"; exit 2; }
-	$(PY) -m fedfrac.campaign collect $(ARCHIVE)
-	$(PY) -m fedfrac.reproduce docs
+	$(PY) -m fedfrac_lab.campaign collect $(ARCHIVE)
+	$(PY) -m fedfrac_lab.reproduce docs
 
 clean:
 	rm -rf $(VENV) runs docs/api/_build docs/api/generated

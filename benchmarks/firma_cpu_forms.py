@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from fedfrac import runner
-from fedfrac.reproduce import firma
+from fedfrac_lab.reproduce import firma
 
 
 def main():

@@ -26,7 +26,7 @@ Both run on ``device`` (``cuda`` when a GPU is there) and may sample a cohort of
 ``cohort`` clients per round (FedAvg with C < 1).
 
 The CPU campaign's own workloads (``fedfrac-bench --vs-torch
---workloads=firma_fmnist,cnn_mnist_real,kuramoto_cnn``, ``fedfrac/bench/campaign.py``):
+--workloads=firma_fmnist,cnn_mnist_real,kuramoto_cnn``, ``fedfrac_lab/bench/campaign.py``):
 
 * FIRMA FibFL rounds (:class:`FibFLSequential`, the authors' style: per-client
   models with persistent Adam states for head and extractor, E_h head epochs

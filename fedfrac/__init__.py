@@ -22,10 +22,13 @@ engine = sim   # `ff.engine.Simulation` and friends: the engine is the `sim` pac
 
 
 def __getattr__(name):
-  # Paper reproductions and the sweep runner, for notebooks
-  # (ff.reproduce.firma.table): imported when first asked for, since they load
-  # every paper's tables and matplotlib (about a second).
-  if name in ("reproduce", "sweep"):
+  # The sweep runner, for notebooks (ff.sweep.run): imported when first asked for,
+  # since it loads matplotlib (about half a second).
+  if name == "sweep":
     import importlib
-    return importlib.import_module(f"fedfrac.{name}")
+    return importlib.import_module("fedfrac.sweep")
+  if name in ("reproduce", "bench", "campaign"):
+    raise AttributeError(
+        f"fedfrac.{name} moved to the lab above the library: "
+        f"import fedfrac_lab.{name} (in a clone of the repository)")
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
-"""Kept for old command lines: the same as ``python -m fedfrac.bench.rounds``
+"""Kept for old command lines: the same as ``python -m fedfrac_lab.bench.rounds``
 (flags: ``--help``). Needs fedfrac installed (``pip install -e .``)."""
-from fedfrac.bench.rounds import main
+from fedfrac_lab.bench.rounds import main
 
 if __name__ == "__main__":
   main()

@@ -1,6 +1,6 @@
-"""Kept for old command lines: the same as ``python -m fedfrac.reproduce.fo_ri_fedavg``
+"""Kept for old command lines: the same as ``python -m fedfrac_lab.reproduce.fo_ri_fedavg``
 (flags: ``--help``). Needs fedfrac installed (``pip install -e .``)."""
-from fedfrac.reproduce.fo_ri_fedavg import main
+from fedfrac_lab.reproduce.fo_ri_fedavg import main
 
 if __name__ == "__main__":
   main()

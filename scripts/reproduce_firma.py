@@ -1,6 +1,6 @@
-"""Kept for old command lines: the same as ``python -m fedfrac.reproduce.firma``
+"""Kept for old command lines: the same as ``python -m fedfrac_lab.reproduce.firma``
 (flags: ``--help``). Needs fedfrac installed (``pip install -e .``)."""
-from fedfrac.reproduce.firma import main
+from fedfrac_lab.reproduce.firma import main
 
 if __name__ == "__main__":
   main()

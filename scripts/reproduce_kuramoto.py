@@ -1,6 +1,6 @@
-"""Kept for old command lines: the same as ``python -m fedfrac.reproduce.kuramoto``
+"""Kept for old command lines: the same as ``python -m fedfrac_lab.reproduce.kuramoto``
 (flags: ``--help``). Needs fedfrac installed (``pip install -e .``)."""
-from fedfrac.reproduce.kuramoto import main
+from fedfrac_lab.reproduce.kuramoto import main
 
 if __name__ == "__main__":
   main()

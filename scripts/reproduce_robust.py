@@ -1,6 +1,6 @@
-"""Kept for old command lines: the same as ``python -m fedfrac.reproduce.robust``
+"""Kept for old command lines: the same as ``python -m fedfrac_lab.reproduce.robust``
 (flags: ``--help``). Needs fedfrac installed (``pip install -e .``)."""
-from fedfrac.reproduce.robust import main
+from fedfrac_lab.reproduce.robust import main
 
 if __name__ == "__main__":
   main()

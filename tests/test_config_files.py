@@ -15,8 +15,8 @@ import pytest
 
 from fedfrac import config_files, config_keys, sweep
 from fedfrac.config import ConfigError, base_config
-from fedfrac.reproduce import __main__ as reproduce_main
-from fedfrac.reproduce import common
+from fedfrac_lab.reproduce import __main__ as reproduce_main
+from fedfrac_lab.reproduce import common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(os.path.relpath(p, ROOT)

@@ -166,29 +166,29 @@ def check(command: str) -> list:
     module, args = tokens[2], tokens[3:]
   else:
     module = {"fedfrac-run": "fedfrac.main", "fedfrac-sweep": "fedfrac.sweep",
-              "fedfrac-reproduce": "fedfrac.reproduce",
-              "fedfrac-bench": "fedfrac.bench",
-              "fedfrac-campaign": "fedfrac.campaign"}.get(tokens[0])
+              "fedfrac-reproduce": "fedfrac_lab.reproduce",
+              "fedfrac-bench": "fedfrac_lab.bench",
+              "fedfrac-campaign": "fedfrac_lab.campaign"}.get(tokens[0])
     args = tokens[1:]
     if module is None:
       return [f"no console script {tokens[0]!r} (setup.cfg)"]
   if not args or PLACEHOLDER.search(args[0]):
-    if module not in ("fedfrac.main", "fedfrac.sweep", "fedfrac.reproduce", "fedfrac.bench",
-                      "fedfrac.campaign") and importlib.util.find_spec(module) is None:
+    if module not in ("fedfrac.main", "fedfrac.sweep", "fedfrac_lab.reproduce", "fedfrac_lab.bench",
+                      "fedfrac_lab.campaign") and importlib.util.find_spec(module) is None:
       return [f"no module {module}"]
     return []              # the program named in prose, or fedfrac-reproduce <paper>
-  if module == "fedfrac.campaign" and args[0] not in ("run", "collect"):
+  if module == "fedfrac_lab.campaign" and args[0] not in ("run", "collect"):
     return [f"no fedfrac-campaign command {args[0]!r}"]
-  if module == "fedfrac.reproduce" and not any(a.startswith("-") for a in args):
+  if module == "fedfrac_lab.reproduce" and not any(a.startswith("-") for a in args):
     # A paper (and its subcommand) named in prose: the paper must exist.
-    from fedfrac.reproduce import PAPERS
+    from fedfrac_lab.reproduce import PAPERS
     return [] if args[0] in PAPERS else [f"no paper {args[0]!r}"]
   # A flag named last without its value ("`firma --from-json`") names the flag.
   names_only = args[-1].startswith("-") and "=" not in args[-1]
   problems = []
   for argv in variants(args):
     for tok in argv:
-      if tok.startswith("--config=") and module != "fedfrac.bench":
+      if tok.startswith("--config=") and module != "fedfrac_lab.bench":
         path = tok.split("=", 1)[1].split(":")[0]
         if not os.path.isfile(os.path.join(ROOT, path)):
           problems.append(f"{tok}: no such file")
@@ -197,17 +197,17 @@ def check(command: str) -> list:
     elif module == "fedfrac.sweep":
       from fedfrac import sweep
       message = parse_argparse(sweep.main, argv, names_only)
-    elif module == "fedfrac.reproduce":
-      from fedfrac.reproduce import PAPERS
+    elif module == "fedfrac_lab.reproduce":
+      from fedfrac_lab.reproduce import PAPERS
       if not argv or argv[0] not in PAPERS:
         message = f"no paper {argv[:1]}"
       else:
         message = parse_argparse(PAPERS[argv[0]].main, argv[1:], names_only)
-    elif module == "fedfrac.bench":
-      from fedfrac.bench import __main__ as bench
+    elif module == "fedfrac_lab.bench":
+      from fedfrac_lab.bench import __main__ as bench
       message = parse_argparse(bench.main, argv, names_only)
-    elif module == "fedfrac.campaign":
-      from fedfrac.campaign import __main__ as campaign
+    elif module == "fedfrac_lab.campaign":
+      from fedfrac_lab.campaign import __main__ as campaign
       message = ("" if len(argv) == 1 else
                  parse_argparse(campaign.main, argv, names_only))
     else:
@@ -259,7 +259,7 @@ def test_the_check_catches_a_wrong_flag_target_or_config():
   assert check("fedfrac-reproduce no_such_paper")
   assert check("fedfrac-campaign start")
   assert check("python -m fedfrac.no_such > out.md")
-  assert not check("python -m fedfrac._equations > docs/equations.md")
+  assert not check("python -m fedfrac_lab.equations > docs/equations.md")
   assert not check("fedfrac-reproduce firma --from-json")
   assert check("fedfrac-reproduce firma --from-jsn")
   assert not check("fedfrac-reproduce kuramoto_authors run --authors=DIR --out=OUT")

@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from fedfrac.reproduce import docs
+from fedfrac_lab.reproduce import docs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -116,7 +116,7 @@ def test_fo_ri_table_x_says_where_the_methods_it_does_not_run_stand():
 def test_the_fractional_finding_names_orders_above_one_and_the_tuned_grid():
   """"No fractional order beats FedAvg" holds below α = 1 only: the summary says
   what the α-factor table shows above 1 and that the tuned study has no α > 1."""
-  from fedfrac.reproduce import doc_blocks_fractional
+  from fedfrac_lab.reproduce import doc_blocks_fractional
   assert doc_blocks_fractional.tuned_alphas() == [0.5, 0.8, 0.97]
   text = docs.registry()[0]["readme_fractional"].render()
   assert "no fractional order α < 1 beat FedAvg here" in text
@@ -167,7 +167,7 @@ def test_readme_is_a_front_page_of_small_generated_tables():
 def test_the_readme_tally_is_the_guides_tally_in_a_table():
   """Each FIRMA row of the README's table counts what the guide's sentence on
   the same runs counts; the stand-in papers get no verdict."""
-  from fedfrac.reproduce import doc_blocks_readme, verdicts
+  from fedfrac_lab.reproduce import doc_blocks_readme, verdicts
   blocks, _ = docs.registry()
   rows = {(r[1], r[2].split(" (")[0], r[2].split("`")[1]): r
           for r in doc_blocks_readme.reproduces_rows() if r[0] == "firma"}
@@ -183,7 +183,7 @@ def test_the_readme_tally_is_the_guides_tally_in_a_table():
 
 
 def test_the_readme_speed_table_quotes_the_benchmark_files():
-  from fedfrac.reproduce import common
+  from fedfrac_lab.reproduce import common
   table = docs.registry()[0]["readme_speed"].render()
   h200 = common.load_results_json("benchmarks/results_h200.json")
   rows = h200["accelerator"]["vs_torch"]["result"]["rows"]

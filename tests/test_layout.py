@@ -197,10 +197,9 @@ LAYERS = (
     ("algorithms",),
     ("sim",),
     ("runner",),
-    ("catalog", "config_files", "_equations", "_apidoc", "sweep_checks", "sweep_inputs",
+    ("catalog", "config_files", "_apidoc", "sweep_checks", "sweep_inputs",
      "sweep"),
-    ("bench", "reproduce"),
-    ("campaign", "main", "fedfrac"),
+    ("main", "fedfrac"),
 )
 # The config is the one way in: validate() runs every layer's section check, and
 # its key list reads the algorithms' options (docs/design.md section 2).
@@ -235,16 +234,60 @@ def test_public_names():
   assert ff.engine.EngineConfig is ff.EngineConfig
 
 
+LAB = ROOT.parent / "fedfrac_lab"
+
+
 def test_tests_mirror_the_package():
   """Each test folder is named after a fedfrac sub-package, so the tests of
-  ``fedfrac/<pkg>/<module>.py`` are found under ``tests/<pkg>/``."""
+  ``fedfrac/<pkg>/<module>.py`` are found under ``tests/<pkg>/``; the lab's tests
+  sit under ``tests/lab/``, one folder per ``fedfrac_lab`` sub-package."""
   tests = pathlib.Path(__file__).resolve().parent
-  folders = [p for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))]
-  assert folders
-  for folder in folders:
-    assert (ROOT / folder.name / "__init__.py").exists(), folder.name
-    assert all(f.name.startswith("test_") or f.name == "__init__.py"
-               for f in folder.glob("*.py")), folder.name
+  for base, package in ((tests, ROOT), (tests / "lab", LAB)):
+    folders = [p for p in base.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+               and not (base == tests and p.name == "lab")]
+    assert folders
+    for folder in folders:
+      assert (package / folder.name / "__init__.py").exists(), folder.name
+      assert all(f.name.startswith("test_") or f.name == "__init__.py"
+                 for f in folder.glob("*.py")), folder.name
+
+
+def _lab_imports(path):
+  """The ``fedfrac_lab`` modules ``path`` names in an import statement or an
+  ``importlib.import_module`` / ``__import__`` call, and in any string."""
+  tree = ast.parse(path.read_text())
+  for node in ast.walk(tree):
+    names = []
+    if isinstance(node, ast.Import):
+      names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      names = [node.module]
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+      names = [w for w in node.value.replace('"', " ").split() if w.startswith("fedfrac_lab")]
+    yield from (n for n in names if n.split(".")[0] == "fedfrac_lab")
+
+
+def test_the_library_never_imports_the_lab():
+  """fedfrac is the library: no module of it imports fedfrac_lab, by any import
+  form, and ``import fedfrac`` (with everything it loads) leaves the lab out."""
+  import subprocess
+  import sys
+  bad = {str(p.relative_to(ROOT.parent)): sorted(set(_lab_imports(p))) for p in _modules()}
+  bad = {k: v for k, v in bad.items() if v and not k.endswith("__init__.py")}
+  assert not bad, bad
+  code = ("import sys, fedfrac as ff; ff.run, ff.sweep; "
+          "print(sorted(m for m in sys.modules if m.startswith('fedfrac_lab')))")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT.parent, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split() == ["[]"]
+
+
+def test_the_old_lab_names_of_the_library_say_where_they_went():
+  import pytest
+  for name in ("reproduce", "bench", "campaign"):
+    with pytest.raises(AttributeError, match=f"import fedfrac_lab.{name}"):
+      getattr(ff, name)
 
 
 def _design_text():
@@ -277,22 +320,30 @@ def test_design_doc_names_only_modules_and_names_that_exist():
   # The layout block of §2: every file it names exists where it says, and every
   # sub-package is there.
   block = text.split("## 2. Architecture", 1)[1].split("```", 2)[1]
-  package, missing, listed = "", [], set()
+  roots = {"fedfrac": ROOT, "fedfrac_lab": LAB}
+  top, package, missing, listed = "fedfrac", "", [], {"fedfrac": set(), "fedfrac_lab": set()}
   for line in block.splitlines():
-    head = re.match(r"  (\w+)/", line)
+    head = re.match(r"(\w+)/", line)
     if head:
-      package = head.group(1)
-      listed.add(package)
+      top, package = (head.group(1) if head.group(1) in roots else None), ""
+      continue
+    sub = re.match(r"  (\w+)/", line)
+    if sub:
+      package = sub.group(1)
+      if top:
+        listed[top].add(package)
     elif re.match(r"  \S", line):
       package = ""
-    if not line.startswith("fedfrac/"):
+    if top:
       for name in re.findall(r"\b(\w+\.py)\b", line):
-        path = ROOT / package / name if package else ROOT / name
+        base = roots[top]
+        path = base / package / name if package else base / name
         if not path.exists():
-          missing.append(str(path.relative_to(ROOT)))
+          missing.append(str(path.relative_to(ROOT.parent)))
   assert not missing, missing
-  packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
-  assert packages <= listed, sorted(packages - listed)
+  for top, base in roots.items():
+    packages = {p.parent.name for p in base.glob("*/__init__.py")}
+    assert packages <= listed[top], (top, sorted(packages - listed[top]))
 
 
 def test_import_fedfrac_leaves_scipy_signal_to_the_bev_data():
@@ -312,16 +363,15 @@ def test_import_fedfrac_leaves_scipy_signal_to_the_bev_data():
 def test_import_fedfrac_leaves_matplotlib_to_the_figures():
   """matplotlib took about half a second of ``import fedfrac``; a run's table
   comes from :mod:`fedfrac.runner.finals`, and matplotlib loads with the first
-  figure, ``ff.reproduce`` or ``ff.sweep``."""
+  figure or ``ff.sweep``."""
   import subprocess
   import sys
   code = ("import sys, fedfrac as ff; print('matplotlib' in sys.modules); "
           "from fedfrac.runner import results_figures, summary_table; "
           "print('matplotlib' in sys.modules); "
-          "print(ff.reproduce.firma.__name__, ff.sweep.__name__); "
+          "print(ff.sweep.__name__); "
           "print('matplotlib' in sys.modules)")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        cwd=ROOT.parent, timeout=300)
   assert out.returncode == 0, out.stderr[-2000:]
-  assert out.stdout.split() == ["False", "True", "fedfrac.reproduce.firma", "fedfrac.sweep",
-                                "True"]
+  assert out.stdout.split() == ["False", "True", "fedfrac.sweep", "True"]

@@ -1,7 +1,7 @@
 """scripts/ holds only thin command lines: each file at most 100 lines, and at
 module level nothing but a docstring, imports, ``main()`` (with its flag
 parsing) and the ``if __name__ == "__main__":`` guard. The logic lives in the
-package (``fedfrac.reproduce``, ``fedfrac.sweep``, ``fedfrac.bench``)."""
+package (``fedfrac_lab.reproduce``, ``fedfrac.sweep``, ``fedfrac_lab.bench``)."""
 from __future__ import annotations
 
 import ast

@@ -2,7 +2,7 @@
 # One GPU window in one command (docs/scaling.md, "A GPU window in one command"):
 #   bash benchmarks/gpu/campaign.sh --out "$OUT" [--budget 540] [fedfrac-campaign run flags]
 # Installs the wheels carried in .whl/ (make gpu-wheels) into /tmp/site, then runs
-# `python -m fedfrac.campaign run`: device check, stage a (accelerator measurements),
+# `python -m fedfrac_lab.campaign run`: device check, stage a (accelerator measurements),
 # stage b (the next points of benchmarks/gpu/plan.json), all inside the budget.
 # PYTHON (default python3) picks the interpreter, CAMPAIGN_WHEELS (default .whl) and
 # CAMPAIGN_SITE (default /tmp/site) the wheel folder and where they go; on a machine
@@ -22,4 +22,4 @@ if ! "$PY" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is N
   "$PY" -c "import jax; print('device check:', jax.devices())" 2>&1 | tail -1 | tee -a "$out/campaign.log" >&2
   exit 2
 fi
-exec "$PY" -m fedfrac.campaign run --started-at "$started_at" "$@"
+exec "$PY" -m fedfrac_lab.campaign run --started-at "$started_at" "$@"

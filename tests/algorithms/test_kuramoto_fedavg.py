@@ -242,7 +242,7 @@ def test_config_dir_has_every_dataset():
 def test_reproduction_grid_baselines_and_metric_follow_the_paper():
   """Kuramoto-FedAvg §5.1: K ∈ {10, 20}, s ∈ {3, 5, 10}, FedAvg and SCAFFOLD, and
   the headline number is test accuracy averaged over clients (global beside it)."""
-  from fedfrac.reproduce import kuramoto as reproduce_kuramoto
+  from fedfrac_lab.reproduce import kuramoto as reproduce_kuramoto
   assert reproduce_kuramoto.CLIENTS == (10, 20)
   assert reproduce_kuramoto.SHARDS == (3, 5, 10)
   assert set(reproduce_kuramoto.BASELINE_LABELS) == {"fedavg", "scaffold"}

@@ -7,7 +7,7 @@ import pytest
 
 from fedfrac import config as config_lib
 from fedfrac.data import bev
-from fedfrac.reproduce import common
+from fedfrac_lab.reproduce import common
 
 WINDOW, STRIDE, T_LEN = 6, 3, 9   # 2 windows per trip
 

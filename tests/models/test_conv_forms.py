@@ -8,7 +8,7 @@ import pytest
 
 from fedfrac import config as config_lib
 from fedfrac import models
-from fedfrac.bench import convs
+from fedfrac_lab.bench import convs
 from fedfrac.models import cnn
 from tests import helpers
 

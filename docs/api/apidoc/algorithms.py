@@ -16,7 +16,7 @@ def algorithm_module(name: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _citations() -> tuple:
-  from fedfrac import _equations
+  from fedfrac_lab import equations as _equations
   return tuple(_equations.citations()[0])
 
 

@@ -1,0 +1,161 @@
+"""Generated compute figures of REPRODUCTION.md's "est. time" cells for the runs
+not made yet on the papers' data: FOFedAvg Tables II–V on MNIST and
+Kuramoto-FedAvg Table 1 on MNIST / Fashion-MNIST. See :mod:`fedfrac_lab.reproduce.docs`.
+
+Each block counts the workload of the command its row gives from the config file
+that command runs: clients a round ⌈C·K⌉, local steps E·⌈n_k / B⌉ with n_k the
+training set over K clients (its mean where a Dirichlet split makes sizes vary),
+rounds, methods (or the grid's runs) and seeds. It prices that workload only at
+rates measured on the same model: one core's CPU seconds per client-step of the
+same protocol (``benchmarks/results.json``, the campaign workloads of
+``fedfrac-bench --vs-torch``), and on a GPU the client-steps per second measured
+there for that model (``benchmarks/results_h200.json``), named with the cohort it
+was measured at. A model no GPU window has measured gets no GPU figure. FLOPs per
+step come from the layer shapes (:func:`fedfrac_lab.bench.campaign.chain_flops`).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import NamedTuple
+
+from fedfrac_lab.reproduce import common
+from fedfrac_lab.reproduce.doc_blocks import R
+from fedfrac_lab.reproduce.doc_registry import block
+
+CPU_JSON = "benchmarks/results.json"
+GPU_JSON = "benchmarks/results_h200.json"
+FOFEDAVG = "configs/fofedavg/mnist_cnn.py"
+KURAMOTO = "configs/kuramoto/mnist.py"
+TRAIN = 60_000            # MNIST's and Fashion-MNIST's training images
+TABLE_V_ROUNDS = 250      # the Table V command's --set=rounds=250, for every K
+
+
+class Workload(NamedTuple):
+  """Client-steps of a command: per round (each client count), rounds, runs,
+  seeds, and how they were counted."""
+  steps: int
+  how: str
+
+
+def _config(spec):
+  """The config of ``spec`` (a path under the checkout, with its ``:arg``)."""
+  from fedfrac import config_files
+  return config_files.load_config_file(os.path.join(common.CHECKOUT_DIR, spec))
+
+
+def _module(path):
+  from fedfrac import config_files
+  return config_files.load_module(os.path.join(common.CHECKOUT_DIR, path), path)
+
+
+def round_steps(c, clients=None):
+  """(client-steps a round, its text) of config ``c`` at ``clients`` clients."""
+  k = clients or c.data.num_clients
+  cohort = max(math.ceil(c.participation * k), 1)
+  n_k = TRAIN / k
+  batches = math.ceil(n_k / c.client.batch_size)
+  mean = "" if c.data.partition in ("iid", "shards") else " on average"
+  steps = cohort * c.client.local_epochs * batches
+  return steps, (f"{steps:,} a round at K = {k} ({cohort} clients × "
+                 f"{c.client.local_epochs} local epochs × {batches} batches of "
+                 f"{c.client.batch_size}, {n_k:,.0f} images a client{mean})")
+
+
+def workload(spec, runs=None, what="methods", clients=None, rounds=None) -> Workload:
+  """The client-steps of running config ``spec`` (``runs`` runs a seed, default
+  its methods), over ``clients`` (client counts, default the config's)."""
+  c = _config(spec)
+  runs = runs or len(c.methods)
+  rounds = rounds or c.rounds
+  seeds = len(c.seeds)
+  per = [round_steps(c, k) for k in (clients or (None,))]
+  total = sum(s for s, _ in per) * rounds * runs * seeds
+  each = " plus ".join(t for _, t in per)
+  return Workload(total, f"client-steps: {each}; × {rounds} rounds × {runs} {what} × "
+                         f"{seeds} seeds of `{spec}` = {total:,}")
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_rates():
+  """{campaign workload: (CPU s per client-step of fedfrac's 1-seed run, its
+  description, GFLOP per step)} from benchmarks/results.json."""
+  raw = common.load_results_json(CPU_JSON)
+  out = {}
+  for r in raw["campaign"]["results"]:
+    side = next(s for s in r["sides"] if s["side"].startswith("fedfrac, 1 seed"))
+    out[r["workload"]] = (side["cpu_s_per_step"], r["description"],
+                          r["round_gflop"] / side["client_steps"])
+  return out
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_rates():
+  """{workload: (client-steps/s, description, cohort)} measured on the GPU of
+  benchmarks/results_h200.json (its vs-PyTorch rows)."""
+  raw = common.load_results_json(GPU_JSON)
+  rows = raw["accelerator"]["vs_torch"]["result"]["rows"]
+  return {r["workload"]: (r["client_steps_per_s"], r["description"], r["cohort"])
+          for r in rows}
+
+
+def _hours(seconds):
+  return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.0f} min"
+
+
+def priced(w: Workload, cpu_workload, gpu_workload=None, cohort=None):
+  """"N client-steps (how); one CPU core: …; GPU: …" for workload ``w``."""
+  per_step, description, gflop = cpu_rates()[cpu_workload]
+  text = (f"{w.how}, {gflop:.3g} GFLOP each; one CPU core at "
+          f"its measured {1000 * per_step:.1f} ms a client-step ({description}, "
+          f"`{CPU_JSON}`): ≈ {_hours(w.steps * per_step)}")
+  if gpu_workload is None:
+    return (text + "; GPU: no rate of this model measured on a GPU yet, so no GPU "
+            "figure")
+  rate, gdesc, gcohort = gpu_rates()[gpu_workload]
+  narrower = (f"; this run's cohort of {cohort} was not measured" if cohort and
+              cohort != gcohort else "")
+  return (text + f"; on the H200 at the rate measured for {gdesc} ({rate:,.0f} "
+          f"client-steps/s, `{GPU_JSON}`{narrower}): ≈ {_hours(w.steps / rate)}")
+
+
+def _cohort(spec, clients=None):
+  c = _config(spec)
+  return max(math.ceil(c.participation * (clients or c.data.num_clients)), 1)
+
+
+@block("fofedavg_t2_time", R, CPU_JSON, GPU_JSON, FOFEDAVG, inline=True)
+def fofedavg_t2_time():
+  spec = f"{FOFEDAVG}:iid"
+  return ("estimate: " + priced(workload(spec), "cnn_mnist_real", "cnn10", _cohort(spec))
+          + "; FedAvg's step: MOON, SCAFFOLD and DP-SGD do more per step")
+
+
+@block("fofedavg_t4_time", R, CPU_JSON, GPU_JSON, FOFEDAVG, inline=True)
+def fofedavg_t4_time():
+  spec = f"{FOFEDAVG}:alpha"
+  return "estimate: " + priced(workload(spec, what="α values"), "cnn_mnist_real", "cnn10",
+                               _cohort(spec))
+
+
+@block("fofedavg_t5_time", R, CPU_JSON, GPU_JSON, FOFEDAVG, inline=True)
+def fofedavg_t5_time():
+  clients = _module(FOFEDAVG).SEVERE_CLIENTS
+  spec = f"{FOFEDAVG}:severe"
+  w = workload(spec, clients=clients, rounds=TABLE_V_ROUNDS)
+  return ("estimate: " + priced(w, "cnn_mnist_real", "cnn1000", _cohort(spec, max(clients)))
+          + "; FedAvg's step: MOON, SCAFFOLD and DP-SGD do more per step")
+
+
+@block("kuramoto_t1_time", R, CPU_JSON, GPU_JSON, KURAMOTO, inline=True)
+def kuramoto_t1_time():
+  from fedfrac_lab.reproduce import kuramoto
+  runs = len(kuramoto.BASELINE_LABELS) + len(kuramoto.WEIGHTINGS) * len(kuramoto.KAPPAS)
+  w = workload(f"{KURAMOTO}:K=10,s=3", runs=runs,
+               what=f"runs (FedAvg, SCAFFOLD and the {len(kuramoto.WEIGHTINGS)} "
+                    f"weightings at the {len(kuramoto.KAPPAS)} κ0 of Table 1)")
+  ratio = cpu_rates()["kuramoto_cnn"][2] / cpu_rates()["cnn_mnist_real"][2]
+  return (f"estimate per data set: {priced(w, 'kuramoto_cnn')}; a CNN4 step is "
+          f"{ratio:.0f}× the FLOPs of a CNNMnist step, so CNNMnist's GPU rate does not "
+          f"carry over")

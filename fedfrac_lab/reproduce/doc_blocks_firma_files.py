@@ -1,0 +1,377 @@
+"""Generated doc blocks of FIRMA's real-data tables: Fashion-MNIST (Tables 7–8,
+and its row of Table 13) and MNIST-60k (Tables 9–10), for REPRODUCTION.md and the
+guide's reproductions page (docs/design.md's notes on them:
+:mod:`fedfrac_lab.reproduce.doc_blocks_design`). See
+:mod:`fedfrac_lab.reproduce.docs` for the mechanism and
+:mod:`fedfrac_lab.reproduce.doc_blocks` for the shared helpers and FIRMA on digits.
+
+Verdicts are counted once per published cell
+(:func:`fedfrac_lab.reproduce.firma_files_table.cell_verdicts`: a cell run on two
+devices counts once, with the less favourable verdict), a cell
+with runs at chance is *collapsed* and counted apart, and the clients a run kept
+(N, after the authors' label-skew rule drops the ones it starves) come from the
+cells themselves.
+"""
+from __future__ import annotations
+
+import functools
+
+from fedfrac_lab.reproduce import (common, firma_files, firma_notes, firma_tables,
+                               firma_variants, verdicts)
+from fedfrac_lab.reproduce.doc_blocks import (FMNIST_JSONS, FMNIST_MD, MNIST_JSONS, MNIST_MD,
+                                          REPRODUCING, R, acc, firma_digits, listing, signed_pp,
+                                          span)
+from fedfrac_lab.reproduce.doc_registry import block
+
+FMNIST_UNIT, FMNIST_AUTHORS = ("reference_code", "unit"), ("reference_code", "authors")
+# The verdicts of a cell that had the seeds for one.
+WITH_SEEDS = (verdicts.AGREES, verdicts.DIFFERS, verdicts.INCONCLUSIVE, verdicts.COLLAPSED)
+
+
+@functools.lru_cache(maxsize=None)
+def fmnist():
+  """({(mode, inputs): {(scenario, method): [(cell, device)]}}, run descriptions)."""
+  return firma_files._groups(list(FMNIST_JSONS))
+
+
+@functools.lru_cache(maxsize=None)
+def mnist():
+  return firma_files._groups(list(MNIST_JSONS))
+
+
+def firma_rows(group, key="accuracy", paths=None, tables=("Table 7", "Table 8")):
+  """[(method, scenario, comparison, n, device)] of one (mode, inputs) section
+  (of the Fashion-MNIST runs, or of ``paths`` against the published ``tables``):
+  a row per run of a cell, ``device`` named where the cell ran more than once."""
+  cells = (fmnist() if paths is None else firma_files._groups(list(paths)))[0][group]
+  paper = firma_tables.published(tables[0] if key == "accuracy" else tables[1])
+  out = []
+  for (scen, m), entries in cells.items():
+    for cell, device in entries:
+      out.append((m, scen, firma_files.cell_comparison(paper.get((m, scen)), cell, key),
+                  len(cell["runs"]), device if len(entries) > 1 else ""))
+  return out
+
+
+def _beyond(rows, key):
+  """Rows whose point estimate lies beyond the margin, as "FedAvg LS K=2 +3.1 pp"
+  (with the device and seeds where a cell was run more than once, and how many
+  runs ended at chance where any did)."""
+  out = []
+  for m, scen, c, n, device in sorted(rows, key=lambda r: (
+      firma_tables.METHODS.index(r[0]), firma_tables.SCENARIOS.index(r[1]), r[4], r[3])):
+    if c.delta is not None and abs(c.delta) > c.margin:
+      d = signed_pp(c.delta) if key == "accuracy" else f"{c.delta:+.3f}"
+      notes = [f"{device.split(',')[0]}, {n} seed{'s' if n != 1 else ''}"] if device else []
+      if c.at_chance:
+        notes.append(f"{c.at_chance} of {n} runs at chance")
+      where = f" ({'; '.join(notes)})" if notes else ""
+      out.append(f"{firma_tables.LABELS[m]} {firma_tables.PAPER_COLUMNS[scen]} {d}{where}")
+  return out
+
+
+def _within(rows):
+  """(cells whose every run's point estimate is within the margin, cells)."""
+  cells = {}
+  for m, scen, c, _, _ in rows:
+    cells.setdefault((m, scen), []).append(abs(c.delta) <= c.margin)
+  return sum(all(v) for v in cells.values()), len(cells)
+
+
+def _fmnist_section(group, label):
+  acc_rows, gini_rows = firma_rows(group), firma_rows(group, "gini")
+  seeds = sorted({r[3] for r in acc_rows})
+  within, cells = _within(acc_rows)
+  g_within, g_cells = _within(gini_rows)
+  beyond = _beyond(acc_rows, "accuracy")
+  return (f"{label} ({' or '.join(map(str, seeds))} seed{'s' if seeds != [1] else ''}): "
+          f"accuracy within 2 pp in {within} of {cells} cells (every run of the cell)"
+          + (f", beyond it {listing(beyond)}" if beyond else "") +
+          f"; Gini within its margin in {g_within} of {g_cells}")
+
+
+def _tally(paths, dataset="fashion_mnist", variants=False):
+  """Verdict counts, one per cell, over every section and table of the runs in
+  ``paths``: of the authors' code as published (``variants=False``) or of its
+  labelled variants (``True``), never the two together."""
+  counts = firma_files.tables(list(paths), dataset=dataset)
+  total = verdicts.tally([])
+  for (_, inputs), tables in counts.items():
+    if firma_notes.is_variant(inputs) != variants:
+      continue
+    for groups in tables.values():
+      for t in groups.values():
+        for k, n in t.items():
+          total[k] += n
+  return total
+
+
+def _lead(total):
+  """"74 cells have the 3 seeds a verdict needs: agrees … (cells of …)"."""
+  judged = sum(total.get(k, 0) for k in WITH_SEEDS)
+  return ("no cell has the 3 seeds a verdict needs" if not judged else
+          f"{judged} cells have the 3 seeds a verdict needs")
+
+
+def clients_text(groups):
+  """"N = 10 clients (9 at LS K=2, 5 at LS K=3, where the authors' label-skew
+  rule drops the clients it starves)", from the cells' ``num_clients``."""
+  text = firma_files.clients_text(groups)
+  if "(" not in text:
+    return f"{text} clients"
+  head, fewer = text.split(" (", 1)
+  return (f"{head} clients ({fewer[:-1]}, where the authors' label-skew rule drops the "
+          f"clients it starves)")
+
+
+@block("firma_t78_status", R, *FMNIST_JSONS, inline=True)
+def firma_t78_status():
+  groups, _ = fmnist()
+  covered = {k for g, cells in groups.items()
+             if g[0] == "reference_code" and not firma_notes.is_variant(g[1]) for k in cells}
+  devices = {g: sorted({d for entries in groups[g].values() for _, d in entries})
+             for g in (FMNIST_UNIT, FMNIST_AUTHORS)}
+  return (f"reproduced on the paper's data, in part (`{FMNIST_MD}`): `reference_code` "
+          f"with inputs in [0, 1] on {listing(devices[FMNIST_UNIT])} "
+          f"({len(groups[FMNIST_UNIT])} cells) and with the authors' input "
+          f"normalisation on {listing(devices[FMNIST_AUTHORS])} "
+          f"({len(groups[FMNIST_AUTHORS])} cells), {clients_text(groups)}; "
+          f"{len(covered)} of the 42 `reference_code` cells have a number of ours, the "
+          f"rest and the whole `paper` mode need accelerator time")
+
+
+@block("firma_t910", R, *MNIST_JSONS, inline=True)
+def firma_t910():
+  """Tables 9-10 (MNIST-60k): what has run and its verdicts."""
+  if not MNIST_JSONS:
+    return "not run yet; the GPU plan has it after Fashion-MNIST"
+  groups, _ = mnist()
+  total = _tally(MNIST_JSONS, "mnist")
+  parts = []
+  for (mode, inputs), cells in sorted(groups.items()):
+    devices = sorted({d for entries in cells.values() for _, d in entries})
+    parts.append(f"`{mode}` with {firma_variants.title(inputs, firma_files.INPUTS)}: "
+                 + ", ".join(f"{firma_tables.LABELS[m]} {firma_tables.PAPER_COLUMNS[s]}"
+                             for s, m in sorted(cells, key=lambda c: (
+                                 firma_tables.METHODS.index(c[1]),
+                                 firma_tables.SCENARIOS.index(c[0]))))
+                 + f" on {listing(devices)}")
+  return (f"started on the paper's data (`{MNIST_MD}`): {'; '.join(parts)}, "
+          f"{clients_text(groups)}; {_lead(total)} ({verdicts.tally_text(total)}, one "
+          f"per cell of Tables 9 and 10); the rest of `reference_code` and the `paper` "
+          f"mode are in the GPU plan")
+
+
+def _variants_text(paths, dataset="fashion_mnist"):
+  """"; labelled variants of reference_code, counted apart: …" (or "")."""
+  total = _tally(paths, dataset, variants=True)
+  if not sum(total.values()):
+    return ""
+  return (f"; labelled variants of `reference_code` (their own sections), counted "
+          f"apart: {verdicts.tally_text(total)}")
+
+
+@block("firma_t78", R, *FMNIST_JSONS, inline=True)
+def firma_t78():
+  total = _tally(FMNIST_JSONS)
+  return (f"{_lead(total)}: {verdicts.tally_text(total)} (one per cell of Tables 7 "
+          f"and 8; a cell run on two devices counts once, with the less favourable "
+          f"verdict; *collapsed*: runs at chance){_variants_text(FMNIST_JSONS)}. Point "
+          f"estimates — {_fmnist_section(FMNIST_UNIT, '[0, 1] inputs')}. "
+          f"{_fmnist_section(FMNIST_AUTHORS, 'Authors’ inputs')}")
+
+
+def _fibfl_check():
+  """(published, [0, 1] accuracy, authors' accuracy, peak round, peak) of the
+  FibFL IID input-scaling runs on the CPU."""
+  groups, _ = fmnist()
+
+  def cpu_run(group):
+    return next(cell for cell, device in groups[group][("iid", "fibfl")]
+                if device.startswith("CPU"))
+  unit, authors = cpu_run(FMNIST_UNIT), cpu_run(FMNIST_AUTHORS)
+  curve = authors["runs"][0]["curve"]
+  peak = max(range(len(curve)), key=curve.__getitem__)
+  return (firma_tables.published("Table 7")[("fibfl", "iid")], unit["runs"][0]["accuracy"],
+          authors["runs"][0]["accuracy"], peak + 1, curve[peak])
+
+
+@block("firma_t78_differs", R, *FMNIST_JSONS, inline=True)
+def firma_t78_differs():
+  pub, unit, authors, rnd, peak = _fibfl_check()
+  s = firma_notes.curve_summary(fmnist()[0])
+  all_results, *_ = firma_digits()
+  digits = {m: verdicts.tally_text(firma_tables.tallies(firma_tables.comparisons(
+      all_results["reference_code"], list(firma_tables.SCENARIOS), [m], "accuracy",
+      "reference_code"), [m])) for m in ("fibfl", "fibfl_plus")}
+  return (f"it does not explain the FibFL gap: the same FibFL IID run (seed 0, CPU) "
+          f"gives {acc(unit)} with [0, 1] inputs and {acc(authors)} with the authors' "
+          f"(published {pub:.3f}); with the authors' inputs that run is best at round "
+          f"{rnd} ({acc(peak)}) and ends lower after 30 rounds of E_e = 20 Adam epochs "
+          f"(over the cell's {s.runs} runs: {firma_notes.best_rounds_text(s)}, final "
+          f"{span(s.finals)}). Nor is the FibFL/FibFL+ gap a departure of "
+          f"`reference_code`: run against the authors' own code (`firma_authors` in "
+          f"`fedfrac_lab.reproduce`) it computes the same accuracy step for step and the same "
+          f"curve on this data, so the gap lies between the public code and the "
+          f"published cells (docs/design.md §3.3); on digits (`reference_code`, 5 "
+          f"seeds) FibFL's seven accuracy cells read {digits['fibfl']} and FibFL+'s "
+          f"{digits['fibfl_plus']}")
+
+
+def _cpu_s(entry):
+  """CPU seconds a scenario's runs took, all modes together."""
+  return sum(t["cpu_s"] for t in entry["timings"].values())
+
+
+def _processes(entry):
+  """Processes a scenario ran in: its ``workers``, or for files written before
+  that was kept, its CPU seconds over its wall seconds, rounded."""
+  if entry.get("workers"):
+    return int(entry["workers"])
+  return max(1, round(_cpu_s(entry) / entry["wall_s"]))
+
+
+def cpu_times(paths):
+  """{(seeds, what, processes): [minutes]} of every CPU scenario entry in
+  ``paths``: ``what`` is "FibFL" or "the three baselines" (by the file's
+  methods); the minutes are the wall time for 1-seed runs (clients vmapped in one
+  two-threaded process) and for several processes, the CPU time for one process
+  on one core (its wall time on a free core)."""
+  out = {}
+  for path in paths:
+    raw = common.load_results_json(path)
+    a = raw["args"]
+    if not a.get("device", "CPU").startswith("CPU"):
+      continue                          # a GPU window's item: not a CPU time
+    what = ("FibFL" if a["methods"] == "fibfl" else
+            "the three baselines" if a["methods"] == "fedavg,rdfl,fedrep" else a["methods"])
+    for entry in raw["scenarios"].values():
+      n = 0 if a["seeds"] == 1 else _processes(entry)
+      out.setdefault((a["seeds"], what, n), []).append(
+          (_cpu_s(entry) if n == 1 else entry["wall_s"]) / 60)
+  return out
+
+
+@block("firma_t78_time", R, *FMNIST_JSONS, inline=True)
+def firma_t78_time():
+  times = cpu_times(FMNIST_JSONS)
+  single = [f"{what} {span(m, 0)} min per {'run' if what == 'FibFL' else 'scenario'}"
+            for (seeds, what, _), m in sorted(times.items(), key=lambda kv: kv[0][1] != "FibFL")
+            if seeds == 1]
+  parts = [f"CPU measured, 1 seed (clients vmapped in one two-threaded process, wall "
+           f"time): {listing(single)}"] if single else []
+  for seeds in sorted({k[0] for k in times if k[0] > 1}):
+    forms = [f"{what} {span(m, 0)} min per scenario "
+             + ("of CPU in one process on one core" if n == 1 else
+                f"in {n} processes, each pinned to its core")
+             for (sd, what, n), m in sorted(times.items(), key=lambda kv: (
+                 kv[0][1] == "FibFL", -kv[0][2])) if sd == seeds]
+    parts.append(f"{seeds} seeds in the CPU campaign form (clients mapped): "
+                 f"{'; '.join(forms)}")
+  return "; ".join(parts) or "no CPU run"
+
+
+def _fmnist_missing():
+  """"FibFL, FibFL+ and FibFL++ at Dir 0.1 and LS K=3; the `paper` mode": the
+  `reference_code` cells no results file holds (methods grouped by the scenarios
+  they lack), and the modes without any run."""
+  groups, _ = fmnist()
+  ran = {k for g, cells in groups.items()
+         if g[0] == "reference_code" and not firma_notes.is_variant(g[1]) for k in cells}
+  by_scenarios = {}
+  for m in firma_tables.METHODS:
+    lacking = tuple(s for s in firma_tables.SCENARIOS if (s, m) not in ran)
+    if lacking:
+      by_scenarios.setdefault(lacking, []).append(firma_tables.LABELS[m])
+  parts = [f"{listing(ms_)} at {listing(firma_tables.PAPER_COLUMNS[s] for s in scen)}"
+           for scen, ms_ in by_scenarios.items()]
+  modes = [f"the `{m}` mode" for m in firma_tables.MODES
+           if not any(g[0] == m for g in groups)]
+  return "; ".join(parts + modes) or "nothing"
+
+
+@block("readme_firma_fmnist", REPRODUCING, *FMNIST_JSONS)
+def readme_firma_fmnist():
+  groups, _ = fmnist()
+  total = _tally(FMNIST_JSONS)
+  pub, unit, authors, *_ = _fibfl_check()
+  n_unit = sorted({r[3] for r in firma_rows(FMNIST_UNIT)})
+  n_authors = sorted({r[3] for r in firma_rows(FMNIST_AUTHORS)})
+  return (f"- **FIRMA on the real Fashion-MNIST** (Tables 7–8, `reference_code`, "
+          f"{clients_text(groups)}; {len(groups[FMNIST_UNIT])} cells with inputs in "
+          f"[0, 1] at {' or '.join(map(str, n_unit))} seeds and "
+          f"{len(groups[FMNIST_AUTHORS])} with the authors' [−1, 1] inputs at "
+          f"{' or '.join(map(str, n_authors))} seeds; `{FMNIST_MD}`): {_lead(total)} "
+          f"({verdicts.tally_text(total)}; one per cell of the two tables, a cell run on "
+          f"two devices counted once with the less favourable verdict, *collapsed* = "
+          f"runs at chance){_variants_text(FMNIST_JSONS)}. Point estimates for the rest: "
+          f"{_fmnist_section(FMNIST_UNIT, 'with [0, 1] inputs')}; "
+          f"{_fmnist_section(FMNIST_AUTHORS, 'with the authors’ inputs')}. FibFL IID is "
+          f"{acc(unit)} / {acc(authors)} with either input scaling against the "
+          f"published {pub:.3f}. Not run: {_fmnist_missing()}.")
+
+
+@block("readme_firma_mnist", REPRODUCING, *MNIST_JSONS)
+def readme_firma_mnist():
+  if not MNIST_JSONS:
+    return "- **FIRMA on the real MNIST-60k** (Tables 9–10): not run yet."
+  groups, _ = mnist()
+  total = _tally(MNIST_JSONS, "mnist")
+  parts = []
+  for group in sorted(groups):
+    rows = {key: firma_rows(group, key, MNIST_JSONS, ("Table 9", "Table 10"))
+            for key in ("accuracy", "gini")}
+    cells = groups[group]
+    methods = [m for m in firma_tables.METHODS if any(c[1] == m for c in cells)]
+    missing = [m for m in firma_tables.METHODS if m not in methods]
+    devices = sorted({d for entries in cells.values() for _, d in entries})
+    seeds = sorted({r[3] for r in rows["accuracy"]})
+    beyond = {key: _beyond(r, key) for key, r in rows.items()}
+    parts.append(
+        f"`{group[0]}` with {firma_variants.title(group[1], firma_files.INPUTS)}: "
+        f"{listing([firma_tables.LABELS[m] for m in methods])} in "
+        f"{len({c[0] for c in cells})} of the {len(firma_tables.SCENARIOS)} scenarios "
+        f"({' or '.join(map(str, seeds))} seeds, {listing(devices)}); beyond the margin "
+        f"in accuracy: {listing(beyond['accuracy']) or 'none'}; in Gini: "
+        f"{listing(beyond['gini']) or 'none'}"
+        + (f"; not run: {listing([firma_tables.LABELS[m] for m in missing])}"
+           if missing else ""))
+  return (f"- **FIRMA on the real MNIST-60k** (Tables 9–10, {clients_text(groups)}; "
+          f"`{MNIST_MD}`): {_lead(total)} ({verdicts.tally_text(total)}, one per cell). "
+          + " ".join(p[0].upper() + p[1:] + "." for p in parts))
+
+
+# ------------------------------------------------------------------ Table 13
+
+
+def best_cells(group_cells):
+  """{(scenario, method): cell} of one section, each cell's run with the most
+  seeds (the first such), and {(scenario, method): device} of it."""
+  cells, devices = {}, {}
+  for key, entries in group_cells.items():
+    cell, device = max(entries, key=lambda e: len(e[0]["runs"]))
+    cells[key], devices[key] = cell, device
+  return cells, devices
+
+
+@block("firma_t13_fmnist", R, *FMNIST_JSONS, inline=True)
+def firma_t13_fmnist():
+  """Table 13's Fashion-MNIST row from the authors'-inputs runs at Dir 0.1."""
+  cells, devices = best_cells(fmnist()[0][FMNIST_AUTHORS])
+  methods = ("fibfl", "fibfl_plus", "fibfl_pp")
+  missing = [firma_tables.LABELS[m] for m in methods if ("dir0.1", m) not in cells]
+  if missing:
+    return f"Fashion-MNIST: not run ({listing(missing)} at Dir 0.1 lack a run)"
+  rows = firma_tables.ablation_rows(cells, "Fashion-MNIST")
+  accs = ", ".join(f"{label.split(' ')[0]} {c.mean:.3f} vs {c.published.value:.3f} "
+                   f"({verdicts.verdict_text(c)})" for label, c, _ in rows[:3])
+  gains = ", ".join(f"{label.split(' ')[0]} {c.mean:+.1f} ± {c.std:.1f} vs "
+                    f"{c.published.value:.1f} ({c.verdict})" for label, c, _ in rows[3:])
+  where = listing(f"{firma_tables.LABELS[m]} on {devices[('dir0.1', m)].split(',')[0]}"
+                  for m in methods)
+  seeds = sorted({len(cells[("dir0.1", m)]["runs"]) for m in methods})
+  return (f"Fashion-MNIST (`reference_code`, the authors' inputs, "
+          f"{' or '.join(map(str, seeds))} seeds; {where}): {accs}; {gains} pp, each "
+          f"gain paired by seed across the two devices and judged with the two "
+          f"accuracies beneath it (from the runs of `{FMNIST_MD}`); MNIST-60k and CIFAR-10: "
+          f"not run")

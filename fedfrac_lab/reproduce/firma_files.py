@@ -1,0 +1,165 @@
+"""FIRMA Tables 7–8 (Fashion-MNIST) and 9–10 (MNIST-60k) on local files: N = 10,
+R = 30, Table 4 hyper-parameters, through the batched runner of Tables 11–12
+(:mod:`fedfrac_lab.reproduce.firma`: padded shapes, a cell's seeds in one
+program), one scenario at a time so that a run stopped early keeps every
+finished scenario in ``--json`` (and a rerun with the same flags skips them).
+
+  fedfrac-reproduce firma_files --dir=/usr/share/datasets/fashion-mnist \
+      --modes=paper,reference_code --seeds=5 --json=F.json
+  fedfrac-reproduce firma_files --table=F.json,G.json --out=results/firma_fashion_mnist.md
+
+``--inputs=authors`` (default) gives the ``reference_code`` mode the authors'
+input normalisation ((x − 0.5) / 0.5, ``configs/firma/digits.py``
+``AUTHORS_NORMALISATION``); ``--inputs=unit`` keeps [0, 1] in every mode. The
+table has one section per (mode, inputs): every published cell beside ours
+(mean ± std over seeds), Δ and a verdict (:mod:`fedfrac_lab.reproduce.verdicts`;
+FedAvg and FedRep of ``reference_code`` are reconstructions, counted apart).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from fedfrac_lab.reproduce import firma, firma_variants
+# How the runs execute here (re-exported: --parallelism and --workers).
+from fedfrac_lab.reproduce.firma_forms import cpu_backend, parallelism, workers  # noqa: F401
+from fedfrac_lab.reproduce.firma_files_table import (  # noqa: F401  (re-exported)
+    CHANCE, CHANCE_MARGIN, COLUMNS, DATASETS, INPUTS, PUBLISHED, ROWS, _groups, at_chance,
+    cell_comparison, cell_verdicts, client_counts, clients_text, json_cells, markdown,
+    published_table, section_rows, tables, verdict, write_table)
+
+
+def files_spec(args) -> dict:
+  """The data of a ``firma_files`` run as :func:`fedfrac_lab.reproduce.firma_program.config_module`
+  takes it (a plain dict: it travels to worker processes and into point keys)."""
+  spec = {"dataset": args.dataset, "dir": os.path.abspath(args.dir), "rounds": args.rounds,
+          "inputs": args.inputs, "parallelism": parallelism(args.parallelism)}
+  if getattr(args, "step_buckets", None) is not None:
+    spec["step_buckets"] = int(args.step_buckets)
+  if getattr(args, "init", None):
+    spec["init"] = args.init
+  return spec
+
+
+def files_config_module(args):
+  """A stand-in for ``configs/firma/digits.py`` whose ``firma_config(mode,
+  scenario)`` gives the digits protocol with N = 10, ``args.rounds`` rounds, the
+  ``files`` source at ``args.dir``, ``args.inputs`` and ``args.parallelism``."""
+  return firma.config_module(files_spec(args))
+
+
+def dataset_widths(args, scenarios=None) -> dict:
+  """The padded widths (:func:`fedfrac_lab.reproduce.firma_program.table_widths`)
+  of every scenario (default: all seven) of ``args``' dataset, modes and seeds:
+  given to :func:`run_scenarios`, each scenario's runs get the same array shapes,
+  so one compiled program per method (and number of clients) serves them all
+  through a shared compilation cache. Builds the partitions only (host NumPy)."""
+  import warnings
+  module = files_config_module(args)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")    # expected label-skew drops (K = 3)
+    return firma.table_widths({mode: firma.build_feds(module, mode,
+                                                      scenarios or firma.SCENARIOS,
+                                                      tuple(range(args.seeds)))
+                               for mode in args.modes.split(",")})
+
+
+def run_scenarios(args, log=print, cache_dir=None, widths=None):
+  """Run ``args.scenarios`` one at a time, saving ``args.json`` after each; a
+  scenario already in an existing ``args.json`` written with the same flags is
+  kept, not run again. ``cache_dir`` and ``widths`` (:func:`dataset_widths`) go
+  to :func:`fedfrac_lab.reproduce.firma.run`: with both, a scenario after the first
+  finds its compiled program in the cache (the numbers do not change)."""
+  import jax
+  flags = {k: v for k, v in vars(args).items()
+           if k not in ("json", "table", "out", "published", "workers")}
+  flags["parallelism"] = parallelism(args.parallelism)
+  for key in ("step_buckets", "init"):      # defaults: files written before them match
+    if flags.get(key) is None:
+      flags.pop(key, None)
+  dev = jax.devices()[0]
+  device = f"CPU, {os.cpu_count()} cores" if dev.platform == "cpu" else dev.device_kind
+  out = {"args": {**flags, "device": device}, "scenarios": {}}
+  if os.path.exists(args.json):
+    with open(args.json) as f:
+      old = json.load(f)
+    same = {k: v for k, v in old.get("args", {}).items() if k != "scenarios"}
+    if same == {k: v for k, v in out["args"].items() if k != "scenarios"}:
+      out["scenarios"] = old["scenarios"]
+  spec = files_spec(args)
+  for scenario in [s for s in args.scenarios.split(",") if s]:
+    if scenario in out["scenarios"]:
+      log(f"{scenario}: already in {args.json}")
+      continue
+    t0 = time.perf_counter()
+    results, timings, _ = firma.run(args.modes.split(","), [scenario],
+                                    args.methods.split(","), args.seeds,
+                                    batch_runs=args.seeds, workers=workers(args.workers),
+                                    files=spec, cache_dir=cache_dir, widths=widths)
+    out["scenarios"][scenario] = {
+        "wall_s": time.perf_counter() - t0, "timings": timings,
+        "workers": workers(args.workers),
+        "results": {mode: {f"{s}/{m}": v for (s, m), v in res.items()}
+                    for mode, res in results.items()}}
+    tmp = args.json + ".tmp"
+    with open(tmp, "w") as f:
+      json.dump(out, f, default=float)
+    os.replace(tmp, args.json)
+    log(f"{scenario}: {time.perf_counter() - t0:.0f} s")
+  return out
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(prog="fedfrac-reproduce firma_files",
+                              description=__doc__.split("\n")[0])
+  p.add_argument("--dataset", default="fashion_mnist", choices=tuple(DATASETS),
+                 help="which of the paper's tables: fashion_mnist (7–8), mnist (9–10)")
+  p.add_argument("--dir", help="data.dir of the files source")
+  p.add_argument("--table", default="", help="comma-separated --json files: write "
+                 "the markdown table of them to --out instead of running")
+  p.add_argument("--out", default="results/firma_fashion_mnist.md")
+  p.add_argument("--published", default=PUBLISHED)
+  p.add_argument("--modes", default="reference_code")
+  p.add_argument("--scenarios", default=",".join(firma.SCENARIOS))
+  p.add_argument("--methods", default=",".join(firma.METHODS))
+  p.add_argument("--seeds", type=int, default=2)
+  p.add_argument("--rounds", type=int, default=30)
+  p.add_argument("--parallelism", default="auto", choices=("auto", "vmap", "map"),
+                 help="engine.client_parallelism; auto: map on a CPU, vmap on an "
+                 "accelerator")
+  p.add_argument("--workers", type=int, default=0,
+                 help="processes running the methods of a scenario side by side; 0: "
+                 "one per core, each pinned to it, on a CPU, 1 on an accelerator")
+  p.add_argument("--step-buckets", type=int, default=None,
+                 help="engine.step_buckets with clients vmapped (default: the engine's "
+                 "choice by client sizes; 1 gives every scenario the same program)")
+  p.add_argument("--inputs", default="authors", choices=tuple(INPUTS),
+                 help="authors: the reference_code mode normalises inputs as the "
+                 "authors' code, (x - 0.5) / 0.5; unit: every mode keeps [0, 1]")
+  p.add_argument("--init", default=None, choices=firma_variants.INITS,
+                 help="a labelled variant of reference_code: shared = one shared "
+                 "initial model for the ring methods (its own table section)")
+  p.add_argument("--note", default="", help="a line about this run, kept in --json "
+                 "and printed with its runs in the table")
+  p.add_argument("--json", default="")
+  args = p.parse_args(argv)
+  if args.table:
+    write_table(args.table.split(","), args.out, args.published, args.dataset)
+    return
+  if not args.dir or not args.json:
+    p.error("--dir and --json are needed to run")
+  if args.workers < 0:
+    p.error(f"--workers={args.workers}: allowed values are 0 (one per core on a CPU, "
+            "1 on an accelerator) or a positive count")
+  if args.step_buckets is not None and args.step_buckets < 1:
+    p.error(f"--step-buckets={args.step_buckets}: allowed values are integers >= 1 "
+            "(or leave it out for the engine's choice)")
+  for key, allowed in (("modes", firma.MODES), ("scenarios", firma.SCENARIOS),
+                       ("methods", firma.METHODS)):
+    bad = [v for v in getattr(args, key).split(",") if v and v not in allowed]
+    if bad:
+      p.error(f"--{key}={getattr(args, key)}: {bad[0]!r} unknown; allowed: "
+              f"{', '.join(allowed)}")
+  run_scenarios(args)

@@ -1,0 +1,75 @@
+"""A labelled variant of FIRMA's reference_code (one shared initial model for the
+ring methods) runs with its option set, lands in a table section of its own,
+and the campaign keeps its cells apart from the unchanged runs'."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from fedfrac_lab.campaign import plan as plan_lib
+from fedfrac_lab.reproduce import firma_files, firma_program, firma_variants
+
+
+def test_the_variant_sets_init_on_every_ring_method_and_nothing_else():
+  spec = {"dataset": "fashion_mnist", "dir": "/nowhere", "rounds": 2, "inputs": "authors",
+          "parallelism": "vmap", "init": "shared"}
+  c = firma_program.config_module(spec).firma_config("reference_code", "iid")
+  assert {m: c.methods[m].get("init") for m in c.methods} == {
+      "fedavg": None, "rdfl": "shared", "fedrep": "shared", "fibfl": "shared",
+      "fibfl_plus": "shared", "fibfl_pp": "shared"}
+  plain = firma_program.config_module(dict(spec, init=None)).firma_config(
+      "reference_code", "iid")
+  assert all(plain.methods[m].get("init") is None for m in plain.methods)
+  with pytest.raises(ValueError, match="init='aligned': allowed values are None, shared"):
+    firma_variants.apply(c, "aligned")
+
+
+def test_cells_of_the_variant_are_keyed_and_titled_apart(tmp_path):
+  assert firma_variants.cell_inputs("reference_code", {"inputs": "authors"}) == "authors"
+  assert firma_variants.cell_inputs("reference_code", {"inputs": "authors",
+                                                       "init": "shared"}) == "authors+shared"
+  assert firma_variants.cell_inputs("paper", {"inputs": "authors", "init": "shared"}) == "unit"
+  cell = {"runs": [{"accuracy": 0.8, "gini": 0.1}] * 3}
+
+  def result(init):
+    args = {"inputs": "authors", "seeds": 3, "rounds": 30, "device": "CPU, 2 cores"}
+    if init:
+      args["init"] = init
+    return {"args": args, "scenarios": {"iid": {"results": {"reference_code": {
+        "iid/fibfl": cell}}}}}
+  paths = []
+  for init in (None, "shared"):
+    path = tmp_path / f"{init}.json"
+    path.write_text(json.dumps(result(init)))
+    paths.append(str(path))
+  text = firma_files.markdown(paths, str(tmp_path / "t.md"))
+  assert "## compat = reference_code, inputs (x − 0.5) / 0.5 as the authors' code " \
+         "(torchvision Normalize)\n" in text
+  assert "## compat = reference_code, inputs (x − 0.5) / 0.5 as the authors' code " \
+         "(torchvision Normalize), one shared initial model (a labelled variant of the " \
+         "authors' code)" in text
+
+
+def test_the_plan_runs_the_variant_as_its_own_items():
+  plan = plan_lib.load("benchmarks/gpu/plan.json")
+  variant = [i for i in plan.items if i.kind == "firma" and i.spec.get("init")]
+  assert [i.spec["methods"] for i in variant] == [["rdfl", "fedrep"],
+                                                 ["fibfl", "fibfl_plus"], ["fibfl_pp"]]
+  assert all(i.spec["mode"] == "reference_code" and len(i.spec["scenarios"]) == 7
+             and i.spec["seeds"] == 3 and "init=shared" in i.label for i in variant)
+  # The committed reference_code cells do not cover the variant's: only the
+  # variant's own files do (its FibFL IID cell, run on the CPU).
+  coverage = plan_lib.coverage(plan, ".")
+  for i in variant:
+    for path in coverage.get(i.id, {}).get("paths", []):
+      assert "shared" in path, (i.label, path)
+
+
+def test_a_firma_files_run_of_the_variant_says_so_in_its_args():
+  from fedfrac_lab.reproduce.firma_files import files_spec
+  args = argparse.Namespace(dataset="mnist", dir="/d", rounds=3, inputs="authors",
+                            parallelism="vmap", init="shared")
+  assert files_spec(args)["init"] == "shared"
+  assert "init" not in files_spec(argparse.Namespace(**{**vars(args), "init": None}))
