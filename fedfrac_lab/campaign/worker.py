@@ -128,9 +128,9 @@ def serve(events, request, staging, data_dir) -> int:
 
 def third_party_modules() -> list:
   """Top-level modules imported in this process that are neither the standard
-  library's nor fedfrac's (what the GPU image or the wheels must provide)."""
+  library's nor the project's (what the GPU image or the wheels must provide)."""
   names = {m.split(".")[0] for m in list(sys.modules)}
-  return sorted(n for n in names if not n.startswith("_") and n != "fedfrac"
+  return sorted(n for n in names if not n.startswith("_") and n not in ("fedfrac", "fedfrac_lab")
                 and n not in sys.stdlib_module_names and n not in sys.builtin_module_names
                 and getattr(sys.modules.get(n), "__file__", None))   # files, not stubs
 

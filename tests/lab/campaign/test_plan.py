@@ -227,17 +227,19 @@ def test_a_window_stopped_inside_a_column_leaves_a_partial_file_the_next_goes_on
 
 
 def _third_party_imports():
-  """Top-level modules named by any import statement in fedfrac/ (functions
-  included) that are neither the standard library's nor fedfrac's."""
+  """Top-level modules named by any import statement in fedfrac/ and
+  fedfrac_lab/ (functions included; a window runs both) that are neither the
+  standard library's nor the project's."""
   import sys
   names = set()
-  for path in (ROOT / "fedfrac").rglob("*.py"):
+  for path in [*(ROOT / "fedfrac").rglob("*.py"), *(ROOT / "fedfrac_lab").rglob("*.py")]:
     for node in ast.walk(ast.parse(path.read_text())):
       if isinstance(node, ast.Import):
         names |= {a.name.split(".")[0] for a in node.names}
       elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
         names.add(node.module.split(".")[0])
-  return {n for n in names if n not in sys.stdlib_module_names and n != "fedfrac"}
+  return {n for n in names
+          if n not in sys.stdlib_module_names and n not in ("fedfrac", "fedfrac_lab")}
 
 
 def off_image(modules) -> dict:
