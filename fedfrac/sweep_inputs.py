@@ -58,10 +58,10 @@ def check_data(points, seeds) -> None:
     where = ", ".join(f"{k}={v!r}" for k, v in point.items())
     data_key = json.dumps(config.data.to_dict(), sort_keys=True, default=str)
     for seed in seeds:
-      data_seed = chunked._data_seed(config, seed)
+      data_seed = chunked.data_seed(config, seed)
       try:
         if (data_key, data_seed) not in built:
-          fed = chunked._build_data(config, data_seed)
+          fed = chunked.build_data(config, data_seed)
           built.add((data_key, data_seed))
           for label in config_lib.method_labels(config):
             factories.check_batch_size(config, label, fed)
@@ -101,7 +101,7 @@ def command_line(argv):
   return "fedfrac-sweep " + " ".join(a if " " not in a else repr(a) for a in kept)
 
 
-def _shown_path(path: str) -> str:
+def shown_path(path: str) -> str:
   """``path`` relative to the working directory when it lies below it (so a
   committed table does not quote one machine's absolute paths)."""
   rel = os.path.relpath(os.path.abspath(path))

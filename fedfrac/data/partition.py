@@ -38,7 +38,7 @@ from fedfrac.data.label_skew import (  # noqa: F401  (re-exported)
     LABEL_SKEW_RULES, PATHOLOGICAL_LEVELS, label_skew, label_skew_paper_parts,
     label_skew_parts, label_skew_roles, label_skew_target_mix, pathological)
 from fedfrac.data.partition_schemes import (  # noqa: F401  (re-exported)
-    SCHEME_DESCRIPTIONS, SCHEMES, Parts, _check_class_labels, _check_seed, dirichlet,
+    SCHEME_DESCRIPTIONS, SCHEMES, Parts, check_class_labels, check_seed, dirichlet,
     dirichlet_proportions, dirichlet_reference, iid, natural, shards, split_by_proportions)
 from fedfrac.data.shards_reference import shards_reference
 
@@ -63,9 +63,9 @@ def partition(labels: ArrayLike, num_clients: int, scheme: str, seed: int,
   """
   if scheme not in _FUNCS:
     raise ValueError(f"scheme={scheme!r}: allowed values are {', '.join(SCHEMES)}")
-  _check_seed(seed)
+  check_seed(seed)
   if scheme in ("dirichlet", "shards", "label_skew"):
-    labels = _check_class_labels(labels)
+    labels = check_class_labels(labels)
   return _FUNCS[scheme](labels, num_clients, seed, **kwargs)
 
 

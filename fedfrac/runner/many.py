@@ -11,7 +11,7 @@ from fedfrac import config as config_lib
 from fedfrac.runner import factories, outputs, stored, user_inputs
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.log import Progress, RunLog
-from fedfrac.runner.chunked import (_build_data, _data_seed, _slice_run, _to_host, chunk_loop,
+from fedfrac.runner.chunked import (build_data, data_seed, slice_run, to_host, chunk_loop,
                                     use_compile_cache)
 from fedfrac.runner.records import Results, final_params
 from fedfrac.runner.validate import check_seeds
@@ -117,16 +117,16 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   if own.data is not None:   # your own arrays: not cached across calls
     data_cache, data_key = {}, "data="
   show = config.progress if progress is None else progress
-  first = (data_key, _data_seed(config, seeds[0]))
+  first = (data_key, data_seed(config, seeds[0]))
   if first not in data_cache:
-    data_cache[first] = _build_data(config, first[1], own.data)
+    data_cache[first] = build_data(config, first[1], own.data)
   factories.check_methods(config, data_cache[first])   # every method, before any runs
   for label in config_lib.method_labels(config):
     feds = []
     for seed in seeds:
-      ds = (data_key, _data_seed(config, seed))
+      ds = (data_key, data_seed(config, seed))
       if ds not in data_cache:
-        data_cache[ds] = _build_data(config, ds[1], own.data)
+        data_cache[ds] = build_data(config, ds[1], own.data)
       feds.append(data_cache[ds])
     method = config.methods[label]
     options = config_lib.method_options(method)
@@ -138,7 +138,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     batch = BatchedSimulation(sim, [feds[i] for i, _, _ in runs],
                               [{grid_key: v} for _, _, v in runs] if grid_key else None)
     states = batch.init([seed for _, seed, _ in runs])
-    payload_bytes, message_bytes = sim.communication_bytes(_slice_run(states, 0))
+    payload_bytes, message_bytes = sim.communication_bytes(slice_run(states, 0))
     logs = []
     for _, seed, v in runs:
       run_label = label if grid_key is None else f"{label}[{grid_key}={v}]"
@@ -153,7 +153,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     try:
       states, chunks_s, _ = chunk_loop(batch, states, logs, start_round=0, end_round=config.rounds,
                                rounds=config.rounds, eval_every=config.eval_every,
-                               compile_fn=batch.compile, split=_slice_run, bar=bar)
+                               compile_fn=batch.compile, split=slice_run, bar=bar)
       compile_s += chunks_s
     finally:
       bar.close()
@@ -161,12 +161,12 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
       log.compile_s = compile_s / len(logs)
       rec = log.record()
       if keep_params:
-        run_state = _to_host(_slice_run(states, i))
+        run_state = to_host(slice_run(states, i))
         rec.params = final_params(sim.algorithm, run_state.server, run_state.clients,
                                   sim.num_clients)
       records.append(rec)
   results = Results(config, records, data={
-      seed: data_cache[(data_key, _data_seed(config, seed))] for seed in seeds})
+      seed: data_cache[(data_key, data_seed(config, seed))] for seed in seeds})
   if workdir:
     for rec in records:
       stored.save_record(workdir, rec, config.rounds)

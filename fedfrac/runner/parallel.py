@@ -84,7 +84,7 @@ def job_task(item, emit):
   chunk (checkpointed; the record is ``partial``)."""
   config, label, seed, workdir, stop_after_round, user_data, keep_params = item
   try:
-    fed_data = chunked._build_data(config, chunked._data_seed(config, seed), user_data)
+    fed_data = chunked.build_data(config, chunked.data_seed(config, seed), user_data)
     rec = chunked.run_one(config, label, seed, fed_data, workdir, stop_after_round,
                           progress=False, stop=signals.stop_requested,
                           keep_params=keep_params)

@@ -27,21 +27,21 @@ from fedfrac.sweep.grid import (
 )
 from fedfrac.sweep.run import run_sweep
 from fedfrac.sweep.tables import markdown, write_tables
-from fedfrac.sweep_inputs import _shown_path, command_line
+from fedfrac.sweep_inputs import shown_path, command_line
 
 USAGE_ERROR = 2   # exit status for bad input, as fedfrac-run
 
 
-def _exit_with_error(message):
+def exit_with_error(message):
   print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
   sys.exit(USAGE_ERROR)
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
   """argparse with its errors as one ``error:`` line (exit status 2)."""
 
   def error(self, message):
-    _exit_with_error(f"{message} (fedfrac-sweep --help lists the flags)")
+    exit_with_error(f"{message} (fedfrac-sweep --help lists the flags)")
 
 
 def checked_inputs(args):
@@ -96,7 +96,7 @@ def checked_inputs(args):
 
 
 def main(argv=None):
-  parser = _Parser(prog="fedfrac-sweep", description=sys.modules[__package__].__doc__,
+  parser = Parser(prog="fedfrac-sweep", description=sys.modules[__package__].__doc__,
                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--config", required=True)
   parser.add_argument("--set", action="append", default=[], dest="sets")
@@ -121,7 +121,7 @@ def main(argv=None):
   try:
     base, axes, grid, grid_methods, seeds, metric_names, directory = checked_inputs(args)
   except (ConfigError, DataError, sweep_checks.UsageError) as e:
-    _exit_with_error(e)
+    exit_with_error(e)
   compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
   log_lib.one_line_warnings()
 
@@ -133,7 +133,7 @@ def main(argv=None):
                         claim_timeout=args.claim_timeout, run_points=not args.table)
   except SystemExit as e:   # a point directory of another sweep: refused before compute
     if isinstance(e.code, str):
-      _exit_with_error(e.code)
+      exit_with_error(e.code)
     raise
   shard = f"shard {args.shard_index[0]}/{args.shard_index[1]}: " if args.shard_index else ""
   if args.table and outcome.missing:
@@ -152,7 +152,7 @@ def main(argv=None):
     return []
   notes = [f"Config: {base.name}; seeds {tuple(seeds)}; {base.rounds} rounds. "
            f"Mean ± sample std over seeds of each metric's final-round value. "
-           f"Points are kept in `{_shown_path(outcome.directory)}`.", ""]
+           f"Points are kept in `{shown_path(outcome.directory)}`.", ""]
   shown = base.copy_and_resolve_references()   # the title states the seeds run
   shown.seeds = tuple(seeds)
   title = args.title or header(shown, getattr(args, "sets", None) or ())

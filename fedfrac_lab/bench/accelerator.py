@@ -204,7 +204,7 @@ def _vs_torch_md(r):
               "|---|---|---|"]
     lines += [f"| {x['description']} | {x['torch_compiled_round_s']:.4f} "
               f"({x['torch_compile_s']:.1f}) | "
-              f"{table_rows._ratio(x['speedup_vs_torch_compiled'])} |"
+              f"{table_rows.ratio(x['speedup_vs_torch_compiled'])} |"
               for x in r["rows"] if "torch_compiled_round_s" in x]
   lines += ["", "| workload | fedfrac round s | compile s | client-steps/s | GFLOP/s |",
             "|---|---|---|---|---|"]

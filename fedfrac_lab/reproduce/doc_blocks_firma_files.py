@@ -31,19 +31,19 @@ WITH_SEEDS = (verdicts.AGREES, verdicts.DIFFERS, verdicts.INCONCLUSIVE, verdicts
 @functools.lru_cache(maxsize=None)
 def fmnist():
   """({(mode, inputs): {(scenario, method): [(cell, device)]}}, run descriptions)."""
-  return firma_files._groups(list(FMNIST_JSONS))
+  return firma_files.json_groups(list(FMNIST_JSONS))
 
 
 @functools.lru_cache(maxsize=None)
 def mnist():
-  return firma_files._groups(list(MNIST_JSONS))
+  return firma_files.json_groups(list(MNIST_JSONS))
 
 
 def firma_rows(group, key="accuracy", paths=None, tables=("Table 7", "Table 8")):
   """[(method, scenario, comparison, n, device)] of one (mode, inputs) section
   (of the Fashion-MNIST runs, or of ``paths`` against the published ``tables``):
   a row per run of a cell, ``device`` named where the cell ran more than once."""
-  cells = (fmnist() if paths is None else firma_files._groups(list(paths)))[0][group]
+  cells = (fmnist() if paths is None else firma_files.json_groups(list(paths)))[0][group]
   paper = firma_tables.published(tables[0] if key == "accuracy" else tables[1])
   out = []
   for (scen, m), entries in cells.items():
@@ -90,7 +90,7 @@ def _fmnist_section(group, label):
           f"; Gini within its margin in {g_within} of {g_cells}")
 
 
-def _tally(paths, dataset="fashion_mnist", variants=False):
+def tally(paths, dataset="fashion_mnist", variants=False):
   """Verdict counts, one per cell, over every section and table of the runs in
   ``paths``: of the authors' code as published (``variants=False``) or of its
   labelled variants (``True``), never the two together."""
@@ -146,7 +146,7 @@ def firma_t910():
   if not MNIST_JSONS:
     return "not run yet; the GPU plan has it after Fashion-MNIST"
   groups, _ = mnist()
-  total = _tally(MNIST_JSONS, "mnist")
+  total = tally(MNIST_JSONS, "mnist")
   parts = []
   for (mode, inputs), cells in sorted(groups.items()):
     devices = sorted({d for entries in cells.values() for _, d in entries})
@@ -164,7 +164,7 @@ def firma_t910():
 
 def _variants_text(paths, dataset="fashion_mnist"):
   """"; labelled variants of reference_code, counted apart: …" (or "")."""
-  total = _tally(paths, dataset, variants=True)
+  total = tally(paths, dataset, variants=True)
   if not sum(total.values()):
     return ""
   return (f"; labelled variants of `reference_code` (their own sections), counted "
@@ -173,7 +173,7 @@ def _variants_text(paths, dataset="fashion_mnist"):
 
 @block("firma_t78", R, *FMNIST_JSONS, inline=True)
 def firma_t78():
-  total = _tally(FMNIST_JSONS)
+  total = tally(FMNIST_JSONS)
   return (f"{_lead(total)}: {verdicts.tally_text(total)} (one per cell of Tables 7 "
           f"and 8; a cell run on two devices counts once, with the less favourable "
           f"verdict; *collapsed*: runs at chance){_variants_text(FMNIST_JSONS)}. Point "
@@ -293,7 +293,7 @@ def _fmnist_missing():
 @block("readme_firma_fmnist", REPRODUCING, *FMNIST_JSONS)
 def readme_firma_fmnist():
   groups, _ = fmnist()
-  total = _tally(FMNIST_JSONS)
+  total = tally(FMNIST_JSONS)
   pub, unit, authors, *_ = _fibfl_check()
   n_unit = sorted({r[3] for r in firma_rows(FMNIST_UNIT)})
   n_authors = sorted({r[3] for r in firma_rows(FMNIST_AUTHORS)})
@@ -316,7 +316,7 @@ def readme_firma_mnist():
   if not MNIST_JSONS:
     return "- **FIRMA on the real MNIST-60k** (Tables 9–10): not run yet."
   groups, _ = mnist()
-  total = _tally(MNIST_JSONS, "mnist")
+  total = tally(MNIST_JSONS, "mnist")
   parts = []
   for group in sorted(groups):
     rows = {key: firma_rows(group, key, MNIST_JSONS, ("Table 9", "Table 10"))

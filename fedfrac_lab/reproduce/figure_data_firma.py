@@ -101,7 +101,7 @@ def files_figure(paths, dataset: str, key: str) -> Optional[Figure]:
     return None
   title_, names, _, _ = firma_files.DATASETS[dataset]
   table = names[0] if key == "accuracy" else names[1]
-  groups, _ = firma_files._groups(list(paths))
+  groups, _ = firma_files.json_groups(list(paths))
   paper = firma_files.published_table(firma_files.PUBLISHED, table)
   order = sorted(groups, key=lambda g: (g[0] != "reference_code", g[1] != "authors"))
   panels = []
@@ -139,7 +139,7 @@ def ablation_figure() -> Figure:
     cells = cells_of(firma_tables.ablation_rows(results))
     panels.append(Panel(f"MNIST-1797, compat = {mode} ({_seeds(cells)})", "pp",
                         tuple(cells), limit=limit(cells, CAP["accuracy"])))
-  groups, _ = firma_files._groups(list(FMNIST_JSONS))
+  groups, _ = firma_files.json_groups(list(FMNIST_JSONS))
   fm, devices = best_cells(groups.get(FMNIST_AUTHORS, {}))
   if all(("dir0.1", m) in fm for m in ("fibfl", "fibfl_plus", "fibfl_pp")):
     cells = cells_of(firma_tables.ablation_rows(fm, "Fashion-MNIST"))
@@ -171,7 +171,7 @@ def authors_curves_figure() -> Optional[Figure]:
   if theirs is None:
     return None
   scenario, method = theirs["scenario"], theirs["method"]
-  groups, _ = firma_files._groups(list(FMNIST_JSONS))
+  groups, _ = firma_files.json_groups(list(FMNIST_JSONS))
   curves: List[Curve] = []
   for run in firma_notes.runs_of(groups, scenario, method):
     if "curve" not in run.record:

@@ -26,7 +26,7 @@ from fedfrac_lab.reproduce import firma, firma_variants
 # How the runs execute here (re-exported: --parallelism and --workers).
 from fedfrac_lab.reproduce.firma_forms import cpu_backend, parallelism, workers  # noqa: F401
 from fedfrac_lab.reproduce.firma_files_table import (  # noqa: F401  (re-exported)
-    CHANCE, CHANCE_MARGIN, COLUMNS, DATASETS, INPUTS, PUBLISHED, ROWS, _groups, at_chance,
+    CHANCE, CHANCE_MARGIN, COLUMNS, DATASETS, INPUTS, PUBLISHED, ROWS, json_groups, at_chance,
     cell_comparison, cell_verdicts, client_counts, clients_text, json_cells, markdown,
     published_table, section_rows, tables, verdict, write_table)
 

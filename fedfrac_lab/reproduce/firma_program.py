@@ -154,7 +154,7 @@ def build_feds(cfg_module, mode, scenarios, seeds):
   return out
 
 
-def _pad_rows(a, rows):
+def pad_rows(a, rows):
   """Append copies of row 0 up to ``rows`` rows (rows no client index refers to)."""
   if a.shape[0] == rows:
     return a
@@ -196,10 +196,10 @@ def common_shapes(all_feds, widths=None):
 
   def pad(f):
     f = data_lib.federated.pad_tables(f, n_max, m_max)
-    return dataclasses.replace(f, x_train=_pad_rows(f.x_train, n_train),
-                               y_train=_pad_rows(f.y_train, n_train),
-                               x_test=_pad_rows(f.x_test, n_test),
-                               y_test=_pad_rows(f.y_test, n_test))
+    return dataclasses.replace(f, x_train=pad_rows(f.x_train, n_train),
+                               y_train=pad_rows(f.y_train, n_train),
+                               x_test=pad_rows(f.x_test, n_test),
+                               y_test=pad_rows(f.y_test, n_test))
   cache = {}
 
   def padded(f):

@@ -66,7 +66,7 @@ import jax
 
 from fedfrac_lab.reproduce import common, jobs
 from fedfrac_lab.reproduce.bev_figures import (  # noqa: F401  (re-exported)
-    _number, _seed_curves, _seed_finals, ABLATION_SYMBOLS, figures, ROUND_STUDIES, SWEEP_STUDIES)
+    number, seed_curves, seed_finals, ABLATION_SYMBOLS, figures, ROUND_STUDIES, SWEEP_STUDIES)
 from fedfrac_lab.reproduce.bev_suite import (  # noqa: F401  (re-exported)
     load_config_module, STUDIES, Suite)
 from fedfrac_lab.reproduce.bev_tables import (  # noqa: F401  (re-exported)
