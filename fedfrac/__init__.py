@@ -12,8 +12,10 @@ model", docs/api/guide/own_method.md):
 from fedfrac._version import __version__  # noqa: F401
 
 from fedfrac import algorithms, data, metrics, models, ops, optim, runner, sim
-from fedfrac.algorithms.contract import ClientView, FedAlgorithm
-from fedfrac.config import ConfigError, base_config
+from fedfrac.algorithms.contract import FedAlgorithm
+from fedfrac.algorithms.client_view import ClientView
+from fedfrac._validation import ConfigError
+from fedfrac.config_base import base_config
 from fedfrac.runner import Results, run, run_many
 from fedfrac.sim import BatchedSimulation, EngineConfig, Simulation
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 
-from fedfrac.config import ConfigError
+from fedfrac._validation import ConfigError
 from fedfrac.sweep_checks import UsageError
 
 
@@ -51,7 +51,7 @@ def check_data(points, seeds) -> None:
   against it (:func:`fedfrac.runner.factories.check_batch_size`); a failure
   is a :class:`ConfigError` (or ``DataError``) naming the sweep point.
   ``points``: ``[(point, config)]``."""
-  from fedfrac import config as config_lib
+  from fedfrac import config_base
   from fedfrac.runner import chunked, factories
   built = set()
   for point, config in points:
@@ -63,7 +63,7 @@ def check_data(points, seeds) -> None:
         if (data_key, data_seed) not in built:
           fed = chunked.build_data(config, data_seed)
           built.add((data_key, data_seed))
-          for label in config_lib.method_labels(config):
+          for label in config_base.method_labels(config):
             factories.check_batch_size(config, label, fed)
       except ConfigError as e:
         if not where:

@@ -36,9 +36,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from fedfrac.data.federated import FederatedData
-from fedfrac.data.sources import Dataset, stratified_split
-from fedfrac.data.validate import DataError, check_arrays
+from fedfrac.data.federated_data import FederatedData
+from fedfrac.data.sources import stratified_split
+from fedfrac.data.dataset import Dataset
+from fedfrac.data.array_checks import DataError, check_arrays
 
 KEYS = ("x_train", "y_train", "x_test", "y_test", "num_classes", "train_groups",
         "test_groups")

@@ -15,7 +15,7 @@ from typing import Callable, Optional
 import jax
 import numpy as np
 
-from fedfrac import config as config_lib
+from fedfrac import _validation
 from fedfrac import data as data_lib
 from fedfrac.runner import compile_cache, factories, stored
 from fedfrac.runner.checkpoint import Checkpointer, NoIntactCheckpoint
@@ -151,10 +151,10 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   """
   try:
     sim = factories.build_simulation(config, label, fed_data)
-  except config_lib.ConfigError:
+  except _validation.ConfigError:
     raise
   except ValueError as e:   # an option the method cannot use with this config
-    raise config_lib.ConfigError(f"config.methods.{label}: {e}") from None
+    raise _validation.ConfigError(f"config.methods.{label}: {e}") from None
   state = sim.init(seed)
   history, ckpt, bound = None, None, None
   if workdir:
@@ -227,10 +227,10 @@ def build_data(config, data_seed, user_data=None):
     return user_data
   try:
     return data_lib.build(config.data, data_seed, dataset=user_data)
-  except (config_lib.ConfigError, data_lib.DataFileError):
+  except (_validation.ConfigError, data_lib.DataFileError):
     raise
   except ValueError as e:
-    raise config_lib.ConfigError(f"config.data (data seed {data_seed}): {e}") from None
+    raise _validation.ConfigError(f"config.data (data seed {data_seed}): {e}") from None
 
 
 def data_seed(config, seed):

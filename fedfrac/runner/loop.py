@@ -17,6 +17,7 @@ import sys
 from typing import Optional
 
 from fedfrac import config as config_lib
+from fedfrac import _validation, config_base
 from fedfrac.runner import (factories, lengths, outputs, parallel, signals, stored,
                             user_inputs, written)
 from fedfrac.runner import workdir as workdir_lib
@@ -85,10 +86,10 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   workdir_lib.check_name(workdir)
   use_compile_cache(compile_cache)
   if stop_after_round is not None:
-    config_lib.check(config_lib.is_int(stop_after_round) and stop_after_round >= 1,
+    _validation.check(_validation.is_int(stop_after_round) and stop_after_round >= 1,
                      "stop_after_round", stop_after_round, "must be an integer >= 1")
   factories.apply_cpu_devices(config)
-  labels = config_lib.method_labels(config)
+  labels = config_base.method_labels(config)
   seeds = (config.seeds,) if isinstance(config.seeds, int) else tuple(config.seeds)
   jobs = [(label, seed) for label in labels for seed in seeds]
   left_out = set()

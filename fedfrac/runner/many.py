@@ -8,6 +8,7 @@ import numpy as np
 
 from fedfrac import algorithms
 from fedfrac import config as config_lib
+from fedfrac import _validation, config_base
 from fedfrac.runner import factories, outputs, stored, user_inputs
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.log import Progress, RunLog
@@ -27,19 +28,19 @@ def _check_grid(grid, config) -> None:
     raise ValueError(f"grid={grid!r}: give exactly one option and its values")
   key, vals = next(iter(grid.items()))
   if isinstance(vals, (str, bytes)) or not hasattr(vals, "__iter__") or not len(vals):
-    raise config_lib.ConfigError(f"grid={grid!r}: give a non-empty list of values for "
+    raise _validation.ConfigError(f"grid={grid!r}: give a non-empty list of values for "
                                  f"{key!r}")
   if key == factories.CLIENT_LR:
     return
-  labels = config_lib.method_labels(config)
+  labels = config_base.method_labels(config)
   options = {o for l in labels for o in algorithms.hparams(
-      config.methods[l].name, config_lib.method_options(config.methods[l]))}
+      config.methods[l].name, config_base.method_options(config.methods[l]))}
   if key not in options:
     import difflib
     known = sorted(options) + [factories.CLIENT_LR]
     close = difflib.get_close_matches(str(key), known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    raise config_lib.ConfigError(
+    raise _validation.ConfigError(
         f"grid={{{key!r}: ...}}: no selected method ({', '.join(labels)}) has the option "
         f"{key!r}; {hint}their options are {', '.join(known)}")
 
@@ -53,8 +54,8 @@ def _grid_values(grid, method, options, label):
   key, vals = next(iter(grid.items()))
   if key == factories.CLIENT_LR:
     for v in vals:
-      if not (config_lib.is_num(v) and v > 0):
-        raise config_lib.ConfigError(f"grid.{key}={v!r}: must be > 0 (method {label!r})")
+      if not (_validation.is_num(v) and v > 0):
+        raise _validation.ConfigError(f"grid.{key}={v!r}: must be > 0 (method {label!r})")
     return key, list(vals)
   if key not in algorithms.hparams(method.name, options):
     return None, [None]
@@ -62,7 +63,7 @@ def _grid_values(grid, method, options, label):
     try:
       algorithms.hparams(method.name, {**options, key: v}, prefix="grid.")
     except ValueError as e:
-      raise config_lib.ConfigError(f"{e} (method {label!r})") from None
+      raise _validation.ConfigError(f"{e} (method {label!r})") from None
   return key, list(vals)
 
 
@@ -109,7 +110,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   _check_grid(grid, config)
   if workdir:
     workdir_lib.prepare(config, workdir, overwrite=overwrite,
-                        runs=[(l, s) for l in config_lib.method_labels(config) for s in seeds],
+                        runs=[(l, s) for l in config_base.method_labels(config) for s in seeds],
                         extra=own.fingerprint)
   data_cache = {} if data_cache is None else data_cache
   records = []
@@ -121,7 +122,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   if first not in data_cache:
     data_cache[first] = build_data(config, first[1], own.data)
   factories.check_methods(config, data_cache[first])   # every method, before any runs
-  for label in config_lib.method_labels(config):
+  for label in config_base.method_labels(config):
     feds = []
     for seed in seeds:
       ds = (data_key, data_seed(config, seed))
@@ -129,7 +130,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
         data_cache[ds] = build_data(config, ds[1], own.data)
       feds.append(data_cache[ds])
     method = config.methods[label]
-    options = config_lib.method_options(method)
+    options = config_base.method_options(method)
     grid_key, values = _grid_values(grid, method, options, label)
     all_sizes = np.concatenate([f.client_size for f in feds])
     sim = factories.build_simulation(config, label, feds[0], all_client_sizes=all_sizes,

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from fedfrac.algorithms.local_training import LocalTraining
-from fedfrac.data.federated import FederatedData
+from fedfrac.data.federated_data import FederatedData
 
 # fold_in tags of the per-round key.
 SAMPLE, CLIENT, AGGREGATE, AVAILABILITY = 0, 1, 2, 3

@@ -4,11 +4,12 @@ its seeds and grid values) and the record of one finished point."""
 from __future__ import annotations
 
 import numpy as np
-from fedfrac import config as config_lib
+from fedfrac import config_base
 from fedfrac import (
   runner,
 )
 from fedfrac.runner import points as points_lib
+from fedfrac.runner import local_devices
 from fedfrac.sweep.grid import grid_targets
 
 
@@ -111,7 +112,7 @@ def runs_that_fit(config, label, seed, workers=1, data_cache=None, fraction=0.5,
                   memory_bytes=None):
   """How many runs of one batch fit in ``fraction`` of one worker's memory
   (``memory_bytes``, default this host's share for ``workers``)."""
-  memory = memory_bytes or points_lib.worker_memory_bytes(workers)
+  memory = memory_bytes or local_devices.worker_memory_bytes(workers)
   budget = fraction * memory
   return max(1, int(budget // max(1, run_bytes(config, label, seed, data_cache))))
 
@@ -171,7 +172,7 @@ def run_point(config, seeds, grid, grid_methods, batch):
   in this process without a point directory."""
   targets = grid_targets(config, grid, grid_methods)
   records = []
-  for label in config_lib.method_labels(config):
+  for label in config_base.method_labels(config):
     single = config.copy_and_resolve_references()
     single.only = label
     g = grid if label in targets else None

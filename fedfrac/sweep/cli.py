@@ -10,12 +10,12 @@ from fedfrac import (
   sweep_checks,
   sweep_inputs,
 )
-from fedfrac.config import ConfigError
-from fedfrac.data.validate import DataError
+from fedfrac._validation import ConfigError
+from fedfrac.data.array_checks import DataError
 from fedfrac.runner import claims as claims_lib
 from fedfrac.runner import compile_cache, signals
 from fedfrac.runner import log as log_lib
-from fedfrac.runner import points as points_lib
+from fedfrac.runner import local_devices
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.sweep.grid import (
   expand,
@@ -89,7 +89,7 @@ def checked_inputs(args):
   sweep_inputs.check_data(points, seeds)   # every point's data, before any runs
   always = set(sweep_checks.ROW_COLUMNS) | (
       {"accuracy", "loss"} if base.task.loss == "cross_entropy" else {"rmse"})
-  workers = args.workers or len(points_lib.local_workers())
+  workers = args.workers or len(local_devices.local_workers())
   sweep_checks.check_metrics(configs, metric_names, always, in_process=workers == 1)
   directory = args.dir or (os.path.splitext(args.out)[0] + ".points" if args.out else None)
   return base, axes, grid, grid_methods, seeds, metric_names, directory

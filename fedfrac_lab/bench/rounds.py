@@ -70,10 +70,11 @@ from fedfrac_lab.bench.table_rows import (  # noqa: F401  (re-exported)
 from fedfrac_lab.bench.timing import (  # noqa: F401  (re-exported)
     bench_workload, build, device_peak_mb, machine_description, matmul_peak_gflops,
     memory_of, rss_mb, step_flops, time_rounds, torch_rounds_for)
-from fedfrac_lab.bench.workloads import (  # noqa: F401  (re-exported)
-    base_config, cnn_config, cnn_workload, digits_clients, dirichlet_data, dirichlet_workload,
-    firma_mlp_fedavg_config, firma_mlp_workload, firma_workload, fori_workload,
-    load_config_module, only_method, SUBSTITUTE, synthetic_images, Workload, workloads)
+from fedfrac_lab.bench.workloads import (  # noqa: F401
+    cnn_config, cnn_workload, digits_clients, dirichlet_data, dirichlet_workload,
+    firma_mlp_fedavg_config, firma_mlp_workload, firma_workload, fori_workload, load_config_module,
+    only_method, SUBSTITUTE, synthetic_images, Workload, workloads)
+from fedfrac.config_base import base_config  # noqa: F401
 
 
 def write_markdown(path, command, machine, loads, results, masked=None, seeds=None,

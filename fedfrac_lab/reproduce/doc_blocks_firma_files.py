@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import functools
 
-from fedfrac_lab.reproduce import (common, firma_files, firma_notes, firma_tables,
+from fedfrac_lab.reproduce import (common, firma_notes, firma_tables,
                                firma_variants, verdicts)
+from fedfrac_lab.reproduce import firma_files_table
 from fedfrac_lab.reproduce.doc_blocks import (FMNIST_JSONS, FMNIST_MD, MNIST_JSONS, MNIST_MD,
                                           REPRODUCING, R, acc, firma_digits, listing, signed_pp,
                                           span)
@@ -31,24 +32,24 @@ WITH_SEEDS = (verdicts.AGREES, verdicts.DIFFERS, verdicts.INCONCLUSIVE, verdicts
 @functools.lru_cache(maxsize=None)
 def fmnist():
   """({(mode, inputs): {(scenario, method): [(cell, device)]}}, run descriptions)."""
-  return firma_files.json_groups(list(FMNIST_JSONS))
+  return firma_files_table.json_groups(list(FMNIST_JSONS))
 
 
 @functools.lru_cache(maxsize=None)
 def mnist():
-  return firma_files.json_groups(list(MNIST_JSONS))
+  return firma_files_table.json_groups(list(MNIST_JSONS))
 
 
 def firma_rows(group, key="accuracy", paths=None, tables=("Table 7", "Table 8")):
   """[(method, scenario, comparison, n, device)] of one (mode, inputs) section
   (of the Fashion-MNIST runs, or of ``paths`` against the published ``tables``):
   a row per run of a cell, ``device`` named where the cell ran more than once."""
-  cells = (fmnist() if paths is None else firma_files.json_groups(list(paths)))[0][group]
+  cells = (fmnist() if paths is None else firma_files_table.json_groups(list(paths)))[0][group]
   paper = firma_tables.published(tables[0] if key == "accuracy" else tables[1])
   out = []
   for (scen, m), entries in cells.items():
     for cell, device in entries:
-      out.append((m, scen, firma_files.cell_comparison(paper.get((m, scen)), cell, key),
+      out.append((m, scen, firma_files_table.cell_comparison(paper.get((m, scen)), cell, key),
                   len(cell["runs"]), device if len(entries) > 1 else ""))
   return out
 
@@ -94,7 +95,7 @@ def tally(paths, dataset="fashion_mnist", variants=False):
   """Verdict counts, one per cell, over every section and table of the runs in
   ``paths``: of the authors' code as published (``variants=False``) or of its
   labelled variants (``True``), never the two together."""
-  counts = firma_files.tables(list(paths), dataset=dataset)
+  counts = firma_files_table.tables(list(paths), dataset=dataset)
   total = verdicts.tally([])
   for (_, inputs), tables in counts.items():
     if firma_notes.is_variant(inputs) != variants:
@@ -116,7 +117,7 @@ def _lead(total):
 def clients_text(groups):
   """"N = 10 clients (9 at LS K=2, 5 at LS K=3, where the authors' label-skew
   rule drops the clients it starves)", from the cells' ``num_clients``."""
-  text = firma_files.clients_text(groups)
+  text = firma_files_table.clients_text(groups)
   if "(" not in text:
     return f"{text} clients"
   head, fewer = text.split(" (", 1)
@@ -150,7 +151,7 @@ def firma_t910():
   parts = []
   for (mode, inputs), cells in sorted(groups.items()):
     devices = sorted({d for entries in cells.values() for _, d in entries})
-    parts.append(f"`{mode}` with {firma_variants.title(inputs, firma_files.INPUTS)}: "
+    parts.append(f"`{mode}` with {firma_variants.title(inputs, firma_files_table.INPUTS)}: "
                  + ", ".join(f"{firma_tables.LABELS[m]} {firma_tables.PAPER_COLUMNS[s]}"
                              for s, m in sorted(cells, key=lambda c: (
                                  firma_tables.METHODS.index(c[1]),
@@ -328,7 +329,7 @@ def readme_firma_mnist():
     seeds = sorted({r[3] for r in rows["accuracy"]})
     beyond = {key: _beyond(r, key) for key, r in rows.items()}
     parts.append(
-        f"`{group[0]}` with {firma_variants.title(group[1], firma_files.INPUTS)}: "
+        f"`{group[0]}` with {firma_variants.title(group[1], firma_files_table.INPUTS)}: "
         f"{listing([firma_tables.LABELS[m] for m in methods])} in "
         f"{len({c[0] for c in cells})} of the {len(firma_tables.SCENARIOS)} scenarios "
         f"({' or '.join(map(str, seeds))} seeds, {listing(devices)}); beyond the margin "
