@@ -1,5 +1,6 @@
-"""Package layout rules: no private JAX modules, no import circles among fedfrac's
-modules, modules under MAX_LINES (each exception named with its reason), and the
+"""Package shape rules (docs/design.md section 2): no private JAX modules; imports
+go down the layers, with no circles; no module uses another module's private
+name; names are re-exported only by package faces (``__init__.py``); and the
 public names at the top level."""
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import pathlib
 import fedfrac as ff
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "fedfrac"
-MAX_LINES = 400
 
 
 def _modules(*parts):
@@ -29,38 +29,6 @@ def _imports(path):
 def test_no_private_jax_imports():
   bad = [(str(p), m) for p in _modules() for m in _imports(p) if m.startswith("jax._src")]
   assert not bad, bad
-
-
-# Modules allowed past MAX_LINES, each with its reason. Every other module of the
-# package, and all of sim/, runner/, metrics/ and config.py, stays under it.
-LONG_MODULES = {
-  "algorithms/fo_ri_fedavg.py": "one algorithm (FO-RI-FedAvg and its reductions): the "
-                                "roughness probe, spectral gate and step share its options",
-}
-
-
-def _line_counts():
-  return {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in _modules()}
-
-
-def test_engine_runner_metrics_modules_are_small():
-  paths = (_modules("sim") + _modules("runner") + _modules("metrics")
-           + _modules("config.py"))
-  long = {str(p): n for p in paths if (n := len(p.read_text().splitlines())) > MAX_LINES}
-  assert not long, long
-
-
-def test_modules_are_small_or_named_with_a_reason():
-  """Every module of fedfrac is under MAX_LINES lines, or listed in LONG_MODULES
-  with the reason; a listed module that is short again leaves the list."""
-  counts = _line_counts()
-  long = {path: n for path, n in counts.items()
-          if n > MAX_LINES and path not in LONG_MODULES}
-  assert not long, (f"modules over {MAX_LINES} lines: {long}; split them by what they do "
-                    "(or name them in LONG_MODULES with the reason)")
-  stale = sorted(path for path in LONG_MODULES if counts.get(path, 0) <= MAX_LINES)
-  assert not stale, f"in LONG_MODULES but not over {MAX_LINES} lines (or gone): {stale}"
-  assert all(reason.strip() for reason in LONG_MODULES.values())
 
 
 def _module_name(path):
@@ -197,8 +165,7 @@ LAYERS = (
     ("algorithms",),
     ("sim",),
     ("runner",),
-    ("catalog", "config_files", "_apidoc", "sweep_checks", "sweep_inputs",
-     "sweep"),
+    ("catalog", "config_files", "_apidoc", "sweep"),
     ("main", "fedfrac"),
 )
 # The config is the one way in: validate() runs every layer's section check, and

@@ -54,7 +54,7 @@ Flags:
 Bad input (a flag, a key, a value at any sweep point, an unwritable --out, a
 --metrics name no method writes, a bad data file) is one line ``error: ...``
 with exit status 2 before any point runs, as for ``fedfrac-run``
-(:mod:`fedfrac.sweep_checks`).
+(:mod:`fedfrac.sweep.checks`).
 
 How it runs: every (config point, method, grid value,
 seed) is one *point* with an id hashed from its resolved config, seed and grid
@@ -88,7 +88,7 @@ The package: :mod:`~fedfrac.sweep.grid` (the points and their ids),
 """
 from __future__ import annotations
 
-from fedfrac.sweep_inputs import RUN_ONLY_FLAGS, command_line  # noqa: F401
+from fedfrac.sweep.inputs import RUN_ONLY_FLAGS, command_line  # noqa: F401
 from fedfrac.sweep.grid import (  # noqa: F401
     config_key, expand, fingerprint, grid_targets, header, load_config, parse_assignment,
     parse_value, set_key, sweep_points)

@@ -6,10 +6,6 @@ import argparse
 import os
 import sys
 
-from fedfrac import (
-  sweep_checks,
-  sweep_inputs,
-)
 from fedfrac._validation import ConfigError
 from fedfrac.data.array_checks import DataError
 from fedfrac.runner import claims as claims_lib
@@ -17,6 +13,8 @@ from fedfrac.runner import compile_cache, signals
 from fedfrac.runner import log as log_lib
 from fedfrac.runner import local_devices
 from fedfrac.runner.checkpoint import DiskFullError
+from fedfrac.sweep import checks as sweep_checks
+from fedfrac.sweep import inputs as sweep_inputs
 from fedfrac.sweep.grid import (
   expand,
   header,
@@ -27,7 +25,7 @@ from fedfrac.sweep.grid import (
 )
 from fedfrac.sweep.run import run_sweep
 from fedfrac.sweep.tables import markdown, write_tables
-from fedfrac.sweep_inputs import shown_path, command_line
+from fedfrac.sweep.inputs import shown_path, command_line
 
 USAGE_ERROR = 2   # exit status for bad input, as fedfrac-run
 
@@ -47,7 +45,7 @@ class Parser(argparse.ArgumentParser):
 def checked_inputs(args):
   """``(base, axes, grid, grid_methods, seeds, metric_names, directory)`` from
   the parsed flags, every one checked before any point runs
-  (:mod:`fedfrac.sweep_checks`); raises UsageError, ConfigError or DataError."""
+  (:mod:`fedfrac.sweep.checks`); raises UsageError, ConfigError or DataError."""
   UsageError = sweep_checks.UsageError
   sweep_inputs.check_flags(args)
   if args.claim_timeout is None:

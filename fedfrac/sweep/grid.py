@@ -11,13 +11,13 @@ from fedfrac import (
   algorithms,
   config_files,
   config_keys,
-  sweep_checks,
 )
 from fedfrac import config as config_lib
 from fedfrac import config_base
 from fedfrac._version import __version__
 from fedfrac.algorithms import server_optimizer
 from fedfrac._validation import ConfigError
+from fedfrac.sweep import checks as sweep_checks
 from fedfrac.runner import points as points_lib
 from fedfrac.runner.factories import CLIENT_LR
 
@@ -32,7 +32,7 @@ def parse_value(text):
 
 def parse_assignment(text, flag, many=False):
   """``KEY=VALUE`` (or ``KEY=V1,V2`` with ``many``) -> (key, value or [values]);
-  raises :class:`fedfrac.sweep_checks.UsageError` when malformed."""
+  raises :class:`fedfrac.sweep.checks.UsageError` when malformed."""
   UsageError = sweep_checks.UsageError
   if "=" not in text:
     raise UsageError(f"{flag}={text}: expected KEY=VALUE")
@@ -59,7 +59,7 @@ def load_config(path):
 def set_key(config, dotted, value, flag="--set"):
   """Set ``config.<dotted>`` (creating method options that are not there yet);
   unknown keys and values of the wrong type raise ConfigError
-  (:func:`fedfrac.sweep_checks.set_key`)."""
+  (:func:`fedfrac.sweep.checks.set_key`)."""
   sweep_checks.set_key(config, dotted, value, flag)
 
 

@@ -154,7 +154,7 @@ def fedfrac_config(args):
   """fedfrac's side of the setting (``--set`` applied, validated)."""
   from fedfrac import config as config_lib
   from fedfrac import config_base
-  from fedfrac import sweep_checks
+  from fedfrac.sweep import checks as sweep_checks
   from fedfrac_lab.reproduce import common
   module = common.config_module("kuramoto/fashion_mnist.py")
   config = module.get_config(f"K={args.clients},s={args.shards},mode=reference_code")

@@ -1,4 +1,4 @@
-"""More of ``fedfrac-sweep``'s input checks (with :mod:`fedfrac.sweep_checks`),
+"""More of ``fedfrac-sweep``'s input checks (with :mod:`fedfrac.sweep.checks`),
 each one line ``error: ...`` with exit status 2 before any point runs, and a
 sweep that fails while it runs in one line.
 
@@ -21,7 +21,7 @@ import json
 import os
 
 from fedfrac._validation import ConfigError
-from fedfrac.sweep_checks import UsageError
+from fedfrac.sweep.checks import UsageError
 
 
 def check_flags(args) -> None:

@@ -16,7 +16,7 @@ any point runs, and a fault is one line (``error: ...``, exit status 2), as
   sweep writes (:func:`metric_names`, found from shapes, without running a round).
 
 More checks (every point's data, flags given twice or for a mode not in use)
-are in :mod:`fedfrac.sweep_inputs`.
+are in :mod:`fedfrac.sweep.inputs`.
 """
 from __future__ import annotations
 
@@ -328,7 +328,7 @@ def discover_metric_names(jobs, wanted, in_process) -> tuple:
              TF_CPP_MIN_LOG_LEVEL="3")
   proc = subprocess.run(
       [sys.executable, "-c",
-       "from fedfrac.sweep_checks import _metric_names_child; _metric_names_child()"],
+       "from fedfrac.sweep.checks import _metric_names_child; _metric_names_child()"],
       input=pickle.dumps((jobs, wanted)), capture_output=True, env=env, timeout=900)
   lines = proc.stdout.decode(errors="replace").strip().splitlines()
   result = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
