@@ -197,8 +197,15 @@ def test_imports_go_down_the_layers():
 def test_public_names():
   assert callable(ff.run) and callable(ff.run_many)
   assert ff.Results is ff.runner.Results
-  assert ff.engine.Simulation is ff.sim.Simulation is ff.Simulation
-  assert ff.engine.EngineConfig is ff.EngineConfig
+  assert ff.sim.Simulation is ff.Simulation
+  assert ff.sim.EngineConfig is ff.EngineConfig
+
+
+def test_ff_engine_is_a_deprecated_name_of_ff_sim():
+  import pytest
+  with pytest.warns(DeprecationWarning, match="use ff.sim"):
+    assert ff.engine is ff.sim
+  assert "engine" not in vars(ff)
 
 
 LAB = ROOT.parent / "fedfrac_lab"

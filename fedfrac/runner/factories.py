@@ -131,7 +131,7 @@ def engine_config(config, label=None, fed_data=None) -> EngineConfig:
   attack = None if label is None else engine_attack(config, label)
   e = config.engine
   return EngineConfig(
-      rounds=config.rounds, participation=config.participation,
+      participation=config.participation,
       client_parallelism=e.client_parallelism,
       eval_batch_size=e.eval_batch_size, availability=churn,
       cohort_rule=config.churn.get("cohort_rule", "available"), attack=attack,

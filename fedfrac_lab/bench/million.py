@@ -81,7 +81,7 @@ def build(fed: FederatedData, cohort: int, rounds: int = 10, local_steps: int = 
   task = tasks.classification_task()
   training = runner.make_training(c.client, fed.client_size, rounds, 0, False)
   ctx = contract.BuildContext(model, task, training, fed.info(), rounds, c.client)
-  cfg = EngineConfig(rounds=rounds, participation=cohort / fed.num_clients,
+  cfg = EngineConfig(participation=cohort / fed.num_clients,
                      client_parallelism="vmap", step_buckets=1, shard_clients=shard,
                      shard_client_state=shard_state)
   return Simulation(algorithms.make("scaffold", ctx), fed, model, task, training, cfg)

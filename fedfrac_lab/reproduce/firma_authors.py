@@ -113,7 +113,7 @@ def parity(args):
   alg = algorithms.make(args.method, ctx, compat="reference_code", init="shared",
                         head_epochs=1, extractor_epochs=3)
   sim = sim_lib.Simulation(alg, fed, model, task, training,
-                           sim_lib.EngineConfig(rounds=args.rounds))
+                           sim_lib.EngineConfig())
   state = sim.init(0)
 
   pairs = common.build_models(d, n, 128, c)
