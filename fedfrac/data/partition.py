@@ -27,8 +27,6 @@ shards, natural), :mod:`fedfrac.data.label_skew` (label skew, pathological) and
 """
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -126,16 +124,3 @@ __all__ = ["partition", "iid", "dirichlet", "shards", "shards_reference", "label
            "PATHOLOGICAL_LEVELS",
            "class_counts", "split_test_like_train", "split_iid", "SCHEMES",
            "dirichlet_proportions", "split_by_proportions"]
-
-
-class _PartitionModule(types.ModuleType):
-  """This module, also callable as :func:`partition`: ``fedfrac.data.partition``
-  is the module (``import fedfrac.data.partition as P`` gives it) and
-  ``fedfrac.data.partition(labels, num_clients, scheme, seed)`` still partitions."""
-
-  def __call__(self, labels: ArrayLike, num_clients: int, scheme: str, seed: int,
-               **kwargs: Any) -> Parts:
-    return partition(labels, num_clients, scheme, seed, **kwargs)
-
-
-sys.modules[__name__].__class__ = _PartitionModule
