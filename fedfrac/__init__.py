@@ -12,16 +12,23 @@ model", docs/api/guide/own_method.md):
 from fedfrac._version import __version__  # noqa: F401
 
 from fedfrac import algorithms, data, metrics, models, ops, optim, runner, sim
-from fedfrac.algorithms.contract import ClientView, FedAlgorithm
-from fedfrac.config import ConfigError, base_config
+from fedfrac.algorithms.contract import FedAlgorithm
+from fedfrac.algorithms.client_view import ClientView
+from fedfrac._validation import ConfigError
+from fedfrac.config_base import base_config
 from fedfrac.runner import Results, run, run_many
 from fedfrac.sim import BatchedSimulation, EngineConfig, Simulation
-
-engine = sim   # `ff.engine.Simulation` and friends: the engine is the `sim` package
 
 
 
 def __getattr__(name):
+  # ``ff.engine`` was a second name of the engine package ``ff.sim``: one release
+  # of warning, then it goes.
+  if name == "engine":
+    import warnings
+    warnings.warn("ff.engine is deprecated and will be removed: use ff.sim (the same package)",
+                  DeprecationWarning, stacklevel=2)
+    return sim
   # The sweep runner, for notebooks (ff.sweep.run): imported when first asked for,
   # since it loads matplotlib (about half a second).
   if name == "sweep":

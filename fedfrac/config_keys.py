@@ -20,7 +20,8 @@ from collections.abc import Mapping
 
 import ml_collections
 
-from fedfrac.config import METHOD_SECTIONS, ConfigError, base_config, config_section, fail
+from fedfrac.config_base import METHOD_SECTIONS, base_config, config_section
+from fedfrac._validation import ConfigError, fail
 
 # Sections whose keys are names the config chooses (not fields of the base config):
 # ``methods`` (method labels, each checked against its schema) and

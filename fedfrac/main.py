@@ -42,8 +42,8 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from fedfrac import config_files, config_keys, runner
-from fedfrac.config import ConfigError
-from fedfrac.data.validate import DataError
+from fedfrac._validation import ConfigError
+from fedfrac.data.array_checks import DataError
 from fedfrac.runner import compile_cache, log, signals
 from fedfrac.runner.checkpoint import DiskFullError
 

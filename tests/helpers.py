@@ -72,7 +72,7 @@ def simulation(fed, algorithm_builder, client_cfg=None, rounds=3, participation=
   training = runner.make_training(c.client, fed.client_size, rounds, unroll)
   ctx = contract.BuildContext(model, task, training, fed.info(), rounds, c.client)
   algorithm = algorithm_builder(ctx)
-  cfg = sim_lib.EngineConfig(rounds=rounds, participation=participation,
+  cfg = sim_lib.EngineConfig(participation=participation,
                                 client_parallelism=parallelism, **engine_kwargs)
   return sim_lib.Simulation(algorithm, fed, model, task, training, cfg)
 

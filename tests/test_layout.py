@@ -1,5 +1,6 @@
-"""Package layout rules: no private JAX modules, no import circles among fedfrac's
-modules, modules under MAX_LINES (each exception named with its reason), and the
+"""Package shape rules (docs/design.md section 2): no private JAX modules; imports
+go down the layers, with no circles; no module uses another module's private
+name; names are re-exported only by package faces (``__init__.py``); and the
 public names at the top level."""
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import pathlib
 import fedfrac as ff
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "fedfrac"
-MAX_LINES = 400
 
 
 def _modules(*parts):
@@ -29,38 +29,6 @@ def _imports(path):
 def test_no_private_jax_imports():
   bad = [(str(p), m) for p in _modules() for m in _imports(p) if m.startswith("jax._src")]
   assert not bad, bad
-
-
-# Modules allowed past MAX_LINES, each with its reason. Every other module of the
-# package, and all of sim/, runner/, metrics/ and config.py, stays under it.
-LONG_MODULES = {
-  "algorithms/fo_ri_fedavg.py": "one algorithm (FO-RI-FedAvg and its reductions): the "
-                                "roughness probe, spectral gate and step share its options",
-}
-
-
-def _line_counts():
-  return {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in _modules()}
-
-
-def test_engine_runner_metrics_modules_are_small():
-  paths = (_modules("sim") + _modules("runner") + _modules("metrics")
-           + _modules("config.py"))
-  long = {str(p): n for p in paths if (n := len(p.read_text().splitlines())) > MAX_LINES}
-  assert not long, long
-
-
-def test_modules_are_small_or_named_with_a_reason():
-  """Every module of fedfrac is under MAX_LINES lines, or listed in LONG_MODULES
-  with the reason; a listed module that is short again leaves the list."""
-  counts = _line_counts()
-  long = {path: n for path, n in counts.items()
-          if n > MAX_LINES and path not in LONG_MODULES}
-  assert not long, (f"modules over {MAX_LINES} lines: {long}; split them by what they do "
-                    "(or name them in LONG_MODULES with the reason)")
-  stale = sorted(path for path in LONG_MODULES if counts.get(path, 0) <= MAX_LINES)
-  assert not stale, f"in LONG_MODULES but not over {MAX_LINES} lines (or gone): {stale}"
-  assert all(reason.strip() for reason in LONG_MODULES.values())
 
 
 def _module_name(path):
@@ -197,8 +165,7 @@ LAYERS = (
     ("algorithms",),
     ("sim",),
     ("runner",),
-    ("catalog", "config_files", "_apidoc", "sweep_checks", "sweep_inputs",
-     "sweep"),
+    ("catalog", "config_files", "_apidoc", "sweep"),
     ("main", "fedfrac"),
 )
 # The config is the one way in: validate() runs every layer's section check, and
@@ -230,8 +197,15 @@ def test_imports_go_down_the_layers():
 def test_public_names():
   assert callable(ff.run) and callable(ff.run_many)
   assert ff.Results is ff.runner.Results
-  assert ff.engine.Simulation is ff.sim.Simulation is ff.Simulation
-  assert ff.engine.EngineConfig is ff.EngineConfig
+  assert ff.sim.Simulation is ff.Simulation
+  assert ff.sim.EngineConfig is ff.EngineConfig
+
+
+def test_ff_engine_is_a_deprecated_name_of_ff_sim():
+  import pytest
+  with pytest.warns(DeprecationWarning, match="use ff.sim"):
+    assert ff.engine is ff.sim
+  assert "engine" not in vars(ff)
 
 
 LAB = ROOT.parent / "fedfrac_lab"
@@ -375,3 +349,165 @@ def test_import_fedfrac_leaves_matplotlib_to_the_figures():
                        cwd=ROOT.parent, timeout=300)
   assert out.returncode == 0, out.stderr[-2000:]
   assert out.stdout.split() == ["False", "True", "fedfrac.sweep", "True"]
+
+
+# -- Shape: private names stay in their module, re-exports only in package faces --
+
+# -- Shape: private names stay in their module, re-exports only in package faces --
+
+
+def _all_modules(bases):
+  """``{dotted name: path}`` of every module under the package folders ``bases``."""
+  return {".".join(p.relative_to(base.parent).with_suffix("").parts).removesuffix(".__init__"): p
+          for base in bases for p in sorted(base.rglob("*.py"))}
+
+
+def _is_private(name):
+  return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _top_level(body):
+  """The statements run at a module's top level, into ``if`` / ``try`` / ``with``."""
+  for node in body:
+    yield node
+    if isinstance(node, (ast.If, ast.Try, ast.With)):
+      for field in ("body", "orelse", "finalbody"):
+        yield from _top_level(getattr(node, field, []))
+      for handler in getattr(node, "handlers", []):
+        yield from _top_level(handler.body)
+
+
+def _targets(node):
+  if isinstance(node, ast.Name):
+    yield node.id
+  elif isinstance(node, (ast.Tuple, ast.List)):
+    for elt in node.elts:
+      yield from _targets(elt)
+  elif isinstance(node, ast.Starred):
+    yield from _targets(node.value)
+
+
+class _Module:
+  """One module's source, read once: the names it defines at top level (by
+  ``def``, ``class`` or assignment), the names it imports at top level, and
+  every import in it as ``(line, module, name or None, bound name)``."""
+
+  def __init__(self, name, path, modules):
+    self.name, self.path = name, path
+    self.is_face = path.name == "__init__.py"
+    self.tree = ast.parse(path.read_text())
+    package = name if self.is_face else name.rpartition(".")[0]
+    self.defined, self.imported, self.imports = set(), set(), []
+    for node in _top_level(self.tree.body):
+      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        self.defined.add(node.name)
+      elif isinstance(node, ast.Assign):
+        for target in node.targets:
+          self.defined.update(_targets(target))
+      elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        self.defined.update(_targets(node.target))
+      elif isinstance(node, (ast.For, ast.AsyncFor)):
+        self.defined.update(_targets(node.target))
+    for node in ast.walk(self.tree):
+      if isinstance(node, ast.Import):
+        for a in node.names:
+          bound = a.asname or a.name.split(".")[0]
+          target = a.name if a.asname else a.name.split(".")[0]
+          self.imports.append((node.lineno, target, None, bound))
+      elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+          anchor = package.split(".")
+          anchor = anchor[:len(anchor) - (node.level - 1)]
+          base = ".".join(anchor + ([base] if base else []))
+        for a in node.names:
+          bound = a.asname or a.name
+          if f"{base}.{a.name}" in modules:
+            self.imports.append((node.lineno, f"{base}.{a.name}", None, bound))
+          else:
+            self.imports.append((node.lineno, base, a.name, bound))
+    for node in _top_level(self.tree.body):
+      if isinstance(node, (ast.Import, ast.ImportFrom)):
+        self.imported.update(a.asname or a.name.split(".")[0] if isinstance(node, ast.Import)
+                             else a.asname or a.name for a in node.names)
+    self.imported -= self.defined
+
+
+def _shape_report(bases=None):
+  """``(private, reexported)``: each a sorted list of ``"module:line name from
+  module"`` for every use, in fedfrac or fedfrac_lab, of (a) a private name
+  (``_x``, not a dunder) of another module, by ``from m import _x`` or by
+  ``m._x`` on an imported module; (b) a name from a module that is not a package
+  face (``__init__.py``) and does not define it but imports it from elsewhere."""
+  paths = _all_modules(bases or (ROOT, LAB))
+  modules = {name: _Module(name, path, paths) for name, path in paths.items()}
+  private, reexported = [], []
+
+  def use(user, line, owner, name):
+    where = f"{user.name}:{line} {name} from {owner}"
+    if owner not in modules or owner == user.name:
+      return
+    if _is_private(name):
+      private.append(where)
+    source = modules[owner]
+    if not source.is_face and name in source.imported and name not in source.defined:
+      reexported.append(where)
+
+  for user in modules.values():
+    bound = {}   # local name -> our module it names
+    for line, target, name, local in user.imports:
+      if name is None:
+        if target in modules or any(m.startswith(target + ".") for m in modules):
+          bound[local] = target
+      else:
+        use(user, line, target, name)
+    for node in ast.walk(user.tree):
+      if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+        continue
+      chain, base = [], node
+      while isinstance(base, ast.Attribute):
+        chain.insert(0, base.attr)
+        base = base.value
+      if not isinstance(base, ast.Name) or base.id not in bound:
+        continue
+      owner = bound[base.id]
+      while len(chain) > 1 and f"{owner}.{chain[0]}" in modules:
+        owner = f"{owner}.{chain.pop(0)}"
+      # ``a.b.name`` is reported by its own node, ``a.b.name.x`` not
+      if len(chain) == 1 and f"{owner}.{chain[0]}" not in modules:
+        use(user, node.lineno, owner, chain[0])
+  return sorted(set(private)), sorted(set(reexported))
+
+
+def test_the_shape_checker_finds_private_names_and_reexports(tmp_path):
+  """On a small package: ``from m import _x`` and ``m._x`` of another module
+  count, a module's own ``_x`` and a dunder do not; importing a name from a
+  module that imports it from elsewhere counts, from the package face not."""
+  pkg = tmp_path / "pkg"
+  pkg.mkdir()
+  files = {
+    "__init__.py": "from pkg.a import shared\n",
+    "a.py": "_x = 1\nshared = 2\n__all__ = ['shared']\ndef _own():\n  return _x\n",
+    "b.py": "from pkg.a import _x, shared\nfrom pkg import a\nY = a._x + a.__all__[0]\n",
+    "c.py": "from pkg.b import shared\nfrom pkg import b\nZ = b.shared\n",
+    "d.py": "from pkg import shared\nfrom pkg.a import shared as s2\n",
+  }
+  for name, text in files.items():
+    (pkg / name).write_text(text)
+  private, reexported = _shape_report([pkg])
+  assert private == ["pkg.b:1 _x from pkg.a", "pkg.b:3 _x from pkg.a"]
+  assert reexported == ["pkg.c:1 shared from pkg.b", "pkg.c:3 shared from pkg.b"]
+
+
+def test_no_private_names_across_modules():
+  """No module of fedfrac or fedfrac_lab uses another module's private name
+  (``_x``): what two modules share is public where it is defined."""
+  private, _ = _shape_report()
+  assert not private, f"{len(private)} private names used across modules: {private}"
+
+
+def test_reexports_only_in_package_faces():
+  """A name is imported from the module that defines it, or from a package's
+  ``__init__`` (its face); never from another module that imports it."""
+  _, reexported = _shape_report()
+  assert not reexported, f"{len(reexported)} imports through a re-export: {reexported}"

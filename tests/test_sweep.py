@@ -14,7 +14,7 @@ import time
 import pytest
 
 from fedfrac import sweep as sweep_module
-from fedfrac import sweep_checks
+from fedfrac.sweep import checks as sweep_checks
 from fedfrac.config import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""fedfrac-sweep speaks like fedfrac-run (fedfrac.sweep_checks): bad input is
+"""fedfrac-sweep speaks like fedfrac-run (fedfrac.sweep.checks): bad input is
 one ``error:`` line with exit status 2, before any point runs (no point
 directory, no table) and without a traceback."""
 from __future__ import annotations

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from fedfrac import sweep, sweep_checks
+from fedfrac import sweep
+from fedfrac.sweep import checks as sweep_checks
 from fedfrac.runner import claims as claims_lib
 from fedfrac.runner.points import Batch
 

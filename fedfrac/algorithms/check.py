@@ -33,7 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedfrac._validation import ConfigError
-from fedfrac.algorithms.contract import BuildContext, ClientView, FedAlgorithm
+from fedfrac.algorithms.contract import BuildContext, FedAlgorithm
+from fedfrac.algorithms.client_view import ClientView
 
 _MAX_TEXT = 240
 _view = cast(Any, ClientView)   # a view of abstract arrays (ShapeDtypeStruct fields)

@@ -67,7 +67,7 @@ from fedfrac.algorithms.client_view import ClientView, step_budget  # noqa: F401
 from fedfrac.algorithms.schema import HParamSchema
 from fedfrac.algorithms.local_training import LocalTraining
 from fedfrac.algorithms.tasks import Task
-from fedfrac.data.federated import DataInfo
+from fedfrac.data.federated_data import DataInfo
 from fedfrac.models.base import Model
 
 

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 
 from fedfrac.algorithms import contract, firma, schema, tasks
 from fedfrac.ops import ring
+from fedfrac.ops import fibfl_schedule, ring_order
 
 
 _OPTIONAL_BOOL = lambda v: v is None or isinstance(v, bool)
@@ -71,9 +72,9 @@ HPARAMS = schema.HParamSchema({
 def resolved_options(hp, num_clients, rounds):
   """Static choices after applying ``compat`` defaults."""
   ref = hp["compat"] == "reference_code"
-  passes = hp["passes"] or ring.fibfl_pp_passes(num_clients)
+  passes = hp["passes"] or fibfl_schedule.fibfl_pp_passes(num_clients)
   if hp["warmup_rounds"] is None:
-    warmup = ring.fibfl_pp_warmup(rounds, min_rounds=1 if ref else 0)
+    warmup = fibfl_schedule.fibfl_pp_warmup(rounds, min_rounds=1 if ref else 0)
   else:
     warmup = min(int(hp["warmup_rounds"]), rounds)
   return {
@@ -101,7 +102,7 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   e_w = max(e_h, e_e)
 
   def init(key, params0, n, data_info):
-    order, before, after = ring.two_opt_ring(
+    order, before, after = ring_order.two_opt_ring(
         firma.class_proportions(data_info.class_counts), cost=o["ring_cost"])
     params = firma.initial_models(model, key, params0, n, o["per_client_init"])
     clients = {"params": params,
@@ -153,10 +154,10 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
   def aggregate(server_state, client_states, messages, weights, mask, key):
     del messages, weights, mask, key
     t = server_state["round"]
-    gamma_r = ring.fibfl_pp_gamma(t, warmup, rounds, hp["gamma_start"], hp["gamma_end"])
+    gamma_r = fibfl_schedule.fibfl_pp_gamma(t, warmup, rounds, hp["gamma_start"], hp["gamma_end"])
     gates = client_states["acc"]
     m_ring = ring.fibonacci_mixing_matrix(
-        num_clients, ring.per_pass_retention(gamma_r, passes),
+        num_clients, fibfl_schedule.per_pass_retention(gamma_r, passes),
         order=server_state["order"], gates=gates, tau=hp["tau"], passes=passes,
         sweep=o["sweep"])
     in_warmup = t < warmup
@@ -201,7 +202,7 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 def ring_summary(class_counts, cost="cosine"):
   """Host-side 2-opt report for a ``[K, C]`` class-count table:
   ``{"order", "cost_before", "cost_after", "saving_pct"}``."""
-  order, before, after = ring.two_opt_ring(firma.class_proportions(class_counts),
+  order, before, after = ring_order.two_opt_ring(firma.class_proportions(class_counts),
                                            cost=cost)
   return {"order": order.tolist(), "cost_before": before, "cost_after": after,
           "saving_pct": 100.0 * (before - after) / max(abs(before), 1e-12)}

@@ -36,9 +36,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from fedfrac.data.federated import FederatedData
-from fedfrac.data.sources import Dataset, _stratified_split
-from fedfrac.data.validate import DataError, check_arrays
+from fedfrac.data.federated_data import FederatedData
+from fedfrac.data.sources import stratified_split
+from fedfrac.data.dataset import Dataset
+from fedfrac.data.array_checks import DataError, check_arrays
 
 KEYS = ("x_train", "y_train", "x_test", "y_test", "num_classes", "train_groups",
         "test_groups")
@@ -127,7 +128,7 @@ def _from_parts(parts: dict, regression: bool, test_fraction: float,
             f"{len(x_train)} inputs; expected one target per input")
     if (not regression and y_train.ndim == 1
             and np.issubdtype(y_train.dtype, np.integer)):
-      tr, te = _stratified_split(y_train, test_fraction, split_seed)
+      tr, te = stratified_split(y_train, test_fraction, split_seed)
     else:
       perm = np.random.default_rng(split_seed).permutation(len(y_train))
       n_test = max(1, int(round(test_fraction * len(y_train))))

@@ -129,7 +129,7 @@ def _leg_phases(v0, vc, length, stop, acc, dec, pm):
   return phases, vc
 
 
-def _trip_speed(rng, cp, agg, speed_factor, mass_kg):
+def trip_speed(rng, cp, agg, speed_factor, mass_kg):
   """1 Hz speed (m/s) of one trip, starting and ending at rest. ``-> [T]``."""
   target_s = 60.0 * rng.uniform(*cp["trip_min"])
   acc, dec = cp["accel"] * agg, cp["decel"] * agg
@@ -189,7 +189,7 @@ def _ar1(b, a, noise):
   return sp_signal.lfilter(b, a, noise)
 
 
-def _grade_along(rng, distance_m, sigma):
+def grade_along(rng, distance_m, sigma):
   """OU road grade (tan θ) at the given cumulative distances ``[T] -> [T]``."""
   step, corr = 10.0, 600.0
   n = int(distance_m[-1] // step) + 2
@@ -199,7 +199,7 @@ def _grade_along(rng, distance_m, sigma):
   return np.clip(np.interp(distance_m, step * np.arange(n), g), -0.08, 0.08)
 
 
-def _aux_kw(cp, oat_c):
+def aux_power_kw(cp, oat_c):
   heat = np.minimum(cp["heat_kw_per_c"] * np.maximum(18.0 - oat_c, 0.0),
                     cp["heat_max_kw"])
   cool = np.minimum(cp["cool_kw_per_c"] * np.maximum(oat_c - 24.0, 0.0),

@@ -15,6 +15,7 @@ import numpy as np
 import importlib
 partition_lib = importlib.import_module("fedfrac.data.partition")
 from fedfrac.data import sources  # noqa: E402
+from fedfrac.data import dataset as dataset_mod  # noqa: E402
 from fedfrac.data.federated_data import (  # noqa: E402,F401  (re-exported)
     DataInfo, FederatedData, index_table, pad_tables)
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
   from fedfrac.data.bev import BEVData
 
 
-def federate(dataset: sources.Dataset, train_parts: Sequence[np.ndarray],
+def federate(dataset: dataset_mod.Dataset, train_parts: Sequence[np.ndarray],
              test_parts: Sequence[np.ndarray]) -> FederatedData:
   """Assemble :class:`FederatedData` from a dataset and per-client index lists."""
   client_index, client_size = index_table(train_parts)
@@ -133,7 +134,7 @@ def partition_kwargs(data_cfg: ConfigDict, scheme: str) -> dict[str, Any]:
   return kwargs
 
 
-def reference_code_parts(dataset: sources.Dataset, data_cfg: ConfigDict, data_seed: int,
+def reference_code_parts(dataset: dataset_mod.Dataset, data_cfg: ConfigDict, data_seed: int,
                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
   """Train and test client splits exactly as the FIRMA authors' code makes them.
 
@@ -183,7 +184,7 @@ def reference_code_parts(dataset: sources.Dataset, data_cfg: ConfigDict, data_se
 
 
 def build(data_cfg: ConfigDict, seed: int,
-          dataset: Optional[sources.Dataset] = None) -> FederatedData:
+          dataset: Optional[dataset_mod.Dataset] = None) -> FederatedData:
   """Config -> :class:`FederatedData`: load the source, partition, split the test set.
 
   ``data_cfg.partition`` picks the scheme; ``data_cfg.test_split`` picks how the

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedfrac.data.partition_schemes import (Parts, _check_class_labels, _check_labels,
-                                             _check_num_clients, _finish, shards,
+from fedfrac.data.partition_schemes import (Parts, check_class_labels, checked_labels,
+                                             check_num_clients, finish, shards,
                                              split_by_proportions)
 
 # One index array per client (what every scheme returns).
@@ -54,12 +54,12 @@ def label_skew(labels: ArrayLike, num_clients: int, seed: int, classes_per_clien
   warning (``on_small="drop"``; the returned list is then shorter) or rejected
   (``on_small="error"``, default).
   """
-  labels = _check_class_labels(labels)
+  labels = check_class_labels(labels)
   if on_small not in ("drop", "error"):
     raise ValueError(f"on_small={on_small!r}: allowed values are 'drop', 'error'")
   if rule not in LABEL_SKEW_RULES:
     raise ValueError(f"rule={rule!r}: allowed values are {', '.join(LABEL_SKEW_RULES)}")
-  _check_num_clients(num_clients, labels.size, min_size)
+  check_num_clients(num_clients, labels.size, min_size)
   make = label_skew_paper_parts if rule == "paper" else label_skew_parts
   parts = make(labels, num_clients, seed, classes_per_client,
                primary_share, secondary_share, minority_share)
@@ -77,7 +77,7 @@ def label_skew(labels: ArrayLike, num_clients: int, seed: int, classes_per_clien
           f"samples; nothing would be left")
     warnings.warn(f"label_skew: dropping clients {small} with fewer than {floor} samples")
     parts = [p for i, p in enumerate(parts) if i not in small]
-  return _finish(parts, min_size, "label_skew")
+  return finish(parts, min_size, "label_skew")
 
 
 # FOFedAvg (Partohaghighi et al.) appendix, non-IID levels: shards per client and
@@ -116,17 +116,17 @@ def pathological(labels: ArrayLike, num_clients: int, seed: int, level: str = "s
   The paper's own severe MNIST runs of Tables V–VI use Dirichlet α = 0.1, not
   these shards (see configs/fofedavg/mnist_cnn.py).
   """
-  labels = _check_labels(labels)
+  labels = checked_labels(labels)
   if level not in PATHOLOGICAL_LEVELS:
     raise ValueError(f"level={level!r}: allowed values are "
                      f"{', '.join(PATHOLOGICAL_LEVELS)}")
-  _check_num_clients(num_clients, labels.size, min_size)
+  check_num_clients(num_clients, labels.size, min_size)
   spec = PATHOLOGICAL_LEVELS[level]
   if spec["pieces"] is not None:
     parts = shards(labels, num_clients, seed,
                    shards_per_client=spec["shards_per_client"] * spec["pieces"],
                    min_size=min_size)
-    return _finish(parts, min_size, "pathological")
+    return finish(parts, min_size, "pathological")
   num_shards = num_clients * spec["shards_per_client"]
   if num_shards > labels.size:
     raise ValueError(f"pathological(level='mild'): {num_shards} shards exceed the "
@@ -137,7 +137,7 @@ def pathological(labels: ArrayLike, num_clients: int, seed: int, level: str = "s
   stratified = [order[j::num_shards] for j in range(num_shards)]
   shard_ids = rng.permutation(num_shards).reshape(num_clients, spec["shards_per_client"])
   parts = [np.concatenate([stratified[j] for j in row]) for row in shard_ids]
-  return _finish(parts, min_size, "pathological")
+  return finish(parts, min_size, "pathological")
 
 
 def label_skew_roles(num_clients: int, num_classes: int, classes_per_client: int) -> np.ndarray:
@@ -183,7 +183,7 @@ def label_skew_paper_parts(labels: ArrayLike, num_clients: int, seed: int,
   class pool (:func:`split_by_proportions`). All samples are used; every client
   receives samples of every class, most from its primary classes.
   """
-  labels = _check_labels(labels)
+  labels = checked_labels(labels)
   num_classes = int(labels.max()) + 1
   _check_classes_per_client(classes_per_client, num_classes)
   if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
@@ -211,7 +211,7 @@ def label_skew_parts(labels: ArrayLike, num_clients: int, seed: int,
   the order the samples were taken. Each role takes at least ``min_take``
   samples per class (the authors' code uses ``max(1, int(share * budget))``,
   i.e. ``min_take=1``; it only matters when ``int(share * budget)`` is 0)."""
-  labels = _check_labels(labels)
+  labels = checked_labels(labels)
   num_classes = int(labels.max()) + 1
   _check_classes_per_client(classes_per_client, num_classes)
   if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:

@@ -27,8 +27,6 @@ shards, natural), :mod:`fedfrac.data.label_skew` (label skew, pathological) and
 """
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -38,7 +36,7 @@ from fedfrac.data.label_skew import (  # noqa: F401  (re-exported)
     LABEL_SKEW_RULES, PATHOLOGICAL_LEVELS, label_skew, label_skew_paper_parts,
     label_skew_parts, label_skew_roles, label_skew_target_mix, pathological)
 from fedfrac.data.partition_schemes import (  # noqa: F401  (re-exported)
-    SCHEME_DESCRIPTIONS, SCHEMES, Parts, _check_class_labels, _check_seed, dirichlet,
+    SCHEME_DESCRIPTIONS, SCHEMES, Parts, check_class_labels, check_seed, dirichlet,
     dirichlet_proportions, dirichlet_reference, iid, natural, shards, split_by_proportions)
 from fedfrac.data.shards_reference import shards_reference
 
@@ -63,9 +61,9 @@ def partition(labels: ArrayLike, num_clients: int, scheme: str, seed: int,
   """
   if scheme not in _FUNCS:
     raise ValueError(f"scheme={scheme!r}: allowed values are {', '.join(SCHEMES)}")
-  _check_seed(seed)
+  check_seed(seed)
   if scheme in ("dirichlet", "shards", "label_skew"):
-    labels = _check_class_labels(labels)
+    labels = check_class_labels(labels)
   return _FUNCS[scheme](labels, num_clients, seed, **kwargs)
 
 
@@ -126,16 +124,3 @@ __all__ = ["partition", "iid", "dirichlet", "shards", "shards_reference", "label
            "PATHOLOGICAL_LEVELS",
            "class_counts", "split_test_like_train", "split_iid", "SCHEMES",
            "dirichlet_proportions", "split_by_proportions"]
-
-
-class _PartitionModule(types.ModuleType):
-  """This module, also callable as :func:`partition`: ``fedfrac.data.partition``
-  is the module (``import fedfrac.data.partition as P`` gives it) and
-  ``fedfrac.data.partition(labels, num_clients, scheme, seed)`` still partitions."""
-
-  def __call__(self, labels: ArrayLike, num_clients: int, scheme: str, seed: int,
-               **kwargs: Any) -> Parts:
-    return partition(labels, num_clients, scheme, seed, **kwargs)
-
-
-sys.modules[__name__].__class__ = _PartitionModule

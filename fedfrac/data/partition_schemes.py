@@ -31,7 +31,7 @@ SCHEME_DESCRIPTIONS = {
 SCHEMES = tuple(SCHEME_DESCRIPTIONS)
 
 
-def _check_labels(labels) -> np.ndarray:
+def checked_labels(labels) -> np.ndarray:
   labels = np.asarray(labels)
   if labels.ndim != 1:
     raise ValueError(f"labels: expected a 1-D array, got shape {labels.shape}")
@@ -40,10 +40,10 @@ def _check_labels(labels) -> np.ndarray:
   return labels
 
 
-def _check_class_labels(labels) -> np.ndarray:
+def check_class_labels(labels) -> np.ndarray:
   """``labels`` as int64 class ids; raises unless they are non-negative integers
   (integer dtype, or floats with integral values)."""
-  labels = _check_labels(labels)
+  labels = checked_labels(labels)
   if labels.dtype.kind in "iub":
     out = labels.astype(np.int64)
   elif labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(
@@ -61,12 +61,12 @@ def _check_class_labels(labels) -> np.ndarray:
   return out
 
 
-def _check_seed(seed):
+def check_seed(seed):
   if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
     raise ValueError(f"seed={seed!r}: must be an integer >= 0")
 
 
-def _check_num_clients(num_clients, n, min_size):
+def check_num_clients(num_clients, n, min_size):
   if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
     raise ValueError(f"num_clients={num_clients!r}: must be an integer >= 1")
   if min_size < 1:
@@ -77,7 +77,7 @@ def _check_num_clients(num_clients, n, min_size):
         f"{num_clients * min_size} samples, but only {n} are available")
 
 
-def _finish(parts: Sequence[np.ndarray], min_size: int, scheme: str):
+def finish(parts: Sequence[np.ndarray], min_size: int, scheme: str):
   out = [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
   small = [i for i, p in enumerate(out) if len(p) < min_size]
   if small:
@@ -89,11 +89,11 @@ def _finish(parts: Sequence[np.ndarray], min_size: int, scheme: str):
 
 def iid(labels: ArrayLike, num_clients: int, seed: int, min_size: int = 1) -> Parts:
   """Uniform random split into ``num_clients`` parts whose sizes differ by <= 1."""
-  labels = _check_labels(labels)
-  _check_num_clients(num_clients, labels.size, min_size)
+  labels = checked_labels(labels)
+  check_num_clients(num_clients, labels.size, min_size)
   rng = np.random.default_rng(seed)
   perm = rng.permutation(labels.size)
-  return _finish(np.array_split(perm, num_clients), min_size, "iid")
+  return finish(np.array_split(perm, num_clients), min_size, "iid")
 
 
 def dirichlet_proportions(num_classes: int, num_clients: int, alpha: float,
@@ -133,18 +133,18 @@ def dirichlet(labels: ArrayLike, num_clients: int, seed: int, alpha: float = 0.5
   client holds at least ``min_size`` samples; raises if that never happens.
   Smaller ``alpha`` gives more skew.
   """
-  labels = _check_class_labels(labels)
+  labels = check_class_labels(labels)
   if (not isinstance(alpha, (int, float, np.integer, np.floating))
       or isinstance(alpha, bool) or not np.isfinite(alpha) or alpha <= 0):
     raise ValueError(f"alpha={alpha!r}: Dirichlet concentration must be a number > 0")
-  _check_num_clients(num_clients, labels.size, min_size)
+  check_num_clients(num_clients, labels.size, min_size)
   num_classes = int(labels.max()) + 1
   rng = np.random.default_rng(seed)
   for _ in range(max_tries):
     props = dirichlet_proportions(num_classes, num_clients, alpha, rng)
     parts = split_by_proportions(labels, props, rng)
     if min(len(p) for p in parts) >= min_size:
-      parts = _finish(parts, min_size, "dirichlet")
+      parts = finish(parts, min_size, "dirichlet")
       return (parts, props) if return_proportions else parts
   raise ValueError(
       f"dirichlet(alpha={alpha}) could not give all {num_clients} clients "
@@ -161,11 +161,11 @@ def shards(labels: ArrayLike, num_clients: int, seed: int, shards_per_client: in
   integer division is left out), and deal ``shards_per_client`` distinct shards
   to each client without replacement.
   """
-  labels = _check_class_labels(labels)
+  labels = check_class_labels(labels)
   if not isinstance(shards_per_client, (int, np.integer)) or shards_per_client < 1:
     raise ValueError(
         f"shards_per_client={shards_per_client!r}: must be an integer >= 1")
-  _check_num_clients(num_clients, labels.size, min_size)
+  check_num_clients(num_clients, labels.size, min_size)
   num_shards = num_clients * shards_per_client
   shard_size = labels.size // num_shards
   if shard_size < 1:
@@ -178,7 +178,7 @@ def shards(labels: ArrayLike, num_clients: int, seed: int, shards_per_client: in
   shard_ids = rng.permutation(num_shards).reshape(num_clients, shards_per_client)
   parts = [np.concatenate([order[s * shard_size:(s + 1) * shard_size] for s in row])
            for row in shard_ids]
-  return _finish(parts, min_size, "shards")
+  return finish(parts, min_size, "shards")
 
 
 def dirichlet_reference(labels: ArrayLike, num_clients: int, seed: int, alpha: float = 0.5,
@@ -194,7 +194,7 @@ def dirichlet_reference(labels: ArrayLike, num_clients: int, seed: int, alpha: f
   cumulative proportions and re-draws until every client has ``min_size``.
   Returns K unsorted index arrays.
   """
-  labels = _check_class_labels(labels)
+  labels = check_class_labels(labels)
   if (not isinstance(alpha, (int, float, np.integer, np.floating))
       or isinstance(alpha, bool) or not np.isfinite(alpha) or alpha <= 0):
     raise ValueError(f"alpha={alpha!r}: Dirichlet concentration must be a number > 0")
@@ -216,7 +216,7 @@ def dirichlet_reference(labels: ArrayLike, num_clients: int, seed: int, alpha: f
 def natural(labels: ArrayLike, num_clients: int, seed: int,
             group_ids: Optional[ArrayLike] = None, min_size: int = 1) -> Parts:
   """One client per distinct group id (writer, vehicle, ...), in sorted id order."""
-  labels = _check_labels(labels)
+  labels = checked_labels(labels)
   if group_ids is None:
     raise ValueError("natural partition needs group_ids (one id per sample)")
   group_ids = np.asarray(group_ids)
@@ -227,4 +227,4 @@ def natural(labels: ArrayLike, num_clients: int, seed: int,
   if num_clients not in (None, len(groups)):
     raise ValueError(
         f"num_clients={num_clients}: natural partition has {len(groups)} groups")
-  return _finish([np.flatnonzero(group_ids == g) for g in groups], min_size, "natural")
+  return finish([np.flatnonzero(group_ids == g) for g in groups], min_size, "natural")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
   from fedfrac.data.bev import BEVData
 
 
-def _stratified_split(labels, test_fraction, seed):
+def stratified_split(labels, test_fraction, seed):
   """Per-class random split; returns (train_idx, test_idx), both sorted."""
   rng = np.random.default_rng(seed)
   train, test = [], []
@@ -54,7 +54,7 @@ def sklearn_digits(test_fraction: float = 0.2, split_seed: int = 0,
   x = (d.images.astype(np.float32) / 16.0)[..., None]
   y = d.target.astype(np.int32)
   if split == "stratified":
-    tr, te = _stratified_split(y, test_fraction, split_seed)
+    tr, te = stratified_split(y, test_fraction, split_seed)
   else:
     perm = np.random.default_rng(split_seed).permutation(y.size)
     n_train = int((1.0 - test_fraction) * y.size)

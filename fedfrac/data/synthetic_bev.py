@@ -112,7 +112,7 @@ from numpy.typing import ArrayLike
 
 from fedfrac.data import bev
 from fedfrac.data.drive_cycle import (  # noqa: F401  (re-exported)
-    CLASS_PARAMS, CLASSES, DT, G, RHO_AIR, SEGMENTS, _aux_kw, _grade_along, _trip_speed)
+    CLASS_PARAMS, CLASSES, DT, G, RHO_AIR, SEGMENTS, aux_power_kw, grade_along, trip_speed)
 
 # Weights of (passenger, truck, bus): a 3-sequence or a mapping class -> weight.
 ClassMix = Union[Sequence[float], Mapping[str, float]]
@@ -167,16 +167,16 @@ def _simulate_vehicle(rng, cls, hours, temperature_range_c):
       day_temp = veh["climate_c"] + rng.normal(0.0, 3.0)
       day_soc = rng.uniform(0.75, 0.95)
       first_of_day = True
-    v = _trip_speed(rng, cp, veh["aggressiveness"], speed_factor, m)
+    v = trip_speed(rng, cp, veh["aggressiveness"], speed_factor, m)
     n = v.size
     v_next = np.append(v[1:], 0.0)
     v_mid = 0.5 * (v + v_next)
     acc = (v_next - v) / DT
     dist = np.concatenate([[0.0], np.cumsum(v_mid * DT)])[:n]
-    grade = _grade_along(rng, dist + 0.5 * v_mid * DT, veh["hilliness"])
+    grade = grade_along(rng, dist + 0.5 * v_mid * DT, veh["hilliness"])
     theta = np.arctan(grade)
     oat = day_temp + rng.normal(0.0, 1.0) + np.linspace(0, rng.normal(0, 0.5), n)
-    aux_kw = _aux_kw(cp, oat)
+    aux_kw = aux_power_kw(cp, oat)
     # Road load power on [k, k+1) at mid speed (paper's longitudinal model).
     f_trac = (m * acc + 0.5 * RHO_AIR * veh["cda"] * v_mid ** 2
               + veh["crr"] * m * G * np.cos(theta) + m * G * np.sin(theta))

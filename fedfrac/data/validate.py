@@ -13,7 +13,8 @@ from fedfrac._validation import check, int_at_least, is_int, is_num
 from fedfrac.data.array_checks import (MAX_CLASSES, DataError, check_arrays,  # noqa: F401
                                        check_finite, check_labels)
 from fedfrac.data import augment, sources
-from fedfrac.data.partition import LABEL_SKEW_RULES, PATHOLOGICAL_LEVELS, SCHEMES
+from fedfrac.data.label_skew import LABEL_SKEW_RULES, PATHOLOGICAL_LEVELS
+from fedfrac.data.partition_schemes import SCHEMES
 
 if TYPE_CHECKING:
   from ml_collections import ConfigDict

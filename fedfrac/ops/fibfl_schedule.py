@@ -9,13 +9,13 @@ import numbers
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
-from fedfrac.ops.ring_checks import _check_n, _check_passes, _check_unit_interval
+from fedfrac.ops.ring_checks import check_n, check_passes, check_unit_interval
 
 
 
 def fibfl_pp_passes(n: int) -> int:
   """Gossip passes per round ``K_g = ceil(n/2)`` (FIRMA Prop. 2, ring coverage)."""
-  n = _check_n(n)
+  n = check_n(n)
   return (n + 1) // 2
 
 
@@ -25,7 +25,7 @@ def fibfl_pp_warmup(total_rounds: int, min_rounds: int = 0) -> int:
   ``min_rounds=0`` is the paper's ``floor(R/6)``; the authors' code uses
   ``max(1, R // 6)`` (``min_rounds=1``).
   """
-  total_rounds = _check_n(total_rounds, "total_rounds", minimum=1)
+  total_rounds = check_n(total_rounds, "total_rounds", minimum=1)
   if (isinstance(min_rounds, bool) or not isinstance(min_rounds, numbers.Integral)
       or not 0 <= min_rounds <= total_rounds):
     raise ValueError(f"min_rounds must be an integer in [0, total_rounds="
@@ -51,14 +51,14 @@ def fibfl_pp_gamma(round_index: ArrayLike, warmup_rounds: int, total_rounds: int
   Returns:
     float32 scalar γ_r.
   """
-  total_rounds = _check_n(total_rounds, "total_rounds", minimum=1)
+  total_rounds = check_n(total_rounds, "total_rounds", minimum=1)
   if (isinstance(warmup_rounds, bool)
       or not isinstance(warmup_rounds, numbers.Integral)
       or not 0 <= warmup_rounds <= total_rounds):
     raise ValueError(f"warmup_rounds must be an integer in [0, total_rounds="
                      f"{total_rounds}], got {warmup_rounds!r}.")
-  _check_unit_interval("gamma_start", gamma_start, shape_ok=((),))
-  _check_unit_interval("gamma_end", gamma_end, shape_ok=((),))
+  check_unit_interval("gamma_start", gamma_start, shape_ok=((),))
+  check_unit_interval("gamma_end", gamma_end, shape_ok=((),))
   span = max(total_rounds - warmup_rounds - 1, 1)
   t = jnp.clip(jnp.asarray(round_index, jnp.float32) - warmup_rounds, 0.0, span)
   g0 = jnp.asarray(gamma_start, jnp.float32)
@@ -69,6 +69,6 @@ def fibfl_pp_gamma(round_index: ArrayLike, warmup_rounds: int, total_rounds: int
 def per_pass_retention(gamma_r: ArrayLike, passes: int) -> jax.Array:
   """Per-pass retention ``γ_in = γ_r^(1/K_g)`` (FIRMA Eq. 9, Prop. 3), so that K_g
   passes retain γ_r of the own model on the self path. Jittable in ``gamma_r``."""
-  passes = _check_passes(passes)
-  _check_unit_interval("gamma_r", gamma_r)
+  passes = check_passes(passes)
+  check_unit_interval("gamma_r", gamma_r)
   return jnp.power(jnp.asarray(gamma_r, jnp.float32), 1.0 / passes)

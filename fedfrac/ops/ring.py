@@ -61,9 +61,9 @@ from fedfrac._validation import is_traced
 from fedfrac.ops.fibfl_schedule import (  # noqa: F401  (re-exported)
     fibfl_pp_gamma, fibfl_pp_passes, fibfl_pp_warmup, per_pass_retention)
 from fedfrac.ops.ring_checks import (  # noqa: F401  (re-exported)
-    _check_n, _check_order_np, _check_passes, _check_unit_interval)
+    check_n, check_order_np, check_passes, check_unit_interval)
 from fedfrac.ops.ring_order import (  # noqa: F401  (re-exported)
-    _COSTS, _ring_cost_from_sim, _similarity, ring_cost, two_opt_ring)
+    COSTS, ring_cost_from_sim, similarity, ring_cost, two_opt_ring)
 
 
 PHI = (1.0 + math.sqrt(5.0)) / 2.0
@@ -83,7 +83,7 @@ def _resolve_order(order, n):
           f"order must be an integer array of shape ({n},), got "
           f"{order.dtype}{order.shape}.")
     return order.astype(jnp.int32)
-  return jnp.asarray(_check_order_np(order, n), dtype=jnp.int32)
+  return jnp.asarray(check_order_np(order, n), dtype=jnp.int32)
 
 
 def _resolve_fib_weights(alpha, beta):
@@ -201,11 +201,11 @@ def fibonacci_mixing_matrix(n: int, gamma: ArrayLike, order: ArrayLike | None = 
   Returns:
     ``[n, n]`` float32 row-stochastic matrix M; new ``θ_i = Σ_j M[i, j] θ_j``.
   """
-  n = _check_n(n)
-  passes = _check_passes(passes)
+  n = check_n(n)
+  passes = check_passes(passes)
   if sweep not in _SWEEPS:
     raise ValueError(f"sweep must be one of {_SWEEPS}, got {sweep!r}.")
-  _check_unit_interval("gamma", gamma, shape_ok=((), (n,)))
+  check_unit_interval("gamma", gamma, shape_ok=((), (n,)))
   if is_traced(gamma) and jnp.shape(gamma) not in ((), (n,)):
     raise ValueError(f"gamma must be a scalar or shape ({n},), got "
                      f"{jnp.shape(gamma)}.")
@@ -213,8 +213,8 @@ def fibonacci_mixing_matrix(n: int, gamma: ArrayLike, order: ArrayLike | None = 
     if jnp.shape(gates) != (n,):
       raise ValueError(f"gates must have shape ({n},) (one accuracy per "
                        f"client), got {jnp.shape(gates)}.")
-    _check_unit_interval("gates", gates)
-  _check_unit_interval("tau", tau, shape_ok=((),))
+    check_unit_interval("gates", gates)
+  check_unit_interval("tau", tau, shape_ok=((),))
   if not (isinstance(eps, numbers.Real) and eps > 0):
     raise ValueError(f"eps must be a positive number, got {eps!r}.")
   alpha, beta = _resolve_fib_weights(alpha, beta)

@@ -12,7 +12,7 @@ import numpy as np
 from fedfrac._validation import is_traced
 
 
-def _check_n(n, name="n", minimum=2):
+def check_n(n, name="n", minimum=2):
   if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < minimum:
     raise ValueError(
         f"{name} must be an integer >= {minimum} (the number of clients on the "
@@ -20,7 +20,7 @@ def _check_n(n, name="n", minimum=2):
   return int(n)
 
 
-def _check_unit_interval(name, value, shape_ok=None):
+def check_unit_interval(name, value, shape_ok=None):
   """Checks a concrete scalar/array lies in [0, 1]; tracers pass unchecked."""
   if value is None or is_traced(value):
     return
@@ -33,7 +33,7 @@ def _check_unit_interval(name, value, shape_ok=None):
     raise ValueError(f"{name} must lie in [0, 1], got {value!r}.")
 
 
-def _check_passes(passes):
+def check_passes(passes):
   if (isinstance(passes, bool) or not isinstance(passes, numbers.Integral)
       or passes < 1):
     raise ValueError(
@@ -42,7 +42,7 @@ def _check_passes(passes):
   return int(passes)
 
 
-def _check_order_np(order, n, name="order"):
+def check_order_np(order, n, name="order"):
   """Concrete permutation of range(n) as an int64 array."""
   arr = np.asarray(order)
   if arr.ndim != 1 or arr.shape[0] != n:

@@ -9,16 +9,16 @@ import numbers
 
 import numpy as np
 from jax.typing import ArrayLike
-from fedfrac.ops.ring_checks import _check_order_np
+from fedfrac.ops.ring_checks import check_order_np
 
 
 
-_COSTS = ("cosine", "dot")
+COSTS = ("cosine", "dot")
 
 
-def _similarity(class_proportions, cost):
-  if cost not in _COSTS:
-    raise ValueError(f"cost must be one of {_COSTS}, got {cost!r}.")
+def similarity(class_proportions, cost):
+  if cost not in COSTS:
+    raise ValueError(f"cost must be one of {COSTS}, got {cost!r}.")
   q = np.asarray(class_proportions, dtype=np.float64)
   if q.ndim != 2 or q.shape[0] < 2 or q.shape[1] < 1:
     raise ValueError(
@@ -35,7 +35,7 @@ def _similarity(class_proportions, cost):
   return sim
 
 
-def _ring_cost_from_sim(sim, order):
+def ring_cost_from_sim(sim, order):
   return float(np.sum(sim[order, np.roll(order, -1)]))
 
 
@@ -51,9 +51,9 @@ def ring_cost(class_proportions: ArrayLike, order: ArrayLike, cost: str = "cosin
   Returns:
     Python float.
   """
-  sim = _similarity(class_proportions, cost)
-  order = _check_order_np(order, sim.shape[0])
-  return _ring_cost_from_sim(sim, order)
+  sim = similarity(class_proportions, cost)
+  order = check_order_np(order, sim.shape[0])
+  return ring_cost_from_sim(sim, order)
 
 
 def two_opt_ring(class_proportions: ArrayLike, cost: str = "cosine",
@@ -77,12 +77,12 @@ def two_opt_ring(class_proportions: ArrayLike, cost: str = "cosine",
     (client at each ring position), ``cost_before`` the identity-order cost and
     ``cost_after`` the cost of ``order`` (Python floats).
   """
-  sim = _similarity(class_proportions, cost)
+  sim = similarity(class_proportions, cost)
   if not (isinstance(tol, numbers.Real) and tol >= 0):
     raise ValueError(f"tol must be a non-negative number, got {tol!r}.")
   n = sim.shape[0]
   order = np.arange(n, dtype=np.int64)
-  cost_before = _ring_cost_from_sim(sim, order)
+  cost_before = ring_cost_from_sim(sim, order)
   improved = True
   while improved:
     improved = False
@@ -105,4 +105,4 @@ def two_opt_ring(class_proportions: ArrayLike, cost: str = "cosine",
         order[i + 1:j + 1] = order[i + 1:j + 1][::-1].copy()
         improved = True
         j += 1
-  return order, cost_before, _ring_cost_from_sim(sim, order)
+  return order, cost_before, ring_cost_from_sim(sim, order)

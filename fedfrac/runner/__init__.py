@@ -27,10 +27,13 @@ from fedfrac.runner.factories import (build_simulation, churn_rates, default_unr
                                    engine_attack, engine_config, make_task,
                                    make_training)
 from fedfrac.runner.log import RunLog, round_communication
-from fedfrac.runner.loop import RunInterrupted, chunk_loop, run, run_many, run_one
+from fedfrac.runner.loop import run
+from fedfrac.runner.chunked import RunInterrupted, chunk_loop, run_one
+from fedfrac.runner.many import run_many
 from fedfrac.runner.outputs import write_outputs
 from fedfrac.runner.parallel import RunsLost
-from fedfrac.runner.records import FIRST_COLUMNS, Results, RunRecord, format_table, summarize
+from fedfrac.runner.records import FIRST_COLUMNS, Results, RunRecord, summarize
+from fedfrac.runner.summary_table import format_table
 
 
 def __getattr__(name):

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedfrac.config import ConfigError
+from fedfrac._validation import ConfigError
 
 FORMAT = 1
 STEP_PATTERN = re.compile(r"^step_(\d+)$")

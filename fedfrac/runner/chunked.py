@@ -15,7 +15,7 @@ from typing import Callable, Optional
 import jax
 import numpy as np
 
-from fedfrac import config as config_lib
+from fedfrac import _validation
 from fedfrac import data as data_lib
 from fedfrac.runner import compile_cache, factories, stored
 from fedfrac.runner.checkpoint import Checkpointer, NoIntactCheckpoint
@@ -23,16 +23,16 @@ from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.records import RunRecord, final_params
 
 
-def _to_host(tree):
+def to_host(tree):
   return jax.tree.map(np.asarray, jax.device_get(tree))
 
 
-def _slice_run(tree, i):
+def slice_run(tree, i):
   """Run ``i`` of a batched tree (0-d leaves, e.g. the shared round, are kept)."""
   return jax.tree.map(lambda x: x[i] if np.ndim(x) else x, tree)
 
 
-def _whole(tree, i):
+def whole(tree, i):
   """Run ``i`` of an unbatched (single-run) tree: the tree itself."""
   return tree
 
@@ -83,7 +83,7 @@ def resume_hint(workdir) -> str:
 
 
 def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds: int,
-               eval_every: int, compile_fn: Callable, split: Callable = _whole,
+               eval_every: int, compile_fn: Callable, split: Callable = whole,
                bar: Optional[Progress] = None,
                after_chunk: Optional[Callable] = None,
                stop: Optional[Callable] = None):
@@ -114,7 +114,7 @@ def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds:
     evaluation = runner.evaluate(state)
     jax.block_until_ready((state, evaluation))
     dt = time.perf_counter() - t0
-    round_metrics, evaluation = _to_host(round_metrics), _to_host(evaluation)
+    round_metrics, evaluation = to_host(round_metrics), to_host(evaluation)
     row = None
     error = None
     for i, log in enumerate(logs):
@@ -151,10 +151,10 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   """
   try:
     sim = factories.build_simulation(config, label, fed_data)
-  except config_lib.ConfigError:
+  except _validation.ConfigError:
     raise
   except ValueError as e:   # an option the method cannot use with this config
-    raise config_lib.ConfigError(f"config.methods.{label}: {e}") from None
+    raise _validation.ConfigError(f"config.methods.{label}: {e}") from None
   state = sim.init(seed)
   history, ckpt, bound = None, None, None
   if workdir:
@@ -218,7 +218,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   return record
 
 
-def _build_data(config, data_seed, user_data=None):
+def build_data(config, data_seed, user_data=None):
   """``data_lib.build`` (of ``user_data``, your own data checked by
   :func:`fedfrac.data.arrays.user_data`, when given: a FederatedData is used as
   it is); a request the data cannot meet (e.g. more clients than samples allow)
@@ -227,11 +227,11 @@ def _build_data(config, data_seed, user_data=None):
     return user_data
   try:
     return data_lib.build(config.data, data_seed, dataset=user_data)
-  except (config_lib.ConfigError, data_lib.DataFileError):
+  except (_validation.ConfigError, data_lib.DataFileError):
     raise
   except ValueError as e:
-    raise config_lib.ConfigError(f"config.data (data seed {data_seed}): {e}") from None
+    raise _validation.ConfigError(f"config.data (data seed {data_seed}): {e}") from None
 
 
-def _data_seed(config, seed):
+def data_seed(config, seed):
   return seed if config.data.seed < 0 else config.data.seed

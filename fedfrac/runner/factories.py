@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedfrac import algorithms
-from fedfrac import config as config_lib
+from fedfrac import _validation, config_base
 from fedfrac import models
 from fedfrac.algorithms import contract, local_training, tasks
 from fedfrac.data import augment
@@ -99,7 +99,7 @@ def churn_rates(config, fed_data=None):
 
 def engine_attack(config, label):
   """The engine's :class:`AttackConfig` of method ``label`` (None: no attack)."""
-  ac = config_lib.attack_config(config, label)
+  ac = config_base.attack_config(config, label)
   if ac.kind == "none":
     return None
   return attacks.AttackConfig(kind=ac.kind, fraction=float(ac.fraction),
@@ -131,7 +131,7 @@ def engine_config(config, label=None, fed_data=None) -> EngineConfig:
   attack = None if label is None else engine_attack(config, label)
   e = config.engine
   return EngineConfig(
-      rounds=config.rounds, participation=config.participation,
+      participation=config.participation,
       client_parallelism=e.client_parallelism,
       eval_batch_size=e.eval_batch_size, availability=churn,
       cohort_rule=config.churn.get("cohort_rule", "available"), attack=attack,
@@ -189,16 +189,16 @@ def check_methods(config, fed_data) -> None:
     algorithm that returned what the engine cannot use.
   """
   from fedfrac.algorithms import check
-  for label in config_lib.method_labels(config):
+  for label in config_base.method_labels(config):
     method = config.methods[label]
     check_batch_size(config, label, fed_data)
     try:
       ctx = build_context(config, label, fed_data)
-      algorithm = algorithms.make(method.name, ctx, **config_lib.method_options(method))
-    except config_lib.ConfigError:
+      algorithm = algorithms.make(method.name, ctx, **config_base.method_options(method))
+    except _validation.ConfigError:
       raise
     except ValueError as e:
-      raise config_lib.ConfigError(
+      raise _validation.ConfigError(
           f"config.{e} (method {label!r}, algorithm {method.name!r}); nothing has run "
           f"yet") from None
     if algorithms.entry(method.name).needs_head:
@@ -219,7 +219,7 @@ def _check_head(model, label, name) -> None:
   if jax.tree.leaves(params["head"]):
     return
   parts = ", ".join(map(repr, params["extractor"])) or "(none)"
-  raise config_lib.ConfigError(
+  raise _validation.ConfigError(
       f"config.methods.{label}: algorithm {name!r} uses the model's head apart from its "
       f"extractor (keeps it per client, or reads the features that enter it), and model "
       f"{model.name!r} has none: name its head with ff.models.flax_model(module, "
@@ -231,12 +231,12 @@ def check_batch_size(config, label, fed_data) -> None:
   """Refuse (:class:`ConfigError`) a client batch size of method ``label``
   larger than any client's training data: every local step would compute on
   that many rows, nearly all of them padding."""
-  batch = config_lib.client_config(config, label).batch_size
+  batch = config_base.client_config(config, label).batch_size
   largest = int(np.max(fed_data.client_size)) if len(fed_data.client_size) else 0
   if largest and batch > largest:
     key = ("client" if "batch_size" not in config.methods[label].get("client", {})
            else f"methods.{label}.client")
-    config_lib.fail(f"{key}.batch_size", batch,
+    _validation.fail(f"{key}.batch_size", batch,
                     f"larger than any client's training data (the largest client holds "
                     f"{largest} examples), so each local step would compute on {batch} "
                     f"rows, nearly all padding; give at most {largest} (a full batch)")
@@ -254,8 +254,8 @@ def build_context(config, label, fed_data, all_client_sizes=None) -> contract.Bu
                          fed_data.input_scale, config.data.get("input_mean", ()),
                          config.data.get("input_std", ()))
   except ValueError as e:
-    raise config_lib.ConfigError(f"config.{e}") from None
-  client_cfg = config_lib.client_config(config, label)
+    raise _validation.ConfigError(f"config.{e}") from None
+  client_cfg = config_base.client_config(config, label)
   sizes = fed_data.client_size if all_client_sizes is None else all_client_sizes
   training = make_training(client_cfg, sizes, config.rounds, config.engine.unroll,
                            config.engine.get("dynamic_steps", False))
@@ -266,7 +266,7 @@ def build_context(config, label, fed_data, all_client_sizes=None) -> contract.Bu
   return contract.BuildContext(model=model, task=task, training=training,
                                data_info=fed_data.info(), rounds=config.rounds,
                                client_cfg=client_cfg,
-                               aggregator=config_lib.aggregator_spec(config, label),
+                               aggregator=config_base.aggregator_spec(config, label),
                                participation=float(config.participation))
 
 
@@ -281,7 +281,7 @@ def build_simulation(config, label, fed_data, all_client_sizes=None,
   """
   ctx = build_context(config, label, fed_data, all_client_sizes)
   method = config.methods[label]
-  options = config_lib.method_options(method)
+  options = config_base.method_options(method)
   algorithm = algorithms.make(method.name, ctx, **options)
   algorithm_fn = None
   if traced_options:

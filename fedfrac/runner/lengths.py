@@ -20,7 +20,7 @@ import shlex
 import jax
 import numpy as np
 
-from fedfrac.config import ConfigError
+from fedfrac._validation import ConfigError
 from fedfrac.runner import factories, stored
 
 

@@ -17,12 +17,13 @@ import sys
 from typing import Optional
 
 from fedfrac import config as config_lib
+from fedfrac import _validation, config_base
 from fedfrac.runner import (factories, lengths, outputs, parallel, signals, stored,
                             user_inputs, written)
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.checkpoint import DiskFullError
-from fedfrac.runner.chunked import (RunInterrupted, _build_data, _data_seed,  # noqa: F401
-                                    _slice_run, _to_host, _whole, chunk_loop,
+from fedfrac.runner.chunked import (RunInterrupted, build_data, data_seed,  # noqa: F401
+                                    slice_run, to_host, whole, chunk_loop,
                                     failure_line, resume_hint, run_one,
                                     use_compile_cache)
 from fedfrac.runner.records import Results
@@ -85,19 +86,19 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   workdir_lib.check_name(workdir)
   use_compile_cache(compile_cache)
   if stop_after_round is not None:
-    config_lib.check(config_lib.is_int(stop_after_round) and stop_after_round >= 1,
+    _validation.check(_validation.is_int(stop_after_round) and stop_after_round >= 1,
                      "stop_after_round", stop_after_round, "must be an integer >= 1")
   factories.apply_cpu_devices(config)
-  labels = config_lib.method_labels(config)
+  labels = config_base.method_labels(config)
   seeds = (config.seeds,) if isinstance(config.seeds, int) else tuple(config.seeds)
   jobs = [(label, seed) for label in labels for seed in seeds]
   left_out = set()
   data_cache = {}
 
   def data_for_seed(seed):
-    ds = _data_seed(config, seed)
+    ds = data_seed(config, seed)
     if ds not in data_cache:
-      data_cache[ds] = _build_data(config, ds, own.data)
+      data_cache[ds] = build_data(config, ds, own.data)
     return data_cache[ds]
 
   def check_continued(restart):   # a kept run continues only at its own length
@@ -115,7 +116,7 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   for _, seed in jobs:   # every split up front: a bad data request stops before compute
     data_for_seed(seed)
   # every method, before any runs
-  factories.check_methods(config, data_cache[_data_seed(config, seeds[0])])
+  factories.check_methods(config, data_cache[data_seed(config, seeds[0])])
   records, failed = [], {}
 
   held = []    # a signal that arrived while the outputs were written
@@ -124,7 +125,7 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
     """Write every record and the outputs (``quiet``: runs lost with their worker,
     rebuilt from their checkpoints without a line each); a signal waits."""
     results = Results(config, records, failed, {
-        seed: data_cache[_data_seed(config, seed)] for seed in dict.fromkeys(
+        seed: data_cache[data_seed(config, seed)] for seed in dict.fromkeys(
             s for _, s in jobs)})
     if workdir:
       with signals.deferred() as writing:
@@ -146,7 +147,7 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   with signals.Signals(graceful=True) as stop:
     for label, seed in jobs:
       try:
-        rec = run_one(config, label, seed, data_cache[_data_seed(config, seed)], workdir,
+        rec = run_one(config, label, seed, data_cache[data_seed(config, seed)], workdir,
                       stop_after_round, progress, stop=lambda: stop.requested is not None,
                       keep_params=keep_params)
       except FloatingPointError as e:

@@ -8,10 +8,11 @@ import numpy as np
 
 from fedfrac import algorithms
 from fedfrac import config as config_lib
+from fedfrac import _validation, config_base
 from fedfrac.runner import factories, outputs, stored, user_inputs
 from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.log import Progress, RunLog
-from fedfrac.runner.chunked import (_build_data, _data_seed, _slice_run, _to_host, chunk_loop,
+from fedfrac.runner.chunked import (build_data, data_seed, slice_run, to_host, chunk_loop,
                                     use_compile_cache)
 from fedfrac.runner.records import Results, final_params
 from fedfrac.runner.validate import check_seeds
@@ -27,19 +28,19 @@ def _check_grid(grid, config) -> None:
     raise ValueError(f"grid={grid!r}: give exactly one option and its values")
   key, vals = next(iter(grid.items()))
   if isinstance(vals, (str, bytes)) or not hasattr(vals, "__iter__") or not len(vals):
-    raise config_lib.ConfigError(f"grid={grid!r}: give a non-empty list of values for "
+    raise _validation.ConfigError(f"grid={grid!r}: give a non-empty list of values for "
                                  f"{key!r}")
   if key == factories.CLIENT_LR:
     return
-  labels = config_lib.method_labels(config)
+  labels = config_base.method_labels(config)
   options = {o for l in labels for o in algorithms.hparams(
-      config.methods[l].name, config_lib.method_options(config.methods[l]))}
+      config.methods[l].name, config_base.method_options(config.methods[l]))}
   if key not in options:
     import difflib
     known = sorted(options) + [factories.CLIENT_LR]
     close = difflib.get_close_matches(str(key), known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    raise config_lib.ConfigError(
+    raise _validation.ConfigError(
         f"grid={{{key!r}: ...}}: no selected method ({', '.join(labels)}) has the option "
         f"{key!r}; {hint}their options are {', '.join(known)}")
 
@@ -53,8 +54,8 @@ def _grid_values(grid, method, options, label):
   key, vals = next(iter(grid.items()))
   if key == factories.CLIENT_LR:
     for v in vals:
-      if not (config_lib.is_num(v) and v > 0):
-        raise config_lib.ConfigError(f"grid.{key}={v!r}: must be > 0 (method {label!r})")
+      if not (_validation.is_num(v) and v > 0):
+        raise _validation.ConfigError(f"grid.{key}={v!r}: must be > 0 (method {label!r})")
     return key, list(vals)
   if key not in algorithms.hparams(method.name, options):
     return None, [None]
@@ -62,7 +63,7 @@ def _grid_values(grid, method, options, label):
     try:
       algorithms.hparams(method.name, {**options, key: v}, prefix="grid.")
     except ValueError as e:
-      raise config_lib.ConfigError(f"{e} (method {label!r})") from None
+      raise _validation.ConfigError(f"{e} (method {label!r})") from None
   return key, list(vals)
 
 
@@ -109,7 +110,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   _check_grid(grid, config)
   if workdir:
     workdir_lib.prepare(config, workdir, overwrite=overwrite,
-                        runs=[(l, s) for l in config_lib.method_labels(config) for s in seeds],
+                        runs=[(l, s) for l in config_base.method_labels(config) for s in seeds],
                         extra=own.fingerprint)
   data_cache = {} if data_cache is None else data_cache
   records = []
@@ -117,19 +118,19 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   if own.data is not None:   # your own arrays: not cached across calls
     data_cache, data_key = {}, "data="
   show = config.progress if progress is None else progress
-  first = (data_key, _data_seed(config, seeds[0]))
+  first = (data_key, data_seed(config, seeds[0]))
   if first not in data_cache:
-    data_cache[first] = _build_data(config, first[1], own.data)
+    data_cache[first] = build_data(config, first[1], own.data)
   factories.check_methods(config, data_cache[first])   # every method, before any runs
-  for label in config_lib.method_labels(config):
+  for label in config_base.method_labels(config):
     feds = []
     for seed in seeds:
-      ds = (data_key, _data_seed(config, seed))
+      ds = (data_key, data_seed(config, seed))
       if ds not in data_cache:
-        data_cache[ds] = _build_data(config, ds[1], own.data)
+        data_cache[ds] = build_data(config, ds[1], own.data)
       feds.append(data_cache[ds])
     method = config.methods[label]
-    options = config_lib.method_options(method)
+    options = config_base.method_options(method)
     grid_key, values = _grid_values(grid, method, options, label)
     all_sizes = np.concatenate([f.client_size for f in feds])
     sim = factories.build_simulation(config, label, feds[0], all_client_sizes=all_sizes,
@@ -138,7 +139,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     batch = BatchedSimulation(sim, [feds[i] for i, _, _ in runs],
                               [{grid_key: v} for _, _, v in runs] if grid_key else None)
     states = batch.init([seed for _, seed, _ in runs])
-    payload_bytes, message_bytes = sim.communication_bytes(_slice_run(states, 0))
+    payload_bytes, message_bytes = sim.communication_bytes(slice_run(states, 0))
     logs = []
     for _, seed, v in runs:
       run_label = label if grid_key is None else f"{label}[{grid_key}={v}]"
@@ -153,7 +154,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
     try:
       states, chunks_s, _ = chunk_loop(batch, states, logs, start_round=0, end_round=config.rounds,
                                rounds=config.rounds, eval_every=config.eval_every,
-                               compile_fn=batch.compile, split=_slice_run, bar=bar)
+                               compile_fn=batch.compile, split=slice_run, bar=bar)
       compile_s += chunks_s
     finally:
       bar.close()
@@ -161,12 +162,12 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
       log.compile_s = compile_s / len(logs)
       rec = log.record()
       if keep_params:
-        run_state = _to_host(_slice_run(states, i))
+        run_state = to_host(slice_run(states, i))
         rec.params = final_params(sim.algorithm, run_state.server, run_state.clients,
                                   sim.num_clients)
       records.append(rec)
   results = Results(config, records, data={
-      seed: data_cache[(data_key, _data_seed(config, seed))] for seed in seeds})
+      seed: data_cache[(data_key, data_seed(config, seed))] for seed in seeds})
   if workdir:
     for rec in records:
       stored.save_record(workdir, rec, config.rounds)

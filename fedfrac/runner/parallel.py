@@ -24,7 +24,7 @@ import signal
 import sys
 
 from fedfrac.runner import chunked
-from fedfrac.runner import points as points_lib
+from fedfrac.runner import local_devices, work_queue
 from fedfrac.runner import signals
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.extensions import (  # noqa: F401  (their old home)
@@ -53,7 +53,7 @@ def worker_count(config, num_runs) -> int:
   has no ``if __name__ == "__main__":`` guard, which made it wait forever)."""
   workers = int(config.get("workers", 1))
   if workers == 0:
-    workers = len(points_lib.local_workers())
+    workers = len(local_devices.local_workers())
   workers = max(1, min(workers, num_runs))
   if workers > 1:
     problem = workers_problem(config)
@@ -84,7 +84,7 @@ def job_task(item, emit):
   chunk (checkpointed; the record is ``partial``)."""
   config, label, seed, workdir, stop_after_round, user_data, keep_params = item
   try:
-    fed_data = chunked._build_data(config, chunked._data_seed(config, seed), user_data)
+    fed_data = chunked.build_data(config, chunked.data_seed(config, seed), user_data)
     rec = chunked.run_one(config, label, seed, fed_data, workdir, stop_after_round,
                           progress=False, stop=signals.stop_requested,
                           keep_params=keep_params)
@@ -131,7 +131,7 @@ def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, r
       diverged.append((rec, error))
     bar.update(1)
   try:
-    points_lib.work_queue(items, "fedfrac.runner.parallel:job_task", workers, on_message,
+    work_queue.work_queue(items, "fedfrac.runner.parallel:job_task", workers, on_message,
                           name="fedfrac-run", pin=False, graceful=True)
   except WorkersLost:     # what finished is written, then one line
     records.extend(done[j] for j in jobs if j in done)

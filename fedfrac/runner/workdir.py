@@ -49,8 +49,8 @@ import sys
 
 from fedfrac import algorithms
 from fedfrac.algorithms import server_optimizer
-from fedfrac import config as config_lib
-from fedfrac.config import ConfigError
+from fedfrac import config_base
+from fedfrac._validation import ConfigError
 from fedfrac.runner import sealed, stored, written
 from fedfrac.runner.checkpoint import atomic_write, json_default
 from fedfrac.runner.stored import load_records, save_record  # noqa: F401  (re-exported)
@@ -90,9 +90,9 @@ def method_fingerprint(config, label) -> dict:
   """A method's algorithm, its options with defaults filled in, and its own
   ``client`` / ``server`` / ``attack`` overrides."""
   method = config.methods[label]
-  options = algorithms.hparams(method.name, config_lib.method_options(method))
+  options = algorithms.hparams(method.name, config_base.method_options(method))
   sections = {s: method[s].to_dict() if hasattr(method[s], "to_dict") else dict(method[s])
-              for s in config_lib.METHOD_SECTIONS if s in method}
+              for s in config_base.METHOD_SECTIONS if s in method}
   return _plain({"name": method.name, "options": options, **sections})
 
 
@@ -106,7 +106,7 @@ def fingerprint(config, extra=None) -> dict:
   shared.update(_plain(dict(extra or {})))
   return {"shared": shared, "rounds": int(config.rounds),
           "methods": {label: method_fingerprint(config, label)
-                      for label in config_lib.method_labels(config)}}
+                      for label in config_base.method_labels(config)}}
 
 
 def _differences(old: dict, new: dict, prefix=""):
@@ -164,7 +164,7 @@ def overwrite_labels(config, workdir, overwrite):
     raise ConfigError(f"--overwrite={shown}: no such method in the config or the "
                       f"workdir (methods: {', '.join(known)}); give --overwrite alone "
                       f"to start afresh")
-  running = config_lib.method_labels(config)
+  running = config_base.method_labels(config)
   idle = [l for l in labels if l not in running]
   if idle:
     raise ConfigError(
@@ -222,7 +222,7 @@ def _rebuilt(config, workdir, new, restart, problem):
     else:
       what = (f"{unbound[0][1]} does not say which config it belongs to (written by an "
               f"older fedfrac)")
-    rerun = [l for l in labels if l in config_lib.method_labels(config)]
+    rerun = [l for l in labels if l in config_base.method_labels(config)]
     fix = (f"--overwrite={','.join(rerun)} to rerun "
            f"{'that method' if len(rerun) == 1 else 'those methods'} (the others' "
            f"results are kept), " if rerun and len(rerun) == len(labels) else "")

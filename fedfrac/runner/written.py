@@ -31,7 +31,7 @@ import os
 import re
 import sys
 
-from fedfrac.config import ConfigError
+from fedfrac._validation import ConfigError
 from fedfrac.runner import sealed
 from fedfrac.runner.checkpoint import STEP_FILES, Checkpointer
 

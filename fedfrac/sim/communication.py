@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedfrac.algorithms.contract import ClientView
+from fedfrac.algorithms.client_view import ClientView
 
 
 def tree_bytes(tree) -> int:

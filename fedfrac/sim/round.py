@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 
-from fedfrac.algorithms.contract import ClientView
+from fedfrac.algorithms.client_view import ClientView
 from fedfrac.ops import system as system_lib
 from fedfrac.sim import attacks, churn
 from fedfrac.sim.state import AGGREGATE, AVAILABILITY, CLIENT, SAMPLE, SPEED_TAG, SimState

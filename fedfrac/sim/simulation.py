@@ -26,7 +26,7 @@ import numpy as np
 from fedfrac.algorithms.contract import FedAlgorithm
 from fedfrac.algorithms.local_training import LocalTraining
 from fedfrac.algorithms.tasks import Task
-from fedfrac.data.federated import FederatedData
+from fedfrac.data.federated_data import FederatedData
 from fedfrac.models.base import Model
 from fedfrac.sim import attacks, churn, communication, devices, evaluate, execution
 from fedfrac.sim.client_rows import ClientRows, check_shard_client_state, rows_by_client

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, NamedTuple, Optional
 
 import jax
 import numpy as np
 
 from fedfrac.algorithms.local_training import LocalTraining
-from fedfrac.data.federated import FederatedData
+from fedfrac.data.federated_data import FederatedData
 
 # fold_in tags of the per-round key.
 SAMPLE, CLIENT, AGGREGATE, AVAILABILITY = 0, 1, 2, 3
@@ -34,7 +35,8 @@ class EngineConfig:
   """Engine settings.
 
   Attributes:
-    rounds: total rounds R.
+    rounds: deprecated and ignored (a run takes the rounds given to
+      ``Simulation.run_chunk``); passing it warns.
     participation: client fraction C; |S_t| = max(ceil(C·K), 1).
     client_parallelism: ``vmap`` (all sampled clients at once), ``map``
       (``lax.map``, one client after another inside the same jit) or ``auto``
@@ -79,7 +81,7 @@ class EngineConfig:
     matmul_precision: ``highest`` | ``tensorfloat32`` | ``bfloat16``: the
       precision of the traced matrix products (:mod:`fedfrac.sim.precision`).
   """
-  rounds: int
+  rounds: Optional[int] = None
   participation: float = 1.0
   client_parallelism: str = "auto"
   eval_batch_size: int = 1024
@@ -92,6 +94,12 @@ class EngineConfig:
   attack: Optional[Any] = None
   system: Optional[Any] = None
   matmul_precision: str = "highest"
+
+  def __post_init__(self):
+    if self.rounds is not None:
+      warnings.warn("EngineConfig(rounds=...) is deprecated and ignored: the engine never "
+                    "read it (a run takes the rounds given to Simulation.run_chunk)",
+                    DeprecationWarning, stacklevel=3)
 
 
 class SimState(NamedTuple):

@@ -54,7 +54,7 @@ Flags:
 Bad input (a flag, a key, a value at any sweep point, an unwritable --out, a
 --metrics name no method writes, a bad data file) is one line ``error: ...``
 with exit status 2 before any point runs, as for ``fedfrac-run``
-(:mod:`fedfrac.sweep_checks`).
+(:mod:`fedfrac.sweep.checks`).
 
 How it runs: every (config point, method, grid value,
 seed) is one *point* with an id hashed from its resolved config, seed and grid
@@ -88,16 +88,16 @@ The package: :mod:`~fedfrac.sweep.grid` (the points and their ids),
 """
 from __future__ import annotations
 
-from fedfrac.sweep_inputs import RUN_ONLY_FLAGS, _shown_path, command_line  # noqa: F401
+from fedfrac.sweep.inputs import RUN_ONLY_FLAGS, command_line  # noqa: F401
 from fedfrac.sweep.grid import (  # noqa: F401
     config_key, expand, fingerprint, grid_targets, header, load_config, parse_assignment,
     parse_value, set_key, sweep_points)
 from fedfrac.sweep.batches import (  # noqa: F401
-    _run_value, _tree_bytes, pack, point_record, run_batch, run_bytes, run_point,
+    pack, point_record, run_batch, run_bytes, run_point,
     runs_that_fit)
 from fedfrac.sweep.tables import (  # noqa: F401
-    _cell, _columns, csv_table, fmt, markdown, plot, summarize, summarize_points,
+    csv_table, fmt, markdown, plot, summarize, summarize_points,
     write_tables)
 from fedfrac.sweep.run import SweepOutcome, progress_bar, run, run_sweep, shard_order  # noqa: F401
 from fedfrac.sweep.cli import (  # noqa: F401
-    USAGE_ERROR, _exit_with_error, _Parser, checked_inputs, cli, main)
+    USAGE_ERROR, checked_inputs, cli, main)

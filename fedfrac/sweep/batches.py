@@ -4,11 +4,12 @@ its seeds and grid values) and the record of one finished point."""
 from __future__ import annotations
 
 import numpy as np
-from fedfrac import config as config_lib
+from fedfrac import config_base
 from fedfrac import (
   runner,
 )
 from fedfrac.runner import points as points_lib
+from fedfrac.runner import local_devices
 from fedfrac.sweep.grid import grid_targets
 
 
@@ -78,7 +79,7 @@ def pack(points, done, metric_names, batch=True, batch_size=0, workers=1,
 # ----------------------------------------------------------------- running
 
 
-def _tree_bytes(tree):
+def tree_bytes(tree):
   import jax
   return sum(int(np.prod(np.shape(x))) * np.dtype(getattr(x, "dtype", np.float32)).itemsize
              for x in jax.tree.leaves(tree))
@@ -104,14 +105,14 @@ def run_bytes(config, label, seed, data_cache=None):
   state = sim.init(seed)
   data_bytes = sum(np.asarray(v).nbytes
                    for v in state_lib.data_arrays(fed, sim.training).values())
-  return int(data_bytes + 4 * _tree_bytes(state) + 4 * sim.cohort * _tree_bytes(state.server))
+  return int(data_bytes + 4 * tree_bytes(state) + 4 * sim.cohort * tree_bytes(state.server))
 
 
 def runs_that_fit(config, label, seed, workers=1, data_cache=None, fraction=0.5,
                   memory_bytes=None):
   """How many runs of one batch fit in ``fraction`` of one worker's memory
   (``memory_bytes``, default this host's share for ``workers``)."""
-  memory = memory_bytes or points_lib.worker_memory_bytes(workers)
+  memory = memory_bytes or local_devices.worker_memory_bytes(workers)
   budget = fraction * memory
   return max(1, int(budget // max(1, run_bytes(config, label, seed, data_cache))))
 
@@ -129,7 +130,7 @@ def point_record(rec, metric_names, spec, value):
       out["curves"][name] = {"round": rounds.tolist(),
                              "value": [None if not np.isfinite(v) else float(v)
                                        for v in values]}
-    v = _run_value(rec, name)
+    v = run_value(rec, name)
     out["metrics"][name] = None if v is None or not np.isfinite(v) else float(v)
     if name == "accuracy":
       curve = rec.curve(name, default=np.nan)[1] if rec.rows else np.asarray([])
@@ -171,7 +172,7 @@ def run_point(config, seeds, grid, grid_methods, batch):
   in this process without a point directory."""
   targets = grid_targets(config, grid, grid_methods)
   records = []
-  for label in config_lib.method_labels(config):
+  for label in config_base.method_labels(config):
     single = config.copy_and_resolve_references()
     single.only = label
     g = grid if label in targets else None
@@ -187,7 +188,7 @@ def run_point(config, seeds, grid, grid_methods, batch):
   return records
 
 
-def _run_value(rec, name):
+def run_value(rec, name):
   """Final-round value of ``name``; ``mean:<name>`` averages it over all rounds."""
   if name.startswith("mean:"):
     values = np.asarray([r.get(name[5:], np.nan) for r in rec.round_rows], np.float64)

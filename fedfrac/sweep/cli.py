@@ -6,17 +6,15 @@ import argparse
 import os
 import sys
 
-from fedfrac import (
-  sweep_checks,
-  sweep_inputs,
-)
-from fedfrac.config import ConfigError
-from fedfrac.data.validate import DataError
+from fedfrac._validation import ConfigError
+from fedfrac.data.array_checks import DataError
 from fedfrac.runner import claims as claims_lib
 from fedfrac.runner import compile_cache, signals
 from fedfrac.runner import log as log_lib
-from fedfrac.runner import points as points_lib
+from fedfrac.runner import local_devices
 from fedfrac.runner.checkpoint import DiskFullError
+from fedfrac.sweep import checks as sweep_checks
+from fedfrac.sweep import inputs as sweep_inputs
 from fedfrac.sweep.grid import (
   expand,
   header,
@@ -27,27 +25,27 @@ from fedfrac.sweep.grid import (
 )
 from fedfrac.sweep.run import run_sweep
 from fedfrac.sweep.tables import markdown, write_tables
-from fedfrac.sweep_inputs import _shown_path, command_line
+from fedfrac.sweep.inputs import shown_path, command_line
 
 USAGE_ERROR = 2   # exit status for bad input, as fedfrac-run
 
 
-def _exit_with_error(message):
+def exit_with_error(message):
   print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
   sys.exit(USAGE_ERROR)
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
   """argparse with its errors as one ``error:`` line (exit status 2)."""
 
   def error(self, message):
-    _exit_with_error(f"{message} (fedfrac-sweep --help lists the flags)")
+    exit_with_error(f"{message} (fedfrac-sweep --help lists the flags)")
 
 
 def checked_inputs(args):
   """``(base, axes, grid, grid_methods, seeds, metric_names, directory)`` from
   the parsed flags, every one checked before any point runs
-  (:mod:`fedfrac.sweep_checks`); raises UsageError, ConfigError or DataError."""
+  (:mod:`fedfrac.sweep.checks`); raises UsageError, ConfigError or DataError."""
   UsageError = sweep_checks.UsageError
   sweep_inputs.check_flags(args)
   if args.claim_timeout is None:
@@ -89,14 +87,14 @@ def checked_inputs(args):
   sweep_inputs.check_data(points, seeds)   # every point's data, before any runs
   always = set(sweep_checks.ROW_COLUMNS) | (
       {"accuracy", "loss"} if base.task.loss == "cross_entropy" else {"rmse"})
-  workers = args.workers or len(points_lib.local_workers())
+  workers = args.workers or len(local_devices.local_workers())
   sweep_checks.check_metrics(configs, metric_names, always, in_process=workers == 1)
   directory = args.dir or (os.path.splitext(args.out)[0] + ".points" if args.out else None)
   return base, axes, grid, grid_methods, seeds, metric_names, directory
 
 
 def main(argv=None):
-  parser = _Parser(prog="fedfrac-sweep", description=sys.modules[__package__].__doc__,
+  parser = Parser(prog="fedfrac-sweep", description=sys.modules[__package__].__doc__,
                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--config", required=True)
   parser.add_argument("--set", action="append", default=[], dest="sets")
@@ -121,7 +119,7 @@ def main(argv=None):
   try:
     base, axes, grid, grid_methods, seeds, metric_names, directory = checked_inputs(args)
   except (ConfigError, DataError, sweep_checks.UsageError) as e:
-    _exit_with_error(e)
+    exit_with_error(e)
   compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
   log_lib.one_line_warnings()
 
@@ -133,7 +131,7 @@ def main(argv=None):
                         claim_timeout=args.claim_timeout, run_points=not args.table)
   except SystemExit as e:   # a point directory of another sweep: refused before compute
     if isinstance(e.code, str):
-      _exit_with_error(e.code)
+      exit_with_error(e.code)
     raise
   shard = f"shard {args.shard_index[0]}/{args.shard_index[1]}: " if args.shard_index else ""
   if args.table and outcome.missing:
@@ -152,7 +150,7 @@ def main(argv=None):
     return []
   notes = [f"Config: {base.name}; seeds {tuple(seeds)}; {base.rounds} rounds. "
            f"Mean ± sample std over seeds of each metric's final-round value. "
-           f"Points are kept in `{_shown_path(outcome.directory)}`.", ""]
+           f"Points are kept in `{shown_path(outcome.directory)}`.", ""]
   shown = base.copy_and_resolve_references()   # the title states the seeds run
   shown.seeds = tuple(seeds)
   title = args.title or header(shown, getattr(args, "sets", None) or ())

@@ -11,12 +11,13 @@ from fedfrac import (
   algorithms,
   config_files,
   config_keys,
-  sweep_checks,
 )
 from fedfrac import config as config_lib
+from fedfrac import config_base
 from fedfrac._version import __version__
 from fedfrac.algorithms import server_optimizer
-from fedfrac.config import ConfigError
+from fedfrac._validation import ConfigError
+from fedfrac.sweep import checks as sweep_checks
 from fedfrac.runner import points as points_lib
 from fedfrac.runner.factories import CLIENT_LR
 
@@ -31,7 +32,7 @@ def parse_value(text):
 
 def parse_assignment(text, flag, many=False):
   """``KEY=VALUE`` (or ``KEY=V1,V2`` with ``many``) -> (key, value or [values]);
-  raises :class:`fedfrac.sweep_checks.UsageError` when malformed."""
+  raises :class:`fedfrac.sweep.checks.UsageError` when malformed."""
   UsageError = sweep_checks.UsageError
   if "=" not in text:
     raise UsageError(f"{flag}={text}: expected KEY=VALUE")
@@ -58,7 +59,7 @@ def load_config(path):
 def set_key(config, dotted, value, flag="--set"):
   """Set ``config.<dotted>`` (creating method options that are not there yet);
   unknown keys and values of the wrong type raise ConfigError
-  (:func:`fedfrac.sweep_checks.set_key`)."""
+  (:func:`fedfrac.sweep.checks.set_key`)."""
   sweep_checks.set_key(config, dotted, value, flag)
 
 
@@ -69,11 +70,11 @@ def grid_targets(config, grid, grid_methods):
   """Method labels of ``config`` that the ``grid`` ({option: values}) applies to."""
   if not grid:
     return []
-  labels = config_lib.method_labels(config)
+  labels = config_base.method_labels(config)
   option = next(iter(grid))
   with_option = [l for l in labels if option == CLIENT_LR or option in
                  algorithms.hparams(config.methods[l].name,
-                                    config_lib.method_options(config.methods[l]))]
+                                    config_base.method_options(config.methods[l]))]
   unknown = [t for t in grid_methods if t not in labels]
   if unknown:
     raise SystemExit(f"--grid_methods: unknown method label {unknown[0]!r}; labels are "
@@ -110,7 +111,7 @@ def expand(base, axes, seeds, grid=None, grid_methods=()):
   points = []
   for axes_index, (point, config) in enumerate(sweep_points(base, axes)):
     targets = grid_targets(config, grid, list(grid_methods))
-    for label in config_lib.method_labels(config):
+    for label in config_base.method_labels(config):
       single = config.copy_and_resolve_references()
       single.only = label
       key = config_key(single)

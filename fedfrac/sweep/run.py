@@ -9,6 +9,7 @@ import time
 
 from fedfrac.runner import claims as claims_lib
 from fedfrac.runner import points as points_lib
+from fedfrac.runner import local_devices
 from fedfrac.runner import signals
 from fedfrac.runner.log import PointProgress
 from fedfrac.sweep.batches import pack
@@ -82,7 +83,7 @@ def run_sweep(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch
     raise SystemExit(str(e)) from None
   ids = [p["id"] for p in points]
   done = store.done() & set(ids)
-  n_workers = len(points_lib.local_workers()) if workers is None else max(1, int(workers))
+  n_workers = len(local_devices.local_workers()) if workers is None else max(1, int(workers))
   layout = {"workers": n_workers, "memory_bytes": None}
   claims, order, where = None, None, ""
   if shard is not None and run_points:
@@ -90,7 +91,7 @@ def run_sweep(base, axes, seeds, metric_names, grid=None, grid_methods=(), batch
     layout = claims_lib.agree(
         os.path.join(store.directory, f"layout-{store.hash}.json"),
         {"workers": n_workers * count,
-         "memory_bytes": points_lib.worker_memory_bytes(n_workers)})
+         "memory_bytes": local_devices.worker_memory_bytes(n_workers)})
     claims = claims_lib.Claims(store.directory, f"{index}/{count}", claim_timeout)
     where = f"shard {index}/{count}: "
   batches = pack(points, done, metric_names, batch, batch_size, layout["workers"],

@@ -51,11 +51,11 @@ def fmt(stats, digits=4):
   return f"{stats['mean']:.{digits}f}"
 
 
-def _cell(value):
+def table_cell(value):
   return value if isinstance(value, str) else repr(value)
 
 
-def _columns(metric_names):
+def table_columns(metric_names):
   out = []
   for name in metric_names:
     out.append(name.replace("mean:", "mean over rounds of ") if name.startswith("mean:")
@@ -67,12 +67,12 @@ def _columns(metric_names):
 
 def markdown(points, sweep_keys, metric_names, title, command, notes):
   """The sweep's markdown table: one row per (config point, method label)."""
-  columns = list(sweep_keys) + ["method"] + _columns(metric_names) + ["seeds", "status"]
+  columns = list(sweep_keys) + ["method"] + table_columns(metric_names) + ["seeds", "status"]
   lines = [f"# {title}", "", f"Command: `{command}`", ""] + notes + [
       "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
   for point, summary in points:
     for label, entry in summary.items():
-      cells = [_cell(point[k]) for k in sweep_keys] + [label]
+      cells = [table_cell(point[k]) for k in sweep_keys] + [label]
       for name in metric_names:
         cells.append(fmt(entry[name]))
         if name == "accuracy":
@@ -92,7 +92,7 @@ def csv_table(points, sweep_keys, metric_names):
   writer.writerow(header)
   for point, summary in points:
     for label, entry in summary.items():
-      row = [_cell(point[k]) for k in sweep_keys] + [label]
+      row = [table_cell(point[k]) for k in sweep_keys] + [label]
       for n in names:
         row += ["" if entry[n]["mean"] is None else repr(entry[n][s]) for s in ("mean", "std")]
       writer.writerow(row + [entry["n"], "; ".join(entry["statuses"])])
@@ -104,7 +104,7 @@ def plot(points, sweep_keys, metric_names, path):
   method) row, one series per method label."""
   from fedfrac.runner.plots import Figure  # own Agg canvas: the backend is untouched
   names = [n for n in metric_names]
-  xlabels = [", ".join(f"{k}={_cell(p[k])}" for k in sweep_keys) or "all"
+  xlabels = [", ".join(f"{k}={table_cell(p[k])}" for k in sweep_keys) or "all"
              for p, _ in points]
   fig = Figure(figsize=(max(5, 1.2 * len(points) + 2), 3 * len(names)))
   axs = fig.subplots(len(names), 1, squeeze=False)

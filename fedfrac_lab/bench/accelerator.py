@@ -147,19 +147,20 @@ def points_per_hour(data_dir, dataset="fashion_mnist", mode="reference_code",
   ``seeds`` runs once vmapped as one program and once one run at a time, each
   timed from the first compile to the last result; points per hour = runs /
   wall time."""
-  from fedfrac_lab.reproduce import firma, firma_files
+  from fedfrac_lab.reproduce import firma_files
+  from fedfrac_lab.reproduce import firma_groups, firma_program
   args = argparse.Namespace(dataset=dataset, dir=data_dir, rounds=rounds_,
                             inputs=inputs, parallelism="vmap")
   module = firma_files.files_config_module(args)
   run_seeds = tuple(range(seeds))
-  feds = firma.common_shapes({mode: firma.build_feds(module, mode, [scenario],
+  feds = firma_program.common_shapes({mode: firma_program.build_feds(module, mode, [scenario],
                                                      run_seeds)})[mode]
   out = {"device": device_name(), "dataset": dataset, "mode": mode, "scenario": scenario,
          "method": method, "seeds": seeds, "rounds": rounds_, "forms": {}}
   quiet = lambda msg: None
   for label, batch in (("vmapped", seeds), ("one_at_a_time", 1)):
     t0 = time.perf_counter()
-    res, timing = firma.run_method(feds, mode, method, [scenario], run_seeds, quiet, batch)
+    res, timing = firma_groups.run_method(feds, mode, method, [scenario], run_seeds, quiet, batch)
     wall = time.perf_counter() - t0
     acc = [r["accuracy"] for r in res[(scenario, method)]["runs"]]
     out["forms"][label] = {"wall_s": wall, "compile_s": timing["compile_s"],
@@ -204,7 +205,7 @@ def _vs_torch_md(r):
               "|---|---|---|"]
     lines += [f"| {x['description']} | {x['torch_compiled_round_s']:.4f} "
               f"({x['torch_compile_s']:.1f}) | "
-              f"{table_rows._ratio(x['speedup_vs_torch_compiled'])} |"
+              f"{table_rows.ratio(x['speedup_vs_torch_compiled'])} |"
               for x in r["rows"] if "torch_compiled_round_s" in x]
   lines += ["", "| workload | fedfrac round s | compile s | client-steps/s | GFLOP/s |",
             "|---|---|---|---|---|"]

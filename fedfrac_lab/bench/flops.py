@@ -131,10 +131,10 @@ def firma_run_flops(method, options, client_sizes, batch_size, rounds, params,
   if method in ("fibfl", "fibfl_plus"):
     return rounds * (two_phase + gate)
   if method == "fibfl_pp":
-    from fedfrac.ops import ring
+    from fedfrac.ops import fibfl_schedule
     w = options.get("warmup_rounds")
     if w is None:
-      w = ring.fibfl_pp_warmup(rounds, min_rounds=1 if options.get("compat")
+      w = fibfl_schedule.fibfl_pp_warmup(rounds, min_rounds=1 if options.get("compat")
                                == "reference_code" else 0)
     w = min(int(w), rounds)
     warm = rows * max(e_h, e_e) * full

@@ -43,9 +43,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedfrac import runner
-from fedfrac.algorithms import contract, local_training, tasks
-from fedfrac_lab.bench import rounds as bench
-from fedfrac.config import base_config
+from fedfrac.algorithms import local_training, tasks
+from fedfrac.algorithms import client_view
+from fedfrac_lab.bench import timing, workloads
+from fedfrac.config_base import base_config
 from fedfrac.ops import roughness_index
 
 
@@ -119,7 +120,7 @@ def micro_bench(config, fed, repeats):
   sim = runner.build_simulation(config, "fedavg", fed)
   training = sim.training
   loss_fn = tasks.supervised_loss(sim.model, sim.task)
-  view = contract.ClientView(sim.arrays["x"], sim.arrays["y"],
+  view = client_view.ClientView(sim.arrays["x"], sim.arrays["y"],
                              sim.arrays["client_index"][0], sim.arrays["client_size"][0],
                              jnp.asarray(sim.num_steps[0], jnp.int32), jnp.asarray(0))
   optimizers = {
@@ -167,8 +168,8 @@ def main(argv=None):
   chosen = variants(probe)
   keep = [k for k in args.only.split(",") if k]
   chosen = [v for v in chosen if v[0] in keep]
-  fed = bench.synthetic_images(10, 600)
-  machine = bench.machine_description()
+  fed = workloads.synthetic_images(10, 600)
+  machine = timing.machine_description()
   command = "fedfrac-bench fractional " + " ".join(argv)
   lines = []
   if not args.append:

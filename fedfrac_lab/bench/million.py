@@ -28,7 +28,7 @@ import time
 import jax
 import numpy as np
 
-from fedfrac.data.federated import FederatedData
+from fedfrac.data.federated_data import FederatedData
 
 
 def synthetic_population(num_clients: int, per_client: int = 8, dim: int = 20,
@@ -69,7 +69,7 @@ def build(fed: FederatedData, cohort: int, rounds: int = 10, local_steps: int = 
   ``cohort`` clients sampled per round."""
   from fedfrac import algorithms, models, runner
   from fedfrac.algorithms import contract, tasks
-  from fedfrac.config import base_config
+  from fedfrac.config_base import base_config
   from fedfrac.sim import EngineConfig, Simulation
   c = base_config()
   c.model.name = "mlp"
@@ -81,7 +81,7 @@ def build(fed: FederatedData, cohort: int, rounds: int = 10, local_steps: int = 
   task = tasks.classification_task()
   training = runner.make_training(c.client, fed.client_size, rounds, 0, False)
   ctx = contract.BuildContext(model, task, training, fed.info(), rounds, c.client)
-  cfg = EngineConfig(rounds=rounds, participation=cohort / fed.num_clients,
+  cfg = EngineConfig(participation=cohort / fed.num_clients,
                      client_parallelism="vmap", step_buckets=1, shard_clients=shard,
                      shard_client_state=shard_state)
   return Simulation(algorithms.make("scaffold", ctx), fed, model, task, training, cfg)

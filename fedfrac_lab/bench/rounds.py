@@ -66,14 +66,15 @@ from fedfrac_lab.bench import campaign, campaign_report
 from fedfrac_lab.bench.studies import (  # noqa: F401  (re-exported)
     diagnostics_study, masked_work_study, memory_study, persistent_state_algorithm, seeds_study)
 from fedfrac_lab.bench.table_rows import (  # noqa: F401  (re-exported)
-    _mb, _ratio, args_repeats, torch_section)
+    mb, ratio, args_repeats, torch_section)
 from fedfrac_lab.bench.timing import (  # noqa: F401  (re-exported)
     bench_workload, build, device_peak_mb, machine_description, matmul_peak_gflops,
     memory_of, rss_mb, step_flops, time_rounds, torch_rounds_for)
-from fedfrac_lab.bench.workloads import (  # noqa: F401  (re-exported)
-    base_config, cnn_config, cnn_workload, digits_clients, dirichlet_data, dirichlet_workload,
-    firma_mlp_fedavg_config, firma_mlp_workload, firma_workload, fori_workload,
-    load_config_module, only_method, SUBSTITUTE, synthetic_images, Workload, workloads)
+from fedfrac_lab.bench.workloads import (  # noqa: F401
+    cnn_config, cnn_workload, digits_clients, dirichlet_data, dirichlet_workload,
+    firma_mlp_fedavg_config, firma_mlp_workload, firma_workload, fori_workload, load_config_module,
+    only_method, SUBSTITUTE, synthetic_images, Workload, workloads)
+from fedfrac.config_base import base_config  # noqa: F401
 
 
 def write_markdown(path, command, machine, loads, results, masked=None, seeds=None,
@@ -98,7 +99,7 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
        "|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in results:
     mem = r["memory"]
-    mem_s = _mb(mem["args"] + mem["out"] + mem["temp"]) if mem else "n/a"
+    mem_s = mb(mem["args"] + mem["out"] + mem["temp"]) if mem else "n/a"
     par = r["parallelism"] + (f", {r['step_buckets']} buckets"
                               if r["parallelism"] == "vmap" and r["step_buckets"] > 1 else "")
     if r["shards"] > 1:
@@ -165,9 +166,9 @@ def write_markdown(path, command, machine, loads, results, masked=None, seeds=No
           f"- model parameters: {m['params_bytes']} bytes",
           f"- persistent client state: {m['client_state_bytes_total'] / 2 ** 20:.1f} MB = "
           f"**{m['bytes_per_client']:.0f} bytes per client**",
-          f"- data on device (uint8 images, labels, index table): {_mb(m['data_bytes'])} MB",
-          f"- compiled round: arguments {_mb(mem.get('args', 0))} MB, outputs "
-          f"{_mb(mem.get('out', 0))} MB, temporaries {_mb(mem.get('temp', 0))} MB",
+          f"- data on device (uint8 images, labels, index table): {mb(m['data_bytes'])} MB",
+          f"- compiled round: arguments {mb(mem.get('args', 0))} MB, outputs "
+          f"{mb(mem.get('out', 0))} MB, temporaries {mb(mem.get('temp', 0))} MB",
           f"- process peak RSS so far: {m['rss_mb']:.0f} MB",
           f"- round time {m['round_s']:.2f} s (compile {m['compile_s']:.1f} s)"]
   L += ["", "Sharding over devices and multi-host runs: see `docs/scaling.md`.", ""]

@@ -196,8 +196,8 @@ def main(argv=None):
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   env = dict(os.environ, PYTHONPATH=os.pathsep.join(
       [root] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x]))
-  from fedfrac.runner import points as points_lib
-  workers = args.workers or len(points_lib.local_workers())
+  from fedfrac.runner import local_devices
+  workers = args.workers or len(local_devices.local_workers())
   parallel = args.parallel or workers
   n_points = len(seeds) * len(list(itertools.product(*[v for _, v in axes])))
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 
 
-def _mb(b):
+def mb(b):
   return f"{b / 2 ** 20:.1f}"
 
 
-def _ratio(x):
+def ratio(x):
   return f"{x:.2f}x faster" if x >= 1 else f"{1 / x:.2f}x slower"
 
 
@@ -34,14 +34,14 @@ def torch_section(torch_rows) -> list:
        "(threads) | fedfrac vs sequential | batched PyTorch round s | fedfrac vs batched "
        "| PyTorch 1 thread round s | vs 1 thread |", "|---|---|---|---|---|---|---|---|---|"]
   for r in torch_rows:
-    one = (f"{r['torch1_round_s']:.3f} | {_ratio(r['speedup_vs_torch1'])}"
+    one = (f"{r['torch1_round_s']:.3f} | {ratio(r['speedup_vs_torch1'])}"
            if "torch1_round_s" in r else "– | –")
     batched = (f"{r['torch_batched_round_s']:.3f} | "
-               f"**{_ratio(r['speedup_vs_torch_batched'])}**"
+               f"**{ratio(r['speedup_vs_torch_batched'])}**"
                if "torch_batched_round_s" in r else "– | –")
     L.append(f"| {r['description']} | {r.get('torch_device', 'cpu')} | "
              f"{r['round_s']:.3f} | {r['torch_round_s']:.3f} ({r['torch_threads']}) | "
-             f"**{_ratio(r['speedup_vs_torch'])}** | {batched} | {one} |")
+             f"**{ratio(r['speedup_vs_torch'])}** | {batched} | {one} |")
   L += ["", "All timed rounds (s):", ""]
   for r in torch_rows:
     extra = "".join(f"; PyTorch {label} " + ", ".join(f"{t:.3f}" for t in r[key])

@@ -11,7 +11,7 @@ import numpy as np
 
 from fedfrac import algorithms
 from fedfrac import data as data_lib
-from fedfrac.config import base_config
+from fedfrac.config_base import base_config
 from fedfrac_lab.reproduce import common
 
 

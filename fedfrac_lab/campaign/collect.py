@@ -27,6 +27,7 @@ import statistics
 import sys
 
 from fedfrac_lab.campaign import carried_cache, files, plan as plan_lib
+from fedfrac_lab.reproduce import item_files
 from fedfrac_lab.reproduce.item_files import table_files  # noqa: F401  (re-exported)
 
 CAMPAIGN = os.path.join("results", "campaign")
@@ -42,9 +43,9 @@ def _write_new(path, blob) -> str:
     with open(path, "rb") as f:
       if f.read() == blob:
         return "same"
-    old = files.read_verified(path)
+    old = item_files.read_verified(path)
     if old is not None:
-      if not (files.is_partial(old) and _holds_all(json.loads(blob), old)):
+      if not (item_files.is_partial(old) and _holds_all(json.loads(blob), old)):
         return "kept"
       status = "more"
   os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -56,7 +57,7 @@ def _write_new(path, blob) -> str:
 
 
 def _cells(obj) -> set:
-  from fedfrac_lab.reproduce.firma_files import json_cells
+  from fedfrac_lab.reproduce.firma_files_table import json_cells
   try:
     return {(mode, inputs, s, m) for mode, inputs, s, m, _ in json_cells(obj)}
   except (KeyError, TypeError, AttributeError):
@@ -75,7 +76,7 @@ def jobs_table(title, metrics, paths, root) -> str:
   from fedfrac_lab.reproduce import jobs
   rows, devices = {}, set()
   for path in paths:
-    obj = files.read_verified(os.path.join(root, path))
+    obj = item_files.read_verified(os.path.join(root, path))
     if obj is None:
       continue
     dev = obj["campaign"]["device"]
@@ -108,11 +109,11 @@ def render_table(root, name, table) -> str:
   out = os.path.join(root, table["out"])
   os.makedirs(os.path.dirname(out), exist_ok=True)
   if table["kind"] == "firma":
-    from fedfrac_lab.reproduce import firma_files
+    from fedfrac_lab.reproduce import firma_files_table
     cwd = os.getcwd()
     os.chdir(root)      # the table quotes the paths it was rendered from
     try:
-      firma_files.write_table(paths, table["out"], dataset=table["dataset"])
+      firma_files_table.write_table(paths, table["out"], dataset=table["dataset"])
     finally:
       os.chdir(cwd)
   else:
@@ -136,7 +137,7 @@ def merge_measurements(root, new: dict) -> list:
     for name, entry in entries.items():
       have.setdefault(name, entry)
     os.makedirs(os.path.dirname(jpath), exist_ok=True)
-    files.write_json_atomic(jpath, data)
+    item_files.write_json_atomic(jpath, data)
     mpath = jpath[:-5] + ".md"
     text = open(mpath).read() if os.path.exists(mpath) else f"# fedfrac on {slug}\n\n"
     first = next(iter(have.values()))
@@ -181,7 +182,7 @@ def collect(archive, plan_path, root=".", log=print) -> dict:
   rows = json.loads(blobs.get("timings.json", b"[]"))
   seen = {(r["item"], r["device"], r["seconds"]) for r in old}
   new_rows = [r for r in rows if (r["item"], r["device"], r["seconds"]) not in seen]
-  files.write_json_atomic(timings_path, old + new_rows)
+  item_files.write_json_atomic(timings_path, old + new_rows)
   if "timings.md" in blobs:
     slug = (manifest.get("device") or {}).get("slug", "device")
     start = manifest.get("started", "start").replace(":", "")

@@ -24,7 +24,8 @@ import sys
 import tempfile
 import time
 
-from fedfrac_lab.campaign import files, plan as plan_lib
+from fedfrac_lab.campaign import plan as plan_lib
+from fedfrac_lab.reproduce import item_files
 
 
 def device_label() -> str:
@@ -88,7 +89,7 @@ def firma_args(spec, data_dir, out=""):
   """The ``fedfrac-reproduce firma_files`` arguments of a FIRMA item (accelerator
   form: clients and runs vmapped, one step bucket so every scenario of one
   number of clients has the same program)."""
-  from fedfrac_lab.reproduce import firma_files
+  from fedfrac_lab.reproduce import firma_files_table
   scenarios = spec.get("scenarios") or [spec["scenario"]]
   methods = spec.get("methods") or [spec["method"]]
   return argparse.Namespace(
@@ -96,7 +97,7 @@ def firma_args(spec, data_dir, out=""):
       modes=spec["mode"], scenarios=",".join(scenarios), methods=",".join(methods),
       seeds=spec["seeds"], rounds=spec["rounds"], parallelism="vmap", workers=1,
       step_buckets=1, inputs=spec["inputs"], init=spec.get("init"), note="", json=out,
-      table="", out="", published=firma_files.PUBLISHED)
+      table="", out="", published=firma_files_table.PUBLISHED)
 
 
 def firma_widths(args) -> dict:
@@ -124,11 +125,11 @@ def run_firma(spec, data_dir, log) -> dict:
 def firma_flops(config, method, fed) -> float:
   """Product FLOPs of one FIRMA run (:func:`fedfrac_lab.bench.flops.firma_run_flops`)."""
   import jax
-  from fedfrac import config as config_lib
+  from fedfrac import config_base
   from fedfrac_lab.bench import flops
   from fedfrac.runner import factories
   ctx = factories.build_context(config, method, fed)
-  client = config_lib.client_config(config, method)
+  client = config_base.client_config(config, method)
   options = {k: v for k, v in config.methods[method].items() if k not in ("name", "client")}
   params = jax.eval_shape(ctx.model.init, jax.random.PRNGKey(0))
   return flops.firma_run_flops(method, options, fed.client_size, int(client.batch_size),
@@ -238,7 +239,7 @@ def run_item(item: dict, data_dir: str, staging: str, code: str, log,
     report = context.get("progress")
 
     def partial(payload):
-      files.write_item(path, {**payload, "campaign": _campaign_entry(item, t0, code,
+      item_files.write_item(path, {**payload, "campaign": _campaign_entry(item, t0, code,
                                                                      partial=True)})
       if report is not None:
         report(path)
@@ -252,5 +253,5 @@ def run_item(item: dict, data_dir: str, staging: str, code: str, log,
   else:
     raise ValueError(f"item kind {item['kind']!r}: allowed values are firma, jobs, bench")
   payload["campaign"] = _campaign_entry(item, t0, code)
-  files.write_item(path, payload)
+  item_files.write_item(path, payload)
   return path

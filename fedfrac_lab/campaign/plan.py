@@ -303,15 +303,15 @@ def held_cells(plan, root) -> dict:
   ``include`` globs and its verified campaign item files under
   ``results/campaign/<table>/``, a window's partial ones too), read as
   ``fedfrac-reproduce firma_files --json`` writes them."""
-  from fedfrac_lab.campaign import files
-  from fedfrac_lab.reproduce.firma_files import json_cells  # the format's one reader
+  from fedfrac_lab.reproduce import item_files
+  from fedfrac_lab.reproduce.firma_files_table import json_cells  # the format's one reader
   held = {}
   for name, table in plan.tables.items():
     if table.get("kind") != "firma":
       continue
     paths = [p for pattern in table.get("include", [])
              for p in sorted(glob.glob(os.path.join(root, pattern)))]
-    paths += sorted(files.done_items(os.path.join(root, "results", "campaign", name),
+    paths += sorted(item_files.done_items(os.path.join(root, "results", "campaign", name),
                                      partial=True).values())
     for path in paths:
       try:

@@ -34,6 +34,7 @@ import threading
 import time
 
 from fedfrac_lab.campaign import carried_cache, files, plan as plan_lib, processes
+from fedfrac_lab.reproduce import item_files
 from fedfrac_lab.campaign.window_report import (accelerator_measurements, committed,
                                             committed_measurements, peak_tflops,
                                             step_points, timings_markdown)
@@ -127,7 +128,7 @@ def to_do(plan, args, device, covered=None) -> list:
       have = {**accelerator_measurements(args.root), **have}
     measurements = [m for m in plan.measurements if m.table not in have]
   if "b" in stages:
-    done = files.done_items(os.path.join(args.root, "results", "campaign"))
+    done = item_files.done_items(os.path.join(args.root, "results", "campaign"))
     if getattr(args, "rerun_covered", False):
       covered = {}
     elif covered is None:
@@ -217,7 +218,7 @@ class Window:
   def pack(self):
     out = self.args.out
     shutil.copyfile(self.log.path, os.path.join(self.staging, "campaign.log"))
-    files.write_json_atomic(os.path.join(self.staging, "timings.json"), self.timing_rows)
+    item_files.write_json_atomic(os.path.join(self.staging, "timings.json"), self.timing_rows)
     label = self.device["device"] if self.device else "an unknown device"
     md = timings_markdown(self.rows, label, self.args.budget, time.time() - self.t0,
                           self.peak)
@@ -273,7 +274,7 @@ class Window:
           f"hold with their seeds ({', '.join(sorted(set(covered.values())))}); "
           f"--rerun-covered runs them")
     items = {i.id: i for i in todo}
-    resume = {} if rerun else files.partial_items(args.root)
+    resume = {} if rerun else item_files.partial_items(args.root)
     context = {"root": os.path.abspath(args.root), "cache_dir": self.cache_dir,
                "sync_dir": self.sync_dir, "memory_bytes": device.get("memory_bytes"),
                "step_time": step_points(committed(args.root, device["slug"],
@@ -316,7 +317,7 @@ class Window:
         self.finished.add(ev["item"])
         self.rows[-1].update(status="done", seconds=ev["seconds"], stats=ev.get("stats"))
         if item.stage == "a" and item.table == "peaks":
-          self.peak = peak_tflops((files.read_verified(ev["path"]) or {}).get("result"))
+          self.peak = peak_tflops((item_files.read_verified(ev["path"]) or {}).get("result"))
         self.timing_rows.append(self._timing_row(ev, item, ev["seconds"]))
         self.pack()
       elif kind == "failed":

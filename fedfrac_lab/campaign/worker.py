@@ -118,8 +118,8 @@ def serve(events, request, staging, data_dir) -> int:
       continue
     seconds = time.perf_counter() - t0
     measured[key] = seconds
-    from fedfrac_lab.campaign import files
-    stats = items_lib.item_stats(files.read_verified(path) or {})
+    from fedfrac_lab.reproduce import item_files
+    stats = items_lib.item_stats(item_files.read_verified(path) or {})
     emit(event="done", item=item["id"], label=item["label"], seconds=seconds, path=path,
          key=key, stats=stats)
   emit(event="end", modules=third_party_modules())

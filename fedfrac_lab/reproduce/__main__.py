@@ -17,8 +17,8 @@ def main(argv=None):
   if paper not in PAPERS:
     print(f"error: paper={paper!r}: unknown; allowed: {names}", file=sys.stderr)
     return 2
-  from fedfrac.config import ConfigError
-  from fedfrac.data.validate import DataError
+  from fedfrac._validation import ConfigError
+  from fedfrac.data.array_checks import DataError
   from fedfrac.runner import compile_cache, log, signals
   compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
   log.one_line_warnings()

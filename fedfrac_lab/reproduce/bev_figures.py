@@ -20,7 +20,7 @@ ABLATION_SYMBOLS = {"alpha": "α", "lam": "λ", "probe_every": "R_probe",
                     "beta_kappa": "β_κ"}
 
 
-def _seed_curves(by_seed):
+def seed_curves(by_seed):
   """(rounds [n], RMSE [seeds, n]) of one method's kept runs (``Suite.keep``)."""
   return common.stack_curves(
       [([row[0] for row in run["curve_rmse"]],
@@ -28,14 +28,14 @@ def _seed_curves(by_seed):
        for run in by_seed.values()])
 
 
-def _seed_finals(by_seed, metric="rmse"):
+def seed_finals(by_seed, metric="rmse"):
   """Final ``metric`` of each seed of one method; None for a run that did not
   finish ok (left out, as in the tables)."""
   return [run["final"].get(metric) if run["status"] == "ok" else None
           for run in by_seed.values()]
 
 
-def _number(text):
+def number(text):
   try:
     return float(text)
   except (TypeError, ValueError):
@@ -53,7 +53,7 @@ def figures(raw, out):
     for key, by_label in raw.get(study, {}).items():
       panel = {}
       for label, by_seed in by_label.items():
-        curve = _seed_curves(by_seed)
+        curve = seed_curves(by_seed)
         if curve is not None:
           panel[PAPER_NAMES.get(label, label)] = curve
       if panel:
@@ -66,11 +66,11 @@ def figures(raw, out):
   for study, xlabel in SWEEP_STUDIES.items():
     lines = {}
     for key, by_label in raw.get(study, {}).items():
-      x = _number(key)
+      x = number(key)
       for label, by_seed in by_label.items():
         if x is not None:
           lines.setdefault(PAPER_NAMES.get(label, label), []).append(
-              (x, _seed_finals(by_seed)))
+              (x, seed_finals(by_seed)))
     if lines:
       paths.append(common.figure_path(out, study))
       plots.sweep_figure(lines, xlabel=xlabel, ylabel="final test RMSE (Wh)",
@@ -83,9 +83,9 @@ def figures(raw, out):
       for label, by_seed in by_label.items():
         parsed = common.split_grid_label(label)
         if key == option and parsed is not None and parsed[1] == option:
-          points.append((parsed[2], _seed_finals(by_seed)))
-        elif key.startswith(option + "=") and _number(key.split("=", 1)[1]) is not None:
-          points.append((_number(key.split("=", 1)[1]), _seed_finals(by_seed)))
+          points.append((parsed[2], seed_finals(by_seed)))
+        elif key.startswith(option + "=") and number(key.split("=", 1)[1]) is not None:
+          points.append((number(key.split("=", 1)[1]), seed_finals(by_seed)))
     if points:
       paths.append(common.figure_path(out, f"ablation_{option}"))
       plots.sweep_figure({PAPER_NAMES[OURS]: points}, xlabel=symbol,

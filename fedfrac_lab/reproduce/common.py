@@ -17,7 +17,7 @@ import shlex
 import numpy as np
 
 import fedfrac
-from fedfrac import config as config_lib
+from fedfrac import config_base
 
 # The library whose code produces the numbers, and the checkout the lab sits in
 # (its configs/, results/ and docs).
@@ -49,7 +49,7 @@ def load_module(path):
   from fedfrac import config_files
   path = find_file(path)
   return config_files.checked_module(
-      config_lib.sibling_config(path, os.path.basename(path)), path)
+      config_base.sibling_config(path, os.path.basename(path)), path)
 
 
 def config_module(relpath):

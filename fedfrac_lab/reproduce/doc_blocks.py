@@ -21,8 +21,10 @@ import os
 
 import numpy as np
 
-from fedfrac_lab.reproduce import common, firma_files, firma_report, firma_tables, published_tables
-from fedfrac_lab.reproduce import tuned, verdicts
+from fedfrac_lab.reproduce import common, firma_report, firma_tables, published_tables
+from fedfrac_lab.reproduce import firma_files_table
+from fedfrac_lab.reproduce import verdicts
+from fedfrac_lab.reproduce import tuned_tables
 from fedfrac_lab.reproduce.doc_registry import block, result_table
 
 R = "REPRODUCTION.md"
@@ -97,13 +99,13 @@ def firma_digits_table():
 
 @result_table(FMNIST_MD, *FMNIST_JSONS)
 def firma_fmnist_table():
-  return firma_files.markdown(list(FMNIST_JSONS), FMNIST_MD)
+  return firma_files_table.markdown(list(FMNIST_JSONS), FMNIST_MD)
 
 
 if MNIST_JSONS:     # rendered once it has a run (collect renders it from items too)
   @result_table(MNIST_MD, *MNIST_JSONS)
   def firma_mnist_table():
-    return firma_files.markdown(list(MNIST_JSONS), MNIST_MD, dataset="mnist")
+    return firma_files_table.markdown(list(MNIST_JSONS), MNIST_MD, dataset="mnist")
 
 
 def _published_table(paper):
@@ -125,7 +127,7 @@ def _tuned_table(study):
 
   @result_table(path, src)
   def render():
-    return tuned.markdown(common.load_results_json(src),
+    return tuned_tables.markdown(common.load_results_json(src),
                           f"fedfrac-reproduce tuned --study={study} --from-json {src} "
                           f"--out {path}")
   return render

@@ -7,7 +7,8 @@ authors' PyTorch code, the one-change runs) stay typed there with their
 commands. See :mod:`fedfrac_lab.reproduce.docs`."""
 from __future__ import annotations
 
-from fedfrac_lab.reproduce import firma_files, firma_notes, firma_tables, verdicts
+from fedfrac_lab.reproduce import firma_notes, firma_tables, verdicts
+from fedfrac_lab.reproduce import firma_files_table
 from fedfrac_lab.reproduce.doc_blocks import FMNIST_JSONS, FMNIST_MD, span
 from fedfrac_lab.reproduce.doc_blocks_firma_files import (FMNIST_AUTHORS, FMNIST_UNIT,
                                                       firma_rows, fmnist)
@@ -18,9 +19,9 @@ DESIGN = "docs/design.md"
 
 def method_tally(groups, methods, group=FMNIST_AUTHORS, key="accuracy"):
   """Verdict counts (one per cell) of ``methods`` in one section."""
-  paper = firma_files.published_table(firma_files.PUBLISHED, "Table 7" if key ==
+  paper = firma_files_table.published_table(firma_files_table.PUBLISHED, "Table 7" if key ==
                                       "accuracy" else "Table 8")
-  return verdicts.tally(firma_files.cell_verdicts(groups[group], paper, key,
+  return verdicts.tally(firma_files_table.cell_verdicts(groups[group], paper, key,
                                                   methods).values())
 
 

@@ -150,11 +150,12 @@ def fofedavg_t5_time():
 
 @block("kuramoto_t1_time", R, CPU_JSON, GPU_JSON, KURAMOTO, inline=True)
 def kuramoto_t1_time():
-  from fedfrac_lab.reproduce import kuramoto
-  runs = len(kuramoto.BASELINE_LABELS) + len(kuramoto.WEIGHTINGS) * len(kuramoto.KAPPAS)
+  from fedfrac_lab.reproduce import kuramoto_tables
+  runs = (len(kuramoto_tables.BASELINE_LABELS)
+          + len(kuramoto_tables.WEIGHTINGS) * len(kuramoto_tables.KAPPAS))
   w = workload(f"{KURAMOTO}:K=10,s=3", runs=runs,
-               what=f"runs (FedAvg, SCAFFOLD and the {len(kuramoto.WEIGHTINGS)} "
-                    f"weightings at the {len(kuramoto.KAPPAS)} κ0 of Table 1)")
+               what=f"runs (FedAvg, SCAFFOLD and the {len(kuramoto_tables.WEIGHTINGS)} "
+                    f"weightings at the {len(kuramoto_tables.KAPPAS)} κ0 of Table 1)")
   ratio = cpu_rates()["kuramoto_cnn"][2] / cpu_rates()["cnn_mnist_real"][2]
   return (f"estimate per data set: {priced(w, 'kuramoto_cnn')}; a CNN4 step is "
           f"{ratio:.0f}× the FLOPs of a CNNMnist step, so CNNMnist's GPU rate does not "

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import functools
 
-from fedfrac_lab.reproduce import (common, firma_files, firma_notes, firma_tables,
+from fedfrac_lab.reproduce import (common, firma_notes, firma_tables,
                                firma_variants, verdicts)
+from fedfrac_lab.reproduce import firma_files_table
 from fedfrac_lab.reproduce.doc_blocks import (FMNIST_JSONS, FMNIST_MD, MNIST_JSONS, MNIST_MD,
                                           REPRODUCING, R, acc, firma_digits, listing, signed_pp,
                                           span)
@@ -31,24 +32,24 @@ WITH_SEEDS = (verdicts.AGREES, verdicts.DIFFERS, verdicts.INCONCLUSIVE, verdicts
 @functools.lru_cache(maxsize=None)
 def fmnist():
   """({(mode, inputs): {(scenario, method): [(cell, device)]}}, run descriptions)."""
-  return firma_files._groups(list(FMNIST_JSONS))
+  return firma_files_table.json_groups(list(FMNIST_JSONS))
 
 
 @functools.lru_cache(maxsize=None)
 def mnist():
-  return firma_files._groups(list(MNIST_JSONS))
+  return firma_files_table.json_groups(list(MNIST_JSONS))
 
 
 def firma_rows(group, key="accuracy", paths=None, tables=("Table 7", "Table 8")):
   """[(method, scenario, comparison, n, device)] of one (mode, inputs) section
   (of the Fashion-MNIST runs, or of ``paths`` against the published ``tables``):
   a row per run of a cell, ``device`` named where the cell ran more than once."""
-  cells = (fmnist() if paths is None else firma_files._groups(list(paths)))[0][group]
+  cells = (fmnist() if paths is None else firma_files_table.json_groups(list(paths)))[0][group]
   paper = firma_tables.published(tables[0] if key == "accuracy" else tables[1])
   out = []
   for (scen, m), entries in cells.items():
     for cell, device in entries:
-      out.append((m, scen, firma_files.cell_comparison(paper.get((m, scen)), cell, key),
+      out.append((m, scen, firma_files_table.cell_comparison(paper.get((m, scen)), cell, key),
                   len(cell["runs"]), device if len(entries) > 1 else ""))
   return out
 
@@ -90,11 +91,11 @@ def _fmnist_section(group, label):
           f"; Gini within its margin in {g_within} of {g_cells}")
 
 
-def _tally(paths, dataset="fashion_mnist", variants=False):
+def tally(paths, dataset="fashion_mnist", variants=False):
   """Verdict counts, one per cell, over every section and table of the runs in
   ``paths``: of the authors' code as published (``variants=False``) or of its
   labelled variants (``True``), never the two together."""
-  counts = firma_files.tables(list(paths), dataset=dataset)
+  counts = firma_files_table.tables(list(paths), dataset=dataset)
   total = verdicts.tally([])
   for (_, inputs), tables in counts.items():
     if firma_notes.is_variant(inputs) != variants:
@@ -116,7 +117,7 @@ def _lead(total):
 def clients_text(groups):
   """"N = 10 clients (9 at LS K=2, 5 at LS K=3, where the authors' label-skew
   rule drops the clients it starves)", from the cells' ``num_clients``."""
-  text = firma_files.clients_text(groups)
+  text = firma_files_table.clients_text(groups)
   if "(" not in text:
     return f"{text} clients"
   head, fewer = text.split(" (", 1)
@@ -146,11 +147,11 @@ def firma_t910():
   if not MNIST_JSONS:
     return "not run yet; the GPU plan has it after Fashion-MNIST"
   groups, _ = mnist()
-  total = _tally(MNIST_JSONS, "mnist")
+  total = tally(MNIST_JSONS, "mnist")
   parts = []
   for (mode, inputs), cells in sorted(groups.items()):
     devices = sorted({d for entries in cells.values() for _, d in entries})
-    parts.append(f"`{mode}` with {firma_variants.title(inputs, firma_files.INPUTS)}: "
+    parts.append(f"`{mode}` with {firma_variants.title(inputs, firma_files_table.INPUTS)}: "
                  + ", ".join(f"{firma_tables.LABELS[m]} {firma_tables.PAPER_COLUMNS[s]}"
                              for s, m in sorted(cells, key=lambda c: (
                                  firma_tables.METHODS.index(c[1]),
@@ -164,7 +165,7 @@ def firma_t910():
 
 def _variants_text(paths, dataset="fashion_mnist"):
   """"; labelled variants of reference_code, counted apart: …" (or "")."""
-  total = _tally(paths, dataset, variants=True)
+  total = tally(paths, dataset, variants=True)
   if not sum(total.values()):
     return ""
   return (f"; labelled variants of `reference_code` (their own sections), counted "
@@ -173,7 +174,7 @@ def _variants_text(paths, dataset="fashion_mnist"):
 
 @block("firma_t78", R, *FMNIST_JSONS, inline=True)
 def firma_t78():
-  total = _tally(FMNIST_JSONS)
+  total = tally(FMNIST_JSONS)
   return (f"{_lead(total)}: {verdicts.tally_text(total)} (one per cell of Tables 7 "
           f"and 8; a cell run on two devices counts once, with the less favourable "
           f"verdict; *collapsed*: runs at chance){_variants_text(FMNIST_JSONS)}. Point "
@@ -293,7 +294,7 @@ def _fmnist_missing():
 @block("readme_firma_fmnist", REPRODUCING, *FMNIST_JSONS)
 def readme_firma_fmnist():
   groups, _ = fmnist()
-  total = _tally(FMNIST_JSONS)
+  total = tally(FMNIST_JSONS)
   pub, unit, authors, *_ = _fibfl_check()
   n_unit = sorted({r[3] for r in firma_rows(FMNIST_UNIT)})
   n_authors = sorted({r[3] for r in firma_rows(FMNIST_AUTHORS)})
@@ -316,7 +317,7 @@ def readme_firma_mnist():
   if not MNIST_JSONS:
     return "- **FIRMA on the real MNIST-60k** (Tables 9–10): not run yet."
   groups, _ = mnist()
-  total = _tally(MNIST_JSONS, "mnist")
+  total = tally(MNIST_JSONS, "mnist")
   parts = []
   for group in sorted(groups):
     rows = {key: firma_rows(group, key, MNIST_JSONS, ("Table 9", "Table 10"))
@@ -328,7 +329,7 @@ def readme_firma_mnist():
     seeds = sorted({r[3] for r in rows["accuracy"]})
     beyond = {key: _beyond(r, key) for key, r in rows.items()}
     parts.append(
-        f"`{group[0]}` with {firma_variants.title(group[1], firma_files.INPUTS)}: "
+        f"`{group[0]}` with {firma_variants.title(group[1], firma_files_table.INPUTS)}: "
         f"{listing([firma_tables.LABELS[m] for m in methods])} in "
         f"{len({c[0] for c in cells})} of the {len(firma_tables.SCENARIOS)} scenarios "
         f"({' or '.join(map(str, seeds))} seeds, {listing(devices)}); beyond the margin "

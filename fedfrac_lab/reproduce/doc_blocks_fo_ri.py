@@ -7,11 +7,12 @@ import functools
 
 import numpy as np
 
-from fedfrac_lab.reproduce import common, published_tables
+from fedfrac_lab.reproduce import common
+from fedfrac_lab.reproduce import published_ours
 from fedfrac_lab.reproduce.doc_blocks import REPRODUCING, R
 from fedfrac_lab.reproduce.doc_registry import block
 
-BEV_JSON = published_tables.BEV_JSON
+BEV_JSON = published_ours.BEV_JSON
 BEV_MD = "results/bev_synthetic.md"
 
 
@@ -22,7 +23,7 @@ def bev():
 
 @functools.lru_cache(maxsize=None)
 def bev_cells():
-  return published_tables.bev_ours()
+  return published_ours.bev_ours()
 
 
 def _bev_cell(table, row, column, which=0):
@@ -60,7 +61,7 @@ def fo_ri_runtime():
 
 @block("fo_ri_t10", R, BEV_JSON, inline=True)
 def fo_ri_t10():
-  rows = published_tables.BEV_ROWS
+  rows = published_ours.BEV_ROWS
   ours = {r: _bev_cell("Table X", r, "VED RMSE") for r in rows}
   best = min(ours, key=lambda r: ours[r].mean)
   paper = {r: _paper("Table X", r, "VED RMSE") for r in common.published(
@@ -147,7 +148,7 @@ def _bev_diagnostic(method, column):
 @block("readme_bev", REPRODUCING, BEV_JSON, BEV_MD)
 def readme_bev():
   main = bev()["studies"]["main"]["main"]
-  ours = {r: _bev_cell("Table X", r, "VED RMSE") for r in published_tables.BEV_ROWS}
+  ours = {r: _bev_cell("Table X", r, "VED RMSE") for r in published_ours.BEV_ROWS}
   fo, fo05 = ours["FO-RI-FedAvg"], _bev_cell("Table X", "FO-RI-FedAvg", "VED RMSE", 1)
   rank = sorted(ours, key=lambda r: ours[r].mean).index("FO-RI-FedAvg") + 1
   a, b = _finals(main["fo_ri_fedavg"]), _finals(main["fedavg"])
@@ -204,7 +205,7 @@ def fo_ri_backbones():
   arch = bev()["studies"]["architectures"]
   parts = []
   for name in ("ann", "gru", "lstm"):
-    o = {m: published_tables.from_values(list(_finals(arch[name][m]).values()), "")
+    o = {m: published_ours.from_values(list(_finals(arch[name][m]).values()), "")
          for m in ("fedavg", "fo_ri_fedavg")}
     parts.append(f"{name.upper()} {_o(o['fedavg'])} / {_o(o['fo_ri_fedavg'])}")
   return (f"final RMSE, FedAvg / FO-RI-FedAvg: {'; '.join(parts)} Wh "
@@ -216,9 +217,10 @@ def fo_ri_backbones():
 def fo_ri_t10_methods():
   """Which of Table X's methods the fleet suite runs, and where each one it does
   not run stands in fedfrac (its module, or that it has none)."""
-  from fedfrac import algorithms, catalog
+  from fedfrac import algorithms
+  from fedfrac.algorithms import families
   rows = list(common.published("fo_ri_fedavg")["Table X"])
-  ran = [r for r in rows if r in published_tables.BEV_ROWS]
+  ran = [r for r in rows if r in published_ours.BEV_ROWS]
   parts = []
   for row in rows:
     if row in ran:
@@ -226,7 +228,7 @@ def fo_ri_t10_methods():
     name = row.lower().replace("-", "_")
     if algorithms.is_builtin(name):
       module = algorithms.entry(name).build.__module__.replace(".", "/")
-      stand_in = catalog.STAND_INS.get(name)
+      stand_in = families.STAND_INS.get(name)
       parts.append(f"{row} is in fedfrac (`{module}.py`"
                    + (f", a stand-in: {stand_in}" if stand_in else "")
                    + ") but the suite does not run it, so its cells read *not run*")

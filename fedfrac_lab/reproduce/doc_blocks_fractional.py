@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 
 
-from fedfrac_lab.reproduce import common, published_tables, tuned, tuned_tables, verdicts
+from fedfrac_lab.reproduce import common, published_tables, tuned_tables, verdicts
+from fedfrac_lab.reproduce import published_ours, tuned_studies
 from fedfrac_lab.reproduce.doc_blocks import REPRODUCING, R, acc, listing, ms
 from fedfrac_lab.reproduce.doc_registry import block
 
@@ -42,7 +43,7 @@ def _compared(d, h, unit="pp", scale=100.0):
 @block("fofedavg_t2", R, METHODS_JSON, inline=True)
 def fofedavg_t2():
   summary = _summary(METHODS_JSON)
-  rows = published_tables.fofedavg_method_rows()
+  rows = published_ours.fofedavg_method_rows()
   ranked = sorted(rows.items(), key=lambda kv: -summary[kv[1]]["accuracy"]["mean"])
   listed = ", ".join(f"{name} {acc(summary[label]['accuracy']['mean'])}"
                      for name, label in ranked)
@@ -51,7 +52,7 @@ def fofedavg_t2():
   cells, with_ours, _ = published_tables.counts("fofedavg")
   n = summary["fedavg"]["accuracy"]["n"]
   return (f"not run on MNIST. Digits stand-in of all eleven methods "
-          f"(`configs/fofedavg/digits_methods.py`: {published_tables.DIGITS_SETTING}; "
+          f"(`configs/fofedavg/digits_methods.py`: {published_ours.DIGITS_SETTING}; "
           f"`results/fofedavg_methods_digits.md`), final test accuracy over {n} seeds: "
           f"{listed}. FOFedAvg − FedAvg {_compared(d, h)} FedAvg, where the paper's "
           f"MNIST Table II has {paper['FOFedAvg']['Mean']} against "
@@ -87,7 +88,7 @@ def fofedavg_t4():
           f"mean fractional factor "
           f"{d_fac} at α {' / '.join(d_alphas)} (`results/fofedavg_alpha_digits.md`): α "
           f"mostly rescales the step. On the real Fashion-MNIST "
-          f"({published_tables.FMNIST_SETTING}; `results/fofedavg_alpha_fashion_mnist.md`): "
+          f"({published_ours.FMNIST_SETTING}; `results/fofedavg_alpha_fashion_mnist.md`): "
           f"{f_acc}, best α = {f_best}; mean fractional factor {f_fac} at α "
           f"{' / '.join(f_alphas)}")
 
@@ -171,7 +172,7 @@ def tuned_results():
   lines = []
   for study in ("fractional", "kuramoto", "firma"):
     r = _tuned(study)
-    st = tuned.STUDIES[study]
+    st = tuned_studies.STUDIES[study]
     rows = tuned_tables.tuned_rows(r)
     chosen = {}
     for _, label, e, _ in rows:
@@ -192,7 +193,7 @@ def tuned_results():
         f"chosen rates " + ", ".join(f"{lr} ({listing(m)})" for lr, m in chosen.items()) +
         f". Test score, paper setting → own best rate: {scores}. "
         f"Gap to FedAvg, paper setting → own best rate: {gaps}. "
-        f"{tuned.verdict_text(rows)} {tuned.edge_text(r)}")
+        f"{tuned_tables.verdict_text(rows)} {tuned_tables.edge_text(r)}")
   k = _tuned("kuramoto")["methods"]["fedavg"]
   main = next(rows for heading, rows in common.markdown_tables("results/kuramoto_digits.md")
               if heading.startswith("K = 10 clients, s = 3"))

@@ -52,10 +52,10 @@ def reproduces_rows():
   """[(paper, tables, data, tally or None, other)]: FIRMA's tables on the paper's
   data with their verdicts, the three papers on stand-in data without."""
   rows = [("firma", "7–8", "Fashion-MNIST (the paper's), `reference_code`",
-           doc_blocks_firma_files._tally(FMNIST_JSONS))]
+           doc_blocks_firma_files.tally(FMNIST_JSONS))]
   if MNIST_JSONS:
     rows.append(("firma", "9–10", "MNIST-60k (the paper's), `reference_code`",
-                 doc_blocks_firma_files._tally(MNIST_JSONS, "mnist")))
+                 doc_blocks_firma_files.tally(MNIST_JSONS, "mnist")))
   counts, _ = firma_counts()
   for mode, data in (("reference_code", "the authors' code's setting"),
                      ("paper", "as the paper describes it")):

@@ -12,6 +12,7 @@ import re
 from typing import Dict, List, Optional
 
 from fedfrac_lab.reproduce import common, figure_data, figure_data_firma, published_tables, verdicts
+from fedfrac_lab.reproduce import published_ours
 from fedfrac_lab.reproduce.doc_blocks import FIRMA_JSON, FMNIST_JSONS, MNIST_JSONS
 from fedfrac_lab.reproduce.doc_figures import FOFEDAVG_SOURCES
 from fedfrac_lab.reproduce.doc_registry import block
@@ -171,13 +172,13 @@ def fofedavg_page_tables():
 
 
 @block("fo_ri_fedavg_page_tables", PAGE.format(paper="fo_ri_fedavg"),
-       "fedfrac_lab/reproduce/published/fo_ri_fedavg.json", published_tables.BEV_JSON)
+       "fedfrac_lab/reproduce/published/fo_ri_fedavg.json", published_ours.BEV_JSON)
 def fo_ri_fedavg_page_tables():
   return standin_tables_block("fo_ri_fedavg")
 
 
 @block("kuramoto_page_tables", PAGE.format(paper="kuramoto"),
-       "fedfrac_lab/reproduce/published/kuramoto.json", published_tables.KURAMOTO_MD)
+       "fedfrac_lab/reproduce/published/kuramoto.json", published_ours.KURAMOTO_MD)
 def kuramoto_page_tables():
   return standin_tables_block("kuramoto")
 

@@ -231,6 +231,6 @@ def standin_tally(paper: str, table: str) -> Tuple[int, int, dict]:
   doc = common.published_document(paper)
   body = doc["tables"][table]
   rows = published_tables.table_rows(table, body, published_tables.PAPERS[paper][2]())
-  return (len(published_tables._cells(body)),
+  return (len(published_tables.table_cells(body)),
           len({label for label, _, _, o, _ in rows if o is not None}),
           verdicts.tally(c.verdict for *_, c in rows))

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from fedfrac_lab.reproduce import (common, firma_files, firma_notes, firma_tables, firma_variants,
+from fedfrac_lab.reproduce import (common, firma_notes, firma_tables, firma_variants,
                                verdicts)
+from fedfrac_lab.reproduce import firma_files_table
 from fedfrac_lab.reproduce.doc_blocks import (FIRMA_JSON, FMNIST_JSONS, FMNIST_MD, MNIST_JSONS,
                                              MNIST_MD)
 from fedfrac_lab.reproduce.figure_data import (CURVES, DELTA, Cell, Curve, Figure, Panel, judged,
@@ -81,11 +82,11 @@ def section_cells(cells: dict, paper: dict, key: str, mode: str) -> List[Cell]:
   table's order (:func:`fedfrac_lab.reproduce.firma_files_table.section_rows`): a cell
   run more than once has a row per run, named by its device and seeds."""
   out = []
-  for method, row in firma_files.ROWS.items():
-    for s, col in firma_files.COLUMNS.items():
+  for method, row in firma_files_table.ROWS.items():
+    for s, col in firma_files_table.COLUMNS.items():
       entries = cells.get((s, method), [])
       for cell, device in entries:
-        c = firma_files.cell_comparison(paper.get(row, {}).get(col), cell, key)
+        c = firma_files_table.cell_comparison(paper.get(row, {}).get(col), cell, key)
         label = _label(method, mode, s)
         if len(entries) > 1:
           label += f" ({_device(device, short=True)}, n = {c.n})"
@@ -99,10 +100,10 @@ def files_figure(paths, dataset: str, key: str) -> Optional[Figure]:
   runs in ``paths``; None without runs."""
   if not paths:
     return None
-  title_, names, _, _ = firma_files.DATASETS[dataset]
+  title_, names, _, _ = firma_files_table.DATASETS[dataset]
   table = names[0] if key == "accuracy" else names[1]
-  groups, _ = firma_files._groups(list(paths))
-  paper = firma_files.published_table(firma_files.PUBLISHED, table)
+  groups, _ = firma_files_table.json_groups(list(paths))
+  paper = firma_files_table.published_table(firma_files_table.PUBLISHED, table)
   order = sorted(groups, key=lambda g: (g[0] != "reference_code", g[1] != "authors"))
   panels = []
   for group in order:
@@ -139,7 +140,7 @@ def ablation_figure() -> Figure:
     cells = cells_of(firma_tables.ablation_rows(results))
     panels.append(Panel(f"MNIST-1797, compat = {mode} ({_seeds(cells)})", "pp",
                         tuple(cells), limit=limit(cells, CAP["accuracy"])))
-  groups, _ = firma_files._groups(list(FMNIST_JSONS))
+  groups, _ = firma_files_table.json_groups(list(FMNIST_JSONS))
   fm, devices = best_cells(groups.get(FMNIST_AUTHORS, {}))
   if all(("dir0.1", m) in fm for m in ("fibfl", "fibfl_plus", "fibfl_pp")):
     cells = cells_of(firma_tables.ablation_rows(fm, "Fashion-MNIST"))
@@ -171,7 +172,7 @@ def authors_curves_figure() -> Optional[Figure]:
   if theirs is None:
     return None
   scenario, method = theirs["scenario"], theirs["method"]
-  groups, _ = firma_files._groups(list(FMNIST_JSONS))
+  groups, _ = firma_files_table.json_groups(list(FMNIST_JSONS))
   curves: List[Curve] = []
   for run in firma_notes.runs_of(groups, scenario, method):
     if "curve" not in run.record:
@@ -224,8 +225,8 @@ def tallies() -> List[Tuple[str, str, str, dict]]:
   for paths, dataset in ((FMNIST_JSONS, "fashion_mnist"), (MNIST_JSONS, "mnist")):
     if not paths:
       continue
-    title_, names, _, _ = firma_files.DATASETS[dataset]
-    for (mode, inputs), tables in firma_files.tables(list(paths), dataset=dataset).items():
+    title_, names, _, _ = firma_files_table.DATASETS[dataset]
+    for (mode, inputs), tables in firma_files_table.tables(list(paths), dataset=dataset).items():
       base, _, init = inputs.partition("+")
       what = INPUT_NAMES.get(base, base) + (f", {firma_variants.TITLES[init]}" if init else "")
       for table in names:

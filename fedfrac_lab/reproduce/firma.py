@@ -58,12 +58,12 @@ from fedfrac_lab.reproduce.firma_tables import (  # noqa: F401  (re-exported)
     LABELS, METHODS, MODES, PAPER_ACCURACY, PAPER_COLUMNS, PAPER_GINI, SCENARIO_LABELS,
     SCENARIOS, load_json, published, table)
 from fedfrac_lab.reproduce.firma_program import (  # noqa: F401  (re-exported)
-    _pad_rows, ARRAY_AXES, build_feds, common_shapes, config_module, cpu_seconds,
+    pad_rows, ARRAY_AXES, build_feds, common_shapes, config_module, cpu_seconds,
     load_digits_config,
     make_program, SEEDS, stack_arrays, stack_states, summarize_runs, table_widths)
 from fedfrac_lab.reproduce.firma_groups import run_group, run_method  # noqa: F401
 from fedfrac_lab.reproduce.firma_points import (  # noqa: F401  (re-exported)
-    _TASK_COST, code_digest, enable_compile_cache, log_stderr, method_task, parts_directory,
+    TASK_COST, code_digest, enable_compile_cache, log_stderr, method_task, parts_directory,
     point_key, sweep_batch, sweep_fingerprint)
 
 
@@ -108,7 +108,7 @@ def run(modes=MODES, scenarios=SCENARIOS, methods=METHODS, seeds=SEEDS, batch_ru
       {"method": m, "modes": modes, "scenarios": scenarios, "seeds": seeds,
        "batch_runs": batch_runs, "cache_dir": cache_dir, "files": files,
        "widths": widths},
-      tuple(pid for k, pid in ids.items() if k[2] == m), cost=_TASK_COST.get(m, 1))
+      tuple(pid for k, pid in ids.items() if k[2] == m), cost=TASK_COST.get(m, 1))
       for m in methods if m not in done]
   t0, c0 = time.perf_counter(), cpu_seconds()
   stats = points_lib.execute(batches, store, workers=workers, log=log)

@@ -89,7 +89,7 @@ def parity(args):
   from fedfrac import data as data_lib
   from fedfrac import sim as sim_lib
   from fedfrac.algorithms import contract, tasks
-  from fedfrac.config import base_config
+  from fedfrac.config_base import base_config
 
   n, d, c, nk, batch = 3, 20, 4, 64, 64
   rng = np.random.default_rng(0)
@@ -113,7 +113,7 @@ def parity(args):
   alg = algorithms.make(args.method, ctx, compat="reference_code", init="shared",
                         head_epochs=1, extractor_epochs=3)
   sim = sim_lib.Simulation(alg, fed, model, task, training,
-                           sim_lib.EngineConfig(rounds=args.rounds))
+                           sim_lib.EngineConfig())
   state = sim.init(0)
 
   pairs = common.build_models(d, n, 128, c)
@@ -200,16 +200,16 @@ def set_options(items):
 
 
 def fedfrac_run(args):
-  from fedfrac import config as config_lib
+  from fedfrac import config_base
   from fedfrac import data as data_lib
   from fedfrac import runner
-  from fedfrac_lab.reproduce import firma
+  from fedfrac_lab.reproduce import firma_program
 
   opts = set_options(args.set)
   mode, inputs = opts.pop("mode", "reference_code"), opts.pop("inputs", "authors")
-  digits = firma.load_digits_config()
+  digits = firma_program.load_digits_config()
   cfg = digits.firma_config(mode, args.scenario, num_clients=10, rounds=args.rounds)
-  config_lib.files_source(cfg, args.data)
+  config_base.files_source(cfg, args.data)
   if inputs == "authors":
     digits.authors_inputs(cfg, "grey")
   cfg.engine.client_parallelism = "vmap"

@@ -15,9 +15,10 @@ import time
 import warnings
 
 from fedfrac_lab.reproduce import firma_files, firma_groups, firma_program
+from fedfrac_lab.reproduce import firma_files_table
 
-SCENARIO_NAMES = firma_files.COLUMNS
-METHOD_NAMES = firma_files.ROWS
+SCENARIO_NAMES = firma_files_table.COLUMNS
+METHOD_NAMES = firma_files_table.ROWS
 
 
 def programs_note(programs) -> str:
@@ -43,7 +44,7 @@ def earlier_cells(path, mode, inputs) -> dict:
     return out
   with open(path) as f:
     d = json.load(f)
-  for m, inp, scen, method, cell in firma_files.json_cells(d):
+  for m, inp, scen, method, cell in firma_files_table.json_cells(d):
     if m == mode and inp == inputs:
       out[(scen, method)] = cell
   return out

@@ -23,10 +23,11 @@ import os
 import time
 
 from fedfrac_lab.reproduce import firma, firma_variants
+from fedfrac_lab.reproduce import firma_program, firma_tables
 # How the runs execute here (re-exported: --parallelism and --workers).
 from fedfrac_lab.reproduce.firma_forms import cpu_backend, parallelism, workers  # noqa: F401
 from fedfrac_lab.reproduce.firma_files_table import (  # noqa: F401  (re-exported)
-    CHANCE, CHANCE_MARGIN, COLUMNS, DATASETS, INPUTS, PUBLISHED, ROWS, _groups, at_chance,
+    CHANCE, CHANCE_MARGIN, COLUMNS, DATASETS, INPUTS, PUBLISHED, ROWS, json_groups, at_chance,
     cell_comparison, cell_verdicts, client_counts, clients_text, json_cells, markdown,
     published_table, section_rows, tables, verdict, write_table)
 
@@ -47,7 +48,7 @@ def files_config_module(args):
   """A stand-in for ``configs/firma/digits.py`` whose ``firma_config(mode,
   scenario)`` gives the digits protocol with N = 10, ``args.rounds`` rounds, the
   ``files`` source at ``args.dir``, ``args.inputs`` and ``args.parallelism``."""
-  return firma.config_module(files_spec(args))
+  return firma_program.config_module(files_spec(args))
 
 
 def dataset_widths(args, scenarios=None) -> dict:
@@ -60,8 +61,8 @@ def dataset_widths(args, scenarios=None) -> dict:
   module = files_config_module(args)
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")    # expected label-skew drops (K = 3)
-    return firma.table_widths({mode: firma.build_feds(module, mode,
-                                                      scenarios or firma.SCENARIOS,
+    return firma_program.table_widths({mode: firma_program.build_feds(module, mode,
+                                                      scenarios or firma_tables.SCENARIOS,
                                                       tuple(range(args.seeds)))
                                for mode in args.modes.split(",")})
 
@@ -122,8 +123,8 @@ def main(argv=None):
   p.add_argument("--out", default="results/firma_fashion_mnist.md")
   p.add_argument("--published", default=PUBLISHED)
   p.add_argument("--modes", default="reference_code")
-  p.add_argument("--scenarios", default=",".join(firma.SCENARIOS))
-  p.add_argument("--methods", default=",".join(firma.METHODS))
+  p.add_argument("--scenarios", default=",".join(firma_tables.SCENARIOS))
+  p.add_argument("--methods", default=",".join(firma_tables.METHODS))
   p.add_argument("--seeds", type=int, default=2)
   p.add_argument("--rounds", type=int, default=30)
   p.add_argument("--parallelism", default="auto", choices=("auto", "vmap", "map"),
@@ -156,8 +157,8 @@ def main(argv=None):
   if args.step_buckets is not None and args.step_buckets < 1:
     p.error(f"--step-buckets={args.step_buckets}: allowed values are integers >= 1 "
             "(or leave it out for the engine's choice)")
-  for key, allowed in (("modes", firma.MODES), ("scenarios", firma.SCENARIOS),
-                       ("methods", firma.METHODS)):
+  for key, allowed in (("modes", firma_tables.MODES), ("scenarios", firma_tables.SCENARIOS),
+                       ("methods", firma_tables.METHODS)):
     bad = [v for v in getattr(args, key).split(",") if v and v not in allowed]
     if bad:
       p.error(f"--{key}={getattr(args, key)}: {bad[0]!r} unknown; allowed: "

@@ -75,7 +75,7 @@ def json_cells(d):
         yield (mode, inputs, *key.split("/"), cell)
 
 
-def _groups(json_paths):
+def json_groups(json_paths):
   """``{(mode, inputs): {(scenario, method): [(cell, device), ...]}}`` and the run
   descriptions of each group, over the ``--json`` files of runs (a cell run in
   several files keeps every run, one table row each)."""
@@ -175,7 +175,7 @@ def tables(json_paths, published=PUBLISHED, dataset="fashion_mnist"):
   the reconstructed baselines in ``reference_code``), one count per cell
   (:func:`cell_verdicts`), not per row."""
   title, names, size, files = DATASETS[dataset]
-  groups, _ = _groups(json_paths)
+  groups, _ = json_groups(json_paths)
   out = {}
   for group, cells in groups.items():
     mode = group[0]
@@ -194,7 +194,7 @@ def markdown(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
   over seeds), Δ, the 90 % interval, the margin and the verdict
   (:mod:`fedfrac_lab.reproduce.verdicts`)."""
   title, names, size, files = DATASETS[dataset]
-  groups, sources = _groups(json_paths)
+  groups, sources = json_groups(json_paths)
   counts = tables(json_paths, published, dataset)
   order = sorted(groups, key=lambda g: (g[0] != "reference_code", g[1] != "authors"))
   numbers = f"{names[0].split()[1]}–{names[1].split()[1]}"

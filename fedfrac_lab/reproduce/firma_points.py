@@ -114,5 +114,5 @@ def enable_compile_cache(cache_dir):
 
 
 # Relative cost, to start the longest tasks first.
-_TASK_COST = {"fibfl_pp": 6, "fibfl_plus": 5, "fibfl": 5, "rdfl": 2, "fedavg": 2,
+TASK_COST = {"fibfl_pp": 6, "fibfl_plus": 5, "fibfl": 5, "rdfl": 2, "fedavg": 2,
               "fedrep": 1}

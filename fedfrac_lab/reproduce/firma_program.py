@@ -46,7 +46,7 @@ def config_module(files=None):
   choice, which depends on the clients' sizes) and ``init`` (a labelled variant,
   :mod:`fedfrac_lab.reproduce.firma_variants`); N = 10."""
   import types
-  from fedfrac import config as config_lib
+  from fedfrac import config_base
   digits = load_digits_config()
   if files is None:
     return digits
@@ -55,7 +55,7 @@ def config_module(files=None):
   def firma_config(mode, scenario):
     c = digits.firma_config(mode, scenario, num_clients=10, rounds=files["rounds"])
     c.name = c.name.replace("FIRMA digits (MNIST-1797)", f"FIRMA {title}")
-    config_lib.files_source(c, files["dir"])
+    config_base.files_source(c, files["dir"])
     if files["inputs"] == "authors":
       digits.authors_inputs(c, "grey")
     c.engine.client_parallelism = files["parallelism"]
@@ -154,7 +154,7 @@ def build_feds(cfg_module, mode, scenarios, seeds):
   return out
 
 
-def _pad_rows(a, rows):
+def pad_rows(a, rows):
   """Append copies of row 0 up to ``rows`` rows (rows no client index refers to)."""
   if a.shape[0] == rows:
     return a
@@ -195,11 +195,11 @@ def common_shapes(all_feds, widths=None):
   n_train, n_test = widths["n_train"], widths["n_test"]
 
   def pad(f):
-    f = data_lib.federated.pad_tables(f, n_max, m_max)
-    return dataclasses.replace(f, x_train=_pad_rows(f.x_train, n_train),
-                               y_train=_pad_rows(f.y_train, n_train),
-                               x_test=_pad_rows(f.x_test, n_test),
-                               y_test=_pad_rows(f.y_test, n_test))
+    f = data_lib.federated_data.pad_tables(f, n_max, m_max)
+    return dataclasses.replace(f, x_train=pad_rows(f.x_train, n_train),
+                               y_train=pad_rows(f.y_train, n_train),
+                               x_test=pad_rows(f.x_test, n_test),
+                               y_test=pad_rows(f.y_test, n_test))
   cache = {}
 
   def padded(f):

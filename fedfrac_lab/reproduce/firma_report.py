@@ -11,7 +11,7 @@ import numpy as np
 from fedfrac_lab.reproduce import common, verdicts
 from fedfrac_lab.reproduce.firma_tables import (
     CHANGE_NOTE, LABELS, METHODS, RECONSTRUCTED_NOTE, SCENARIO_LABELS, SCENARIOS,
-    _has_ablation, ablation_table, accuracy_table, clients_text, detail_table, grid_of,
+    has_ablation, ablation_table, accuracy_table, clients_text, detail_table, grid_of,
     hyperparameter_table, load_json, summary, traffic_table)
 
 
@@ -85,7 +85,7 @@ def markdown(all_results, timings, scenarios, methods, seeds, command, total,
                          for group, c in counts[mode].items())
       lines += [f"### {name}", "", f"Verdicts — {groups}.", "",
                 accuracy_table(results, scenarios, methods, key, mode), ""]
-    if _has_ablation(results, scenarios):
+    if has_ablation(results, scenarios):
       lines += ["### Table 13, MNIST-1797 row (Dir 0.1 ablation)", "",
                 "Gains are ours paired by seed (same partition and initial model), "
                 "in pp; a gain agrees only when its own interval and both accuracies "

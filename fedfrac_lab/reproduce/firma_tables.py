@@ -321,7 +321,7 @@ def summary(all_results, scenarios, methods):
   for mode, results in all_results.items():
     cells = {key: comparisons(results, scenarios, methods, key, mode)
              for key in ("accuracy", "gini")}
-    ablation = (ablation_rows(results) if _has_ablation(results, scenarios) else [])
+    ablation = (ablation_rows(results) if has_ablation(results, scenarios) else [])
     out[mode] = {}
     for group, members in row_groups(mode):
       counts = {key: tallies(cells[key], members) for key in cells}
@@ -349,7 +349,7 @@ def clients_text(all_results, planned=5):
   return f"N = {planned}" + (f" ({'; '.join(fewer)})" if fewer else "")
 
 
-def _has_ablation(results, scenarios):
+def has_ablation(results, scenarios):
   return "dir0.1" in scenarios and all(("dir0.1", m) in results
                                        for m in ("fibfl", "fibfl_plus", "fibfl_pp"))
 

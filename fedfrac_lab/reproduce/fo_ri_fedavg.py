@@ -66,9 +66,9 @@ import jax
 
 from fedfrac_lab.reproduce import common, jobs
 from fedfrac_lab.reproduce.bev_figures import (  # noqa: F401  (re-exported)
-    _number, _seed_curves, _seed_finals, ABLATION_SYMBOLS, figures, ROUND_STUDIES, SWEEP_STUDIES)
-from fedfrac_lab.reproduce.bev_suite import (  # noqa: F401  (re-exported)
-    load_config_module, STUDIES, Suite)
+    number, seed_curves, seed_finals, ABLATION_SYMBOLS, figures, ROUND_STUDIES, SWEEP_STUDIES)
+from fedfrac_lab.reproduce.bev_suite import Suite  # noqa: F401
+from fedfrac_lab.reproduce.bev_runs import load_config_module, STUDIES  # noqa: F401
 from fedfrac_lab.reproduce.bev_tables import (  # noqa: F401  (re-exported)
     cell, final, group, md_table, METRIC_COLS, metric_rows, OURS, PAPER_NAMES, r2t_cell,
     rounds_to, stats, status_cell, table)

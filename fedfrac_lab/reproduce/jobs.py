@@ -46,6 +46,7 @@ import numpy as np
 
 from fedfrac import algorithms, runner
 from fedfrac import config as config_lib
+from fedfrac import config_base
 from fedfrac._version import __version__
 from fedfrac_lab.reproduce import common
 from fedfrac.runner import points as points_lib
@@ -125,7 +126,7 @@ def grid_values(config, label, grid) -> list:
     return [None]
   option, values = next(iter(grid.items()))
   method = config.methods[label]
-  if option not in algorithms.hparams(method.name, config_lib.method_options(method)):
+  if option not in algorithms.hparams(method.name, config_base.method_options(method)):
     return [None]
   return list(values)
 
@@ -147,7 +148,7 @@ def job_points(name, job) -> list:
   """``[(label, value, seed, point id)]`` of one job, in ``run_many``'s record
   order (method labels, then seeds, then grid values)."""
   out = []
-  for label in config_lib.method_labels(job.config):
+  for label in config_base.method_labels(job.config):
     key = method_key(job.config, label)
     values = grid_values(job.config, label, job.grid)
     for seed in job.run_seeds():
@@ -253,7 +254,7 @@ def pack(name, jobs, done) -> list:
   batches, seen = [], set()
   for job in jobs:
     pts = job_points(name, job)
-    for label in config_lib.method_labels(job.config):
+    for label in config_base.method_labels(job.config):
       mine = [p for p in pts if p[0] == label]
       missing = [p for p in mine if p[3] not in done and p[3] not in seen]
       if not missing:

@@ -53,7 +53,7 @@ from fedfrac_lab.reproduce import common, jobs
 from fedfrac.runner import points as points_lib
 from fedfrac_lab.reproduce.kuramoto_tables import (  # noqa: F401  (re-exported)
     BASELINE_LABELS, BETA, CHANGE_NOTE, CLIENTS, KAPPAS, MARGIN, ROUNDS, RULE, SEEDS,
-    SHARDS, TIE, VERDICTS, WEIGHTINGS, _ms, figures, label_of, method_names, notes,
+    SHARDS, TIE, VERDICTS, WEIGHTINGS, ms, figures, label_of, method_names, notes,
     paired_verdict, summary_lines, table, table_for, verdict)
 
 

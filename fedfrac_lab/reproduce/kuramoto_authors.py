@@ -153,11 +153,12 @@ def run_authors(specs, parallel, python, deadline, log, on_done, every=60.0):
 def fedfrac_config(args):
   """fedfrac's side of the setting (``--set`` applied, validated)."""
   from fedfrac import config as config_lib
-  from fedfrac import sweep_checks
+  from fedfrac import config_base
+  from fedfrac.sweep import checks as sweep_checks
   from fedfrac_lab.reproduce import common
   module = common.config_module("kuramoto/fashion_mnist.py")
   config = module.get_config(f"K={args.clients},s={args.shards},mode=reference_code")
-  config_lib.files_source(config, os.path.abspath(args.data))
+  config_base.files_source(config, os.path.abspath(args.data))
   config.rounds, config.eval_every, config.progress = args.rounds, 1, False
   config.checkpoint_every = 0
   config.client.local_epochs = args.local_epochs
@@ -174,10 +175,10 @@ def run_fedfrac(config, seeds, overrides, runs_dir, log, on_done):
   per (method, seed) in ``runs_dir``."""
   import jax
 
-  from fedfrac import config as config_lib
+  from fedfrac import config_base
   from fedfrac import runner
   device = jax.devices()[0].device_kind
-  for label in config_lib.method_labels(config):
+  for label in config_base.method_labels(config):
     config.only = label
     t0 = time.time()
     results = runner.run_many(config, seeds=seeds)
@@ -288,7 +289,7 @@ def check_run_args(p, args):
     args.sets.append((key, parse_value(value)))
   args.config = None
   if "fedfrac" in args.sides:
-    from fedfrac.config import ConfigError
+    from fedfrac._validation import ConfigError
     try:
       args.config = fedfrac_config(args)
     except (ConfigError, ValueError) as e:

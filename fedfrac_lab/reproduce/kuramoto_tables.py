@@ -28,7 +28,7 @@ BASELINE_LABELS = {"fedavg": "FedAvg", "scaffold": "SCAFFOLD"}
 CHANGE_NOTE = ""
 
 
-def _ms(values, digits=3, scale=1.0):
+def ms(values, digits=3, scale=1.0):
   v = np.asarray(values, np.float64) * scale
   v = v[np.isfinite(v)]
   if v.size == 0:
@@ -93,15 +93,15 @@ def table_for(stats, seeds, kappas, rounds):
     bad = sum(not s[x]["ok"] for x in seeds)
     diverged = f" ({bad}/{len(seeds)} diverged)" if bad else ""
     fb = ([s[x]["fallbacks"] for x in seeds] if name.startswith("paper") else None)
-    fb_s = (f"{_ms(fb, 1)} of {rounds}" if fb is not None else "–")
+    fb_s = (f"{ms(fb, 1)} of {rounds}" if fb is not None else "–")
     is_base = name in BASELINE_LABELS.values()
-    return (f"| {name} | {kappa} | {_ms(finals)}{diverged} | "
-            f"{_ms([s[x]['final_global'] for x in seeds])} | "
-            f"{'–' if name == 'FedAvg' else _ms(diffs, 3)} | "
-            f"{_ms([s[x]['best'] for x in seeds])} | "
-            f"{_ms([s[x]['best_round'] for x in seeds], 1)} | "
-            f"{_ms([s[x]['loss_var'] for x in seeds], 4)} | "
-            f"{'–' if is_base else _ms([s[x]['max_weight'] for x in seeds], 3)} | {fb_s} | "
+    return (f"| {name} | {kappa} | {ms(finals)}{diverged} | "
+            f"{ms([s[x]['final_global'] for x in seeds])} | "
+            f"{'–' if name == 'FedAvg' else ms(diffs, 3)} | "
+            f"{ms([s[x]['best'] for x in seeds])} | "
+            f"{ms([s[x]['best_round'] for x in seeds], 1)} | "
+            f"{ms([s[x]['loss_var'] for x in seeds], 4)} | "
+            f"{'–' if is_base else ms([s[x]['max_weight'] for x in seeds], 3)} | {fb_s} | "
             f"{'–' if is_base else verdict(diffs)} |")
   for label, name in BASELINE_LABELS.items():
     if label in stats:

@@ -50,7 +50,7 @@ PAPERS = {
 }
 
 
-def _cells(body):
+def table_cells(body):
   """[(row, column, published value, places)] of every printed cell of a table
   (a dict cell such as {"max_accuracy", "round"} gives one cell per entry)."""
   rows = body["rows"]
@@ -71,7 +71,7 @@ def table_rows(name, body, ours):
   """[(label, published, Ours or None, comparison)] for every printed cell of one
   table, a row per number of ours."""
   out = []
-  for row, col, value, places in _cells(body):
+  for row, col, value, places in table_cells(body):
     label = f"{row} · {col}"
     entries = ours.get((name, row, col)) or [None]
     for o in entries:
@@ -103,7 +103,7 @@ def render_table(name, body, ours):
   """Markdown for one published table and its verdict counts."""
   rows = table_rows(name, body, ours)
   counts = verdicts.tally(c.verdict for *_, c in rows)
-  cells = len(_cells(body))
+  cells = len(table_cells(body))
   with_ours = len({label for label, _, _, o, _ in rows if o is not None})
   lines = [f"### {name}: {body.get('caption', '')}", "",
            f"{cells} published cells, {with_ours} with a number of ours: "
@@ -130,7 +130,7 @@ def result_tables(paper):
   doc = common.published_document(paper)
   out = []
   for name, body in doc["tables"].items():
-    cells = _cells(body) if isinstance(body, dict) and "rows" in body else []
+    cells = table_cells(body) if isinstance(body, dict) and "rows" in body else []
     if any(verdicts.published_number(value) is not None for _, _, value, _ in cells):
       out.append((name, len(cells)))
   return out
@@ -162,7 +162,7 @@ def counts(paper):
   tally = verdicts.tally([])
   for name in tables:
     rows = table_rows(name, doc["tables"][name], ours)
-    cells += len(_cells(doc["tables"][name]))
+    cells += len(table_cells(doc["tables"][name]))
     with_ours += len({label for label, _, _, o, _ in rows if o is not None})
     for *_, c in rows:
       tally[c.verdict] += 1

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from fedfrac import config as config_lib
+from fedfrac import config_base
 from fedfrac.metrics import statistics
 from fedfrac_lab.reproduce import common, jobs
 from fedfrac.runner import points as points_lib
@@ -45,7 +45,7 @@ def load_config(path):
 
 def describe(config, label):
   """(aggregator text, attack text) of one method."""
-  spec = config_lib.aggregator_spec(config, label)
+  spec = config_base.aggregator_spec(config, label)
   agg = spec.name
   if spec.name == "trimmed_mean":
     agg += f" (β={spec.trim_beta})"
@@ -54,7 +54,7 @@ def describe(config, label):
     if spec.name == "multi_krum":
       agg += f", m={spec.multi or 'S−f'}"
     agg += ")"
-  ac = config_lib.attack_config(config, label)
+  ac = config_base.attack_config(config, label)
   if ac.kind == "none":
     attack = "none"
   else:
@@ -73,8 +73,8 @@ def table(results, config):
   finals = {}
 
   def order(label):   # no attack first, then the plain mean under attack, then robust
-    attacked = config_lib.attack_config(config, label).kind != "none"
-    return (attacked, not config_lib.aggregator_spec(config, label).is_mean)
+    attacked = config_base.attack_config(config, label).kind != "none"
+    return (attacked, not config_base.aggregator_spec(config, label).is_mean)
   for label in sorted(results.methods(), key=order):
     recs = [r for r in results.records if r.method == label]
     acc = np.asarray([r.rows[-1]["accuracy"] if r.rows else np.nan for r in recs])
@@ -106,8 +106,8 @@ def check(config, finals, robust_min, collapse_max):
   """Messages for every failed claim (empty: all hold)."""
   failures = []
   for label, acc in finals.items():
-    spec = config_lib.aggregator_spec(config, label)
-    attacked = config_lib.attack_config(config, label).kind != "none"
+    spec = config_base.aggregator_spec(config, label)
+    attacked = config_base.attack_config(config, label).kind != "none"
     if not attacked:
       continue
     if spec.is_mean and not np.all(acc < collapse_max):

@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from fedfrac import algorithms
-from fedfrac.config import base_config
+from fedfrac.config_base import base_config
 from fedfrac.metrics import statistics
 from fedfrac_lab.reproduce import common, jobs
 from fedfrac.runner import points as points_lib

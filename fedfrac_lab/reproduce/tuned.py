@@ -55,7 +55,7 @@ from fedfrac.sim.batched import BatchedSimulation
 from fedfrac_lab.reproduce.tuned_studies import (  # noqa: F401  (re-exported)
     STUDIES, VALIDATION_FRACTION, Study, study_config)
 from fedfrac_lab.reproduce.tuned_tables import (  # noqa: F401  (re-exported)
-    METRIC_TEXT, _ms, _val_cell, edge_text, grid_edge, markdown, verdict_text)
+    METRIC_TEXT, ms, val_cell, edge_text, grid_edge, markdown, verdict_text)
 
 
 
@@ -203,13 +203,13 @@ def tune(cfg, lrs, seeds=(0, 1, 2), labels=None, metric="accuracy", log=print,
              "val": {repr(lr): r["val"][k] for k, lr in enumerate(lrs)},
              "compile_s": r["compile_s"], "run_s": r["run_s"]}
     for lr in lrs:
-      log(f"{label} lr={lr}: val {_val_cell(entry['val'][repr(lr)])}")
+      log(f"{label} lr={lr}: val {val_cell(entry['val'][repr(lr)])}")
     chosen = choose_lr(entry["val"])
     entry["chosen_lr"] = chosen
     entry["paper_test"] = r["test"][int(np.argmax(np.isclose(paper, grid)))]
     entry["tuned_test"] = r["test"][lrs.index(chosen)]
-    log(f"{label}: chosen lr {chosen}, test {_ms(entry['tuned_test'])} "
-        f"(paper setting {_ms(entry['paper_test'])}); compile "
+    log(f"{label}: chosen lr {chosen}, test {ms(entry['tuned_test'])} "
+        f"(paper setting {ms(entry['paper_test'])}); compile "
         f"{r['compile_s']:.1f} s, {len(grid) * len(seeds)} runs {r['run_s']:.1f} s")
     out["methods"][label] = entry
     out["wall_s"] = time.perf_counter() - t0

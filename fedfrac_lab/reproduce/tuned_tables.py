@@ -28,7 +28,7 @@ def grid_edge(lrs, lr):
   return None
 
 
-def _ms(values):
+def ms(values):
   mean, std = common.seed_mean_std(values)
   if mean is None:
     return "diverged"
@@ -36,7 +36,7 @@ def _ms(values):
   return f"{mean:.4f} ± {std:.4f}" + (f" ({bad}/{len(values)} diverged)" if bad else "")
 
 
-def _val_cell(v):
+def val_cell(v):
   v = np.asarray(v, np.float64)
   ok = np.isfinite(v)
   if not ok.any():
@@ -89,11 +89,11 @@ def markdown(result, command):
     tuned_mean = common.seed_mean_std(e["tuned_test"])[0]
     d = ("–" if tuned_mean is None or paper_mean is None
          else f"{100 * (tuned_mean - paper_mean):+.1f}")
-    val = ", ".join(f"{lr}: {_val_cell(v)}" for lr, v in e["val"].items())
+    val = ", ".join(f"{lr}: {val_cell(v)}" for lr, v in e["val"].items())
     edge = grid_edge(result["lrs"], e["chosen_lr"])
     chosen = f"{e['chosen_lr']:g}" + (f" ({edge} edge)" if edge else "")
-    lines.append(f"| {label} | {e['paper_lr']:g} | {_ms(e['paper_test'])} | "
-                 f"{chosen} | {_ms(e['tuned_test'])} | {d} | {val} |")
+    lines.append(f"| {label} | {e['paper_lr']:g} | {ms(e['paper_test'])} | "
+                 f"{chosen} | {ms(e['tuned_test'])} | {d} | {val} |")
   missing = [m for m in study_config(study).methods.keys()
              if m not in result["methods"]]
   lines += ["", "## Verdict", ""]

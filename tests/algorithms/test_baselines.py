@@ -41,8 +41,7 @@ def _two_rounds_fn(name):
   def two_rounds(values, arrays):
     alg = algorithms.make(name, ctx, **values)
     sim = sim_lib.Simulation(alg, fed, base_sim.model, base_sim.task, ctx.training,
-                                sim_lib.EngineConfig(rounds=2,
-                                                        client_parallelism="vmap"))
+                                sim_lib.EngineConfig(client_parallelism="vmap"))
     state, _ = jax.lax.scan(lambda st, _: sim.run_round(alg, arrays, st), sim.init(0),
                             None, length=2)
     return alg.eval_params(state.server, None)

@@ -36,8 +36,7 @@ def firma_sim(fed, name, rounds=2, dynamic=False, client=None, **options):
   ctx = contract.BuildContext(model, task, training, fed.info(), rounds, c.client)
   algorithm = algorithms.make(name, ctx, **options)
   return sim_lib.Simulation(algorithm, fed, model, task, training,
-                               sim_lib.EngineConfig(rounds=rounds,
-                                                       client_parallelism="vmap"))
+                               sim_lib.EngineConfig(client_parallelism="vmap"))
 
 
 def leaves_equal(a, b):

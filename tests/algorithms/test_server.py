@@ -139,7 +139,7 @@ def robust_simulation(fed, spec, rounds=2, attack=None, batch_size=32, local_epo
   training = runner.make_training(c.client, fed.client_size, rounds, 1)
   ctx = contract.BuildContext(model, task, training, fed.info(), rounds, c.client,
                           aggregator=spec)
-  cfg = sim_lib.EngineConfig(rounds=rounds, client_parallelism="vmap", attack=attack)
+  cfg = sim_lib.EngineConfig(client_parallelism="vmap", attack=attack)
   return sim_lib.Simulation(algorithms.make(name, ctx, **options), fed, model, task,
                                training, cfg)
 

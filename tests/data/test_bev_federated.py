@@ -263,4 +263,4 @@ def test_asymmetric_churn_by_vehicle_class():
   with pytest.raises(ValueError, match="one rate per client"):
     sim_lib.Simulation(
         sim.algorithm, fed, sim.model, sim.task, sim.training,
-        sim_lib.EngineConfig(rounds=1, availability=(np.zeros(3), 1.0)))
+        sim_lib.EngineConfig(availability=(np.zeros(3), 1.0)))

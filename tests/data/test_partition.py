@@ -217,12 +217,19 @@ def test_index_table_padding():
   assert table[1].tolist() == [7, 7, 7] and table[0].tolist() == [3, 5, 3]
 
 
-def test_partition_module_is_reachable_by_its_name():
-  # Row 10: the package attribute shadowed the module with the function.
-  import fedfrac.data.partition as module
-  assert hasattr(module, "dirichlet") and hasattr(module, "SCHEME_DESCRIPTIONS")
+def test_partition_is_a_function_and_its_module_is_reachable_by_its_name():
+  # ``fedfrac.data.partition`` is an ordinary function; the module of the schemes
+  # is imported by its name, as an ordinary module (no callable module).
+  import inspect
+  import sys
+  from fedfrac.data import partition
+  from fedfrac.data.partition import SCHEME_DESCRIPTIONS, dirichlet
+  module = sys.modules["fedfrac.data.partition"]
+  assert inspect.isfunction(partition) and partition is module.partition
+  assert type(module) is type(sys) and not callable(module)
+  assert module.dirichlet is dirichlet and SCHEME_DESCRIPTIONS
   y = labels(200)
-  assert [p.tolist() for p in module(y, 4, "iid", seed=0)] == \
+  assert [p.tolist() for p in partition(y, 4, "iid", seed=0)] == \
       [p.tolist() for p in module.partition(y, 4, "iid", seed=0)]
 
 

@@ -10,7 +10,7 @@ import ml_collections
 import numpy as np
 
 from fedfrac.runner import factories
-from fedfrac.runner.loop import _build_data
+from fedfrac.runner.chunked import build_data
 from tests.helpers import tiny_config
 
 # Global models of one structure (fedavg; scaffold, whose states also hold
@@ -22,7 +22,7 @@ def _simulations(methods=METHODS):
   config = tiny_config(rounds=2)
   for name in methods:
     config.methods[name] = ml_collections.ConfigDict(dict(name=name))
-  fed = _build_data(config, 0)
+  fed = build_data(config, 0)
   return {name: factories.build_simulation(config, name, fed) for name in methods}
 
 

@@ -29,7 +29,7 @@ def _sim(fed, dynamic=True, unroll=1, optimizer="sgd", parallelism="vmap",
   task = tasks.classification_task()
   training = runner.make_training(c.client, fed.client_size, 3, unroll, dynamic)
   ctx = contract.BuildContext(model, task, training, fed.info(), 3, c.client)
-  cfg = sim_lib.EngineConfig(rounds=3, client_parallelism=parallelism, **engine)
+  cfg = sim_lib.EngineConfig(client_parallelism=parallelism, **engine)
   return sim_lib.Simulation(algorithms.make(algorithm[0], ctx, **algorithm[1]), fed,
                                model, task, training, cfg)
 

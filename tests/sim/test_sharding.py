@@ -36,7 +36,7 @@ def sim(parallelism, shard, participation):
   task = tasks.classification_task()
   training = runner.make_training(c.client, fed.client_size, 3, 1, True)
   ctx = contract.BuildContext(model, task, training, fed.info(), 3, c.client)
-  cfg = sim_lib.EngineConfig(rounds=3, participation=participation,
+  cfg = sim_lib.EngineConfig(participation=participation,
                                 client_parallelism=parallelism, shard_clients=shard)
   return sim_lib.Simulation(algorithms.make("fedavg", ctx), fed, model, task,
                                training, cfg)

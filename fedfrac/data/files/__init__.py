@@ -55,7 +55,7 @@ from fedfrac.data.files.cifar import (  # noqa: F401  (re-exported)
     CIFAR100_LABELS, CIFAR100_SUBDIR, CIFAR100_TAR, CIFAR10_SUBDIR, CIFAR10_TAR, CIFAR10_TEST,
     CIFAR10_TRAIN, load_cifar10, load_cifar100)
 from fedfrac.data.files.common import (  # noqa: F401  (re-exported)
-    DataFileError, LoadedArrays, _checked, _fail, _find, _limit, _what_is_at)
+    DataFileError, LoadedArrays, checked, fail, find, limit, what_is_at)
 from fedfrac.data.files.idx import (  # noqa: F401  (re-exported)
     EMNIST_CLASSES, IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC, idx_sets, load_idx, read_idx)
 from fedfrac.data.files.npz_pkl import MNIST_PKL_NAMES, load_mnist_pkl, load_npz  # noqa: F401
@@ -64,7 +64,7 @@ FORMATS = ("auto", "idx", "cifar10", "cifar100", "npz", "mnist_pkl")
 def detect_format(path: str) -> str:
   """The format ``path`` (a directory or one file) holds; fails if none or several."""
   if not os.path.exists(path):
-    _fail(path, "does not exist", "a directory of data files (or one .npz, "
+    fail(path, "does not exist", "a directory of data files (or one .npz, "
           "mnist.pkl[.gz] or CIFAR .tar.gz file)")
   if os.path.isfile(path):
     name = os.path.basename(path)
@@ -76,11 +76,11 @@ def detect_format(path: str) -> str:
       return "cifar10"
     if name == CIFAR100_TAR:
       return "cifar100"
-    _fail(path, "is not a file type the files source knows",
+    fail(path, "is not a file type the files source knows",
           f"a directory, a .npz, {' or '.join(MNIST_PKL_NAMES)}, {CIFAR10_TAR} or "
           f"{CIFAR100_TAR} (or name data.files.format)")
   if path.endswith((".npz", ".pkl", ".pkl.gz", ".tar.gz")):
-    _fail(path, _what_is_at(path), f"a {os.path.basename(path)!r} file, not a directory")
+    fail(path, what_is_at(path), f"a {os.path.basename(path)!r} file, not a directory")
   found = []
   if idx_sets(path):
     found.append("idx")
@@ -93,15 +93,15 @@ def detect_format(path: str) -> str:
     found.append("cifar100")
   if any(n.endswith(".npz") for n in os.listdir(path)):
     found.append("npz")
-  if _find(path, ("mnist.pkl",)):
+  if find(path, ("mnist.pkl",)):
     found.append("mnist_pkl")
   if not found:
-    _fail(path, "holds no data files the files source knows",
+    fail(path, "holds no data files the files source knows",
           "train-images-idx3-ubyte[.gz] (+ labels, t10k-*), emnist-<split>-*-ubyte[.gz], "
           f"CIFAR-10 data_batch_1..5 + test_batch (or {CIFAR10_TAR}), CIFAR-100 "
           f"train + test (or {CIFAR100_TAR}), one .npz, or mnist.pkl.gz")
   if len(found) > 1:
-    _fail(path, f"holds several formats ({', '.join(found)})",
+    fail(path, f"holds several formats ({', '.join(found)})",
           "one; name it with data.files.format")
   return found[0]
 
@@ -133,10 +133,10 @@ def load_files(path: str, format: str = "auto", emnist_split: str = "",
   path = os.path.abspath(os.path.expanduser(path))
   fmt = detect_format(path) if format == "auto" else format
   if not os.path.exists(path):
-    _fail(path, "does not exist", f"a directory holding {fmt} data files")
+    fail(path, "does not exist", f"a directory holding {fmt} data files")
   if fmt == "idx":
     if not os.path.isdir(path):
-      _fail(path, "is a file", "a directory holding the IDX files")
+      fail(path, "is a file", "a directory holding the IDX files")
     arrays = load_idx(path, emnist_split, num_classes)
   elif fmt == "cifar10":
     arrays = load_cifar10(path)
@@ -147,10 +147,10 @@ def load_files(path: str, format: str = "auto", emnist_split: str = "",
   else:
     arrays = load_mnist_pkl(path)
   x_tr, y_tr, x_te, y_te, classes = arrays
-  x_tr, y_tr = _limit(x_tr, y_tr, max_train)
-  x_te, y_te = _limit(x_te, y_te, max_test)
+  x_tr, y_tr = limit(x_tr, y_tr, max_train)
+  x_te, y_te = limit(x_te, y_te, max_test)
   # Every format's arrays pass the same checks as user-supplied arrays would.
-  _checked(check_arrays, x_tr, y_tr, x_te, y_te, num_classes=classes,
+  checked(check_arrays, x_tr, y_tr, x_te, y_te, num_classes=classes,
            where=f"data file {path}", declare="data.files.num_classes")
   scale = 1.0 / 255.0 if x_tr.dtype == np.uint8 else 1.0
   name = f"files:{fmt}:{os.path.basename(path.rstrip(os.sep))}"

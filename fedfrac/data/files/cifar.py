@@ -7,8 +7,8 @@ import os
 
 import numpy as np
 
-from fedfrac.data.files.common import (DataFileError, LoadedArrays, _check_labels, _fail,
-                                       _Files, _unpickle)
+from fedfrac.data.files.common import (DataFileError, LoadedArrays, checked_labels, fail,
+                                       Files, unpickle)
 
 
 
@@ -25,25 +25,25 @@ def _cifar_images(data, label):
   -> ``[n, 32, 32, 3]``."""
   data = np.asarray(data)
   if data.ndim != 2 or data.shape[1] != 3072 or data.dtype != np.uint8:
-    _fail(label, f"'data' has shape {data.shape} and dtype {data.dtype}",
+    fail(label, f"'data' has shape {data.shape} and dtype {data.dtype}",
           "uint8 [n, 3072] (3 x 32 x 32 channel-major rows)")
   return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
 
 
 def _cifar_batch(raw, label, label_key, num_classes):
-  d = _unpickle(raw, label)
+  d = unpickle(raw, label)
   if not isinstance(d, dict):
-    _fail(label, f"unpickles to a {type(d).__name__}",
+    fail(label, f"unpickles to a {type(d).__name__}",
           f"a dict with 'data' and {label_key!r}")
   d = {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in d.items()}
   for key in ("data", label_key):
     if key not in d:
-      _fail(label, f"has no {key!r} entry (keys: {', '.join(map(str, d))})",
+      fail(label, f"has no {key!r} entry (keys: {', '.join(map(str, d))})",
             f"a CIFAR batch dict with 'data' and {label_key!r}")
   images = _cifar_images(d["data"], label)
-  labels = _check_labels(np.asarray(d[label_key]), num_classes, label)
+  labels = checked_labels(np.asarray(d[label_key]), num_classes, label)
   if len(labels) != len(images):
-    _fail(label, f"holds {len(labels)} {label_key} but {len(images)} images",
+    fail(label, f"holds {len(labels)} {label_key} but {len(images)} images",
           "one label per image")
   return images, labels
 
@@ -51,13 +51,13 @@ def _cifar_batch(raw, label, label_key, num_classes):
 def _cifar_files(path, names, tar_name, subdir):
   """Where the CIFAR batches are: a tar archive or a directory (or its subdir)."""
   if os.path.isfile(path):
-    return _Files(os.path.dirname(path), names, tar_path=path)
+    return Files(os.path.dirname(path), names, tar_path=path)
   for sub in ("", subdir):
     if os.path.isfile(os.path.join(path, sub, names[-1])):
-      return _Files(path, names, subdir=sub)
+      return Files(path, names, subdir=sub)
   if os.path.isfile(os.path.join(path, tar_name)):
-    return _Files(path, names, tar_path=os.path.join(path, tar_name))
-  return _Files(path, names)   # reading then names the first missing file
+    return Files(path, names, tar_path=os.path.join(path, tar_name))
+  return Files(path, names)   # reading then names the first missing file
 
 
 def load_cifar10(path: str) -> LoadedArrays:

@@ -27,14 +27,14 @@ class DataFileError(DataError):
   file and what was expected)."""
 
 
-def _fail(path: str, problem: str, expected: Optional[str] = None) -> NoReturn:
+def fail(path: str, problem: str, expected: Optional[str] = None) -> NoReturn:
   msg = f"data file {path}: {problem}"
   if expected:
     msg += f"; expected {expected}"
   raise DataFileError(msg)
 
 
-def _what_is_at(path: str) -> str:
+def what_is_at(path: str) -> str:
   """What ``path`` is when it is not a readable regular file, for messages:
   ``"is a directory (holding 2 entries: a, b)"``, ``"does not exist"``, ..."""
   if os.path.islink(path) and not os.path.exists(path):
@@ -54,7 +54,7 @@ def _what_is_at(path: str) -> str:
   return "is a file"
 
 
-def _describe_bytes(raw: bytes) -> str:
+def describe_bytes(raw: bytes) -> str:
   """What the first bytes of a file look like: empty, gzip, zip, .npy, text or binary."""
   if not raw:
     return "is empty (0 bytes)"
@@ -73,17 +73,17 @@ def _describe_bytes(raw: bytes) -> str:
 # --------------------------------------------------------------------------- reading
 
 
-def _read_bytes(path):
+def read_bytes(path):
   """Bytes of the file ``path`` (gunzipped when it starts with the gzip magic)."""
   if not os.path.isfile(path):
-    _fail(path, _what_is_at(path), "a file")
+    fail(path, what_is_at(path), "a file")
   try:
     with open(path, "rb") as f:
       raw = f.read()
   except FileNotFoundError:
-    _fail(path, "does not exist")
+    fail(path, "does not exist")
   except OSError as e:
-    _fail(path, f"cannot be read ({type(e).__name__}: {e})", "a readable file")
+    fail(path, f"cannot be read ({type(e).__name__}: {e})", "a readable file")
   return _read_bytes_from(raw, path)
 
 
@@ -93,7 +93,7 @@ def _read_bytes_from(raw, label):
     try:
       raw = gzip.decompress(raw)
     except (EOFError, OSError, zlib.error) as e:
-      _fail(label, f"is a truncated or corrupt gzip file ({type(e).__name__}: {e})",
+      fail(label, f"is a truncated or corrupt gzip file ({type(e).__name__}: {e})",
             "a complete gzip stream")
   return raw
 
@@ -118,26 +118,26 @@ class _ArrayUnpickler(pickle.Unpickler):
                                  f"does not need")
 
 
-def _unpickle(raw, label):
+def unpickle(raw, label):
   """A Python 2 or 3 pickle (Python 2 strings decoded as latin-1, as NumPy needs)."""
   try:
     return _ArrayUnpickler(io.BytesIO(raw), encoding="latin1").load()
   except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
           IndexError, KeyError, MemoryError) as e:
-    _fail(label, f"is not a readable pickle ({type(e).__name__}: {e})",
+    fail(label, f"is not a readable pickle ({type(e).__name__}: {e})",
           "a complete pickle of NumPy arrays and lists")
 
 
-def _check_labels(labels, num_classes, label):
+def checked_labels(labels, num_classes, label):
   labels = np.asarray(labels)
   if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
-    _fail(label, f"labels have shape {labels.shape} and dtype {labels.dtype}",
+    fail(label, f"labels have shape {labels.shape} and dtype {labels.dtype}",
           "a 1-D array of integer class labels")
-  _checked(check_labels, labels, f"data file {label}", num_classes)
+  checked(check_labels, labels, f"data file {label}", num_classes)
   return labels.astype(np.int32)
 
 
-def _checked(check, *args, **kwargs):
+def checked(check, *args, **kwargs):
   """``check(*args, **kwargs)`` (a :mod:`fedfrac.data.validate` array check), its
   :class:`DataError` raised as a :class:`DataFileError`."""
   try:
@@ -148,13 +148,13 @@ def _checked(check, *args, **kwargs):
     raise DataFileError(str(e)) from None
 
 
-def _check_count(images, labels, images_label, labels_label):
+def check_count(images, labels, images_label, labels_label):
   if len(images) != len(labels):
-    _fail(labels_label, f"holds {len(labels)} labels but {images_label} holds "
+    fail(labels_label, f"holds {len(labels)} labels but {images_label} holds "
           f"{len(images)} images", "one label per image")
 
 
-def _find(directory, names):
+def find(directory, names):
   """The first of ``names`` present in ``directory`` as a file, each tried raw then
   ``.gz``; else the first present as something else (a directory of that name
   is then reported as one when read), else None."""
@@ -166,7 +166,7 @@ def _find(directory, names):
   return None
 
 
-class _Files:
+class Files:
   """The CIFAR batch files ``names`` of a directory or of a tar archive (whose
   members are read in one pass), by base name."""
 
@@ -182,7 +182,7 @@ class _Files:
               self.members[base] = m.name
               self.data[base] = tar.extractfile(m).read()
       except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
-        _fail(tar_path, f"cannot be read ({type(e).__name__}: {e})",
+        fail(tar_path, f"cannot be read ({type(e).__name__}: {e})",
               "a complete tar.gz archive")
 
   def label(self, name):
@@ -193,13 +193,13 @@ class _Files:
   def read(self, name, what):
     if self.tar_path:
       if name not in self.data:
-        _fail(self.label(name), "is not in the archive", what)
+        fail(self.label(name), "is not in the archive", what)
       return _read_bytes_from(self.data.pop(name), self.label(name))
     path = self.label(name)
     if not os.path.isfile(path):
-      _fail(path, _what_is_at(path), what)
-    return _read_bytes(path)
+      fail(path, what_is_at(path), what)
+    return read_bytes(path)
 
 
-def _limit(x, y, n):
+def limit(x, y, n):
   return (x[:n], y[:n]) if n else (x, y)

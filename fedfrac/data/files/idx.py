@@ -7,8 +7,8 @@ import re
 
 import numpy as np
 
-from fedfrac.data.files.common import (LoadedArrays, _check_count, _check_labels, _fail,
-                                       _find, _read_bytes)
+from fedfrac.data.files.common import (LoadedArrays, check_count, checked_labels, fail,
+                                       find, read_bytes)
 
 
 
@@ -27,29 +27,29 @@ def read_idx(path: str, magic: int) -> np.ndarray:
   :data:`IDX_LABELS_MAGIC`); the header is big-endian ``>u4`` magic then one
   ``>u4`` size per dimension, and the file must hold exactly their product of bytes.
   """
-  raw = _read_bytes(path)
+  raw = read_bytes(path)
   ndim = magic & 0xFF
   what = "images" if magic == IDX_IMAGES_MAGIC else "labels"
   expected_magic = (f"magic number 0x{magic:08x} (IDX {what}: unsigned bytes, "
                     f"{ndim} dimension{'s' if ndim > 1 else ''})")
   if len(raw) < 4:
-    _fail(path, f"holds {len(raw)} bytes, too short for an IDX header", expected_magic)
+    fail(path, f"holds {len(raw)} bytes, too short for an IDX header", expected_magic)
   found = int.from_bytes(raw[:4], "big")
   if found != magic:
     hint = ""
     if found in (IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC):
       hint = (" (an IDX " + ("images" if found == IDX_IMAGES_MAGIC else "labels")
               + " file: images and labels swapped?)")
-    _fail(path, f"has magic number 0x{found:08x}{hint}", expected_magic)
+    fail(path, f"has magic number 0x{found:08x}{hint}", expected_magic)
   header = 4 + 4 * ndim
   if len(raw) < header:
-    _fail(path, f"holds {len(raw)} bytes, too short for its {header}-byte header",
+    fail(path, f"holds {len(raw)} bytes, too short for its {header}-byte header",
           f"{ndim} big-endian int32 sizes after the magic number")
   dims = tuple(int(d) for d in np.frombuffer(raw, ">u4", ndim, 4))
   body = int(np.prod(dims, dtype=np.int64))
   if len(raw) - header != body:
     state = "truncated: it" if len(raw) - header < body else "it"
-    _fail(path, f"{state} holds {len(raw) - header} data bytes but its header says "
+    fail(path, f"{state} holds {len(raw) - header} data bytes but its header says "
           f"{' x '.join(map(str, dims))}", f"{header} + {body} = {header + body} bytes")
   return np.frombuffer(raw, np.uint8, body, header).reshape(dims)
 
@@ -80,9 +80,9 @@ def _idx_pair(directory, split, prefix):
   paths = []
   for kind, dim in (("images", 3), ("labels", 1)):
     names = [f"{s}-{kind}{sep}idx{dim}-ubyte" for s in stems for sep in ("-", ".")]
-    path = _find(directory, names)
+    path = find(directory, names)
     if path is None:
-      _fail(os.path.join(directory, names[0]), "does not exist (nor with .gz)",
+      fail(os.path.join(directory, names[0]), "does not exist (nor with .gz)",
             f"the {split} {kind} of the IDX set"
             + (f" {prefix[:-1]!r}" if prefix else "") + f" in {directory}")
     paths.append(path)
@@ -102,7 +102,7 @@ def load_idx(directory: str, emnist_split: str = "", num_classes: int = 0) -> Lo
   sets = idx_sets(directory)
   if emnist_split:
     if emnist_split not in sets:
-      _fail(os.path.join(directory, f"emnist-{emnist_split}-train-images-idx3-ubyte"),
+      fail(os.path.join(directory, f"emnist-{emnist_split}-train-images-idx3-ubyte"),
             "does not exist (nor with .gz)",
             f"the EMNIST split {emnist_split!r} named by data.files.emnist_split; "
             f"{directory} holds IDX sets {sets or 'none'}")
@@ -110,20 +110,20 @@ def load_idx(directory: str, emnist_split: str = "", num_classes: int = 0) -> Lo
   elif len(sets) == 1:
     key = sets[0]
   elif not sets:
-    _fail(os.path.join(directory, "train-images-idx3-ubyte[.gz]"),
+    fail(os.path.join(directory, "train-images-idx3-ubyte[.gz]"),
           "does not exist", "MNIST-style or emnist-<split>-* IDX files in "
           f"{directory}")
   elif "" in sets and len(sets) > 1:
-    _fail(directory, f"holds several IDX sets (MNIST-style and EMNIST "
+    fail(directory, f"holds several IDX sets (MNIST-style and EMNIST "
           f"{[s for s in sets if s]})", "one; pick EMNIST with "
           "data.files.emnist_split=<split>")
   else:
-    _fail(directory, f"holds several EMNIST splits {sets}",
+    fail(directory, f"holds several EMNIST splits {sets}",
           "one; pick it with data.files.emnist_split=<split>")
   prefix = f"emnist-{key}-" if key else ""
   if not num_classes:
     if key and key not in EMNIST_CLASSES:
-      _fail(os.path.join(directory, f"{prefix}train-labels-idx1-ubyte"),
+      fail(os.path.join(directory, f"{prefix}train-labels-idx1-ubyte"),
             f"belongs to an unknown EMNIST split {key!r}",
             f"one of {', '.join(EMNIST_CLASSES)}, or set data.files.num_classes")
     num_classes = EMNIST_CLASSES[key] if key else 10
@@ -132,9 +132,9 @@ def load_idx(directory: str, emnist_split: str = "", num_classes: int = 0) -> Lo
     img_path, lab_path = _idx_pair(directory, split, prefix)
     images = read_idx(img_path, IDX_IMAGES_MAGIC)
     labels = read_idx(lab_path, IDX_LABELS_MAGIC)
-    _check_count(images, labels, img_path, lab_path)
-    out += [images[..., None], _check_labels(labels, num_classes, lab_path)]
+    check_count(images, labels, img_path, lab_path)
+    out += [images[..., None], checked_labels(labels, num_classes, lab_path)]
   if out[0].shape[1:] != out[2].shape[1:]:
-    _fail(img_path, f"holds images of {out[2].shape[1:3]}",
+    fail(img_path, f"holds images of {out[2].shape[1:3]}",
           f"the train images' size {out[0].shape[1:3]}")
   return (*out, num_classes)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fedfrac_lab.reproduce import doc_blocks_firma_files as blocks
-from fedfrac_lab.reproduce import firma_notes, firma_tables
+from fedfrac_lab.reproduce import firma_files_table, firma_notes, firma_tables
 
 
 def _file(tmp_path, name, methods, seeds, wall, cpu, workers=1, device="CPU, 2 cores"):
@@ -61,9 +61,9 @@ def test_a_labelled_variant_counts_apart_from_the_authors_code(tmp_path):
     (tmp_path / name).write_text(json.dumps(d))
     return str(tmp_path / name)
   paths = [run_file("a.json"), run_file("b.json", init="shared")]
-  plain, variant = blocks._tally(paths), blocks._tally(paths, variants=True)
+  plain, variant = blocks.tally(paths), blocks.tally(paths, variants=True)
   assert sum(plain.values()) == 2 and sum(variant.values()) == 2    # Tables 7 and 8
-  groups, _ = blocks.firma_files._groups(paths)
+  groups, _ = firma_files_table.json_groups(paths)
   assert firma_notes.curve_summary(groups).runs == 3               # not the variant's
   assert "labelled variants of `reference_code`" in blocks._variants_text(paths)
   assert blocks._variants_text(paths[:1]) == ""

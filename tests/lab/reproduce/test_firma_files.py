@@ -80,7 +80,7 @@ def test_fashion_mnist_table_has_the_fibfl_note_under_its_title(tmp_path):
       0.6, 0.75, 0.72]
   path = tmp_path / "a.json"
   path.write_text(json.dumps(run))
-  groups, _ = firma_files._groups([str(path)])
+  groups, _ = firma_files.json_groups([str(path)])
   note = firma_notes.note("fashion_mnist", groups)
   assert "FibFL / FibFL+" in note and "fedfrac-reproduce firma_authors" in note
   assert "FibFL++ runs at chance" in note
@@ -305,5 +305,5 @@ def test_the_note_reads_runs_shorter_than_the_rounds_it_quotes(tmp_path):
   cell = _cell([0.7], [0.02])
   cell["runs"][0]["curve"] = [0.7]                          # a 1-round run
   path = _file(tmp_path, "a.json", "cpu", 1, {"iid/fibfl": cell})
-  note = firma_notes.note("fashion_mnist", firma_files._groups([path])[0])
+  note = firma_notes.note("fashion_mnist", firma_files.json_groups([path])[0])
   assert "accuracy 0.700 at round 1, best at round 2 in 0 of 1 runs" in note

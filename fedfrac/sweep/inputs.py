@@ -1,4 +1,4 @@
-"""More of ``fedfrac-sweep``'s input checks (with :mod:`fedfrac.sweep_checks`),
+"""More of ``fedfrac-sweep``'s input checks (with :mod:`fedfrac.sweep.checks`),
 each one line ``error: ...`` with exit status 2 before any point runs, and a
 sweep that fails while it runs in one line.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 import os
 
-from fedfrac.config import ConfigError
-from fedfrac.sweep_checks import UsageError
+from fedfrac._validation import ConfigError
+from fedfrac.sweep.checks import UsageError
 
 
 def check_flags(args) -> None:
@@ -51,19 +51,19 @@ def check_data(points, seeds) -> None:
   against it (:func:`fedfrac.runner.factories.check_batch_size`); a failure
   is a :class:`ConfigError` (or ``DataError``) naming the sweep point.
   ``points``: ``[(point, config)]``."""
-  from fedfrac import config as config_lib
+  from fedfrac import config_base
   from fedfrac.runner import chunked, factories
   built = set()
   for point, config in points:
     where = ", ".join(f"{k}={v!r}" for k, v in point.items())
     data_key = json.dumps(config.data.to_dict(), sort_keys=True, default=str)
     for seed in seeds:
-      data_seed = chunked._data_seed(config, seed)
+      data_seed = chunked.data_seed(config, seed)
       try:
         if (data_key, data_seed) not in built:
-          fed = chunked._build_data(config, data_seed)
+          fed = chunked.build_data(config, data_seed)
           built.add((data_key, data_seed))
-          for label in config_lib.method_labels(config):
+          for label in config_base.method_labels(config):
             factories.check_batch_size(config, label, fed)
       except ConfigError as e:
         if not where:
@@ -101,7 +101,7 @@ def command_line(argv):
   return "fedfrac-sweep " + " ".join(a if " " not in a else repr(a) for a in kept)
 
 
-def _shown_path(path: str) -> str:
+def shown_path(path: str) -> str:
   """``path`` relative to the working directory when it lies below it (so a
   committed table does not quote one machine's absolute paths)."""
   rel = os.path.relpath(os.path.abspath(path))

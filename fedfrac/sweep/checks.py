@@ -16,7 +16,7 @@ any point runs, and a fault is one line (``error: ...``, exit status 2), as
   sweep writes (:func:`metric_names`, found from shapes, without running a round).
 
 More checks (every point's data, flags given twice or for a mode not in use)
-are in :mod:`fedfrac.sweep_inputs`.
+are in :mod:`fedfrac.sweep.inputs`.
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ import pickle
 import subprocess
 import sys
 
-from fedfrac import config as config_lib
+from fedfrac import _validation, config_base
 from fedfrac import config_keys
-from fedfrac.config import ConfigError
+from fedfrac._validation import ConfigError
 
 
 class UsageError(ValueError):
@@ -216,7 +216,7 @@ def check_grid(config, grid, grid_methods) -> None:
     return
   (option, values), = grid.items()
   text = f"--grid={option}={','.join(map(str, values))}"
-  labels = config_lib.method_labels(config)
+  labels = config_base.method_labels(config)
   for label in grid_methods:
     if label not in labels:
       raise UsageError(f"--grid_methods: unknown method label {label!r}; "
@@ -224,7 +224,7 @@ def check_grid(config, grid, grid_methods) -> None:
                        f"{', '.join(labels)}")
   from fedfrac.runner.factories import CLIENT_LR   # every method's client lr
   options = {l: {**algorithms.hparams(config.methods[l].name,
-                                      config_lib.method_options(config.methods[l])),
+                                      config_base.method_options(config.methods[l])),
                  CLIENT_LR: None} for l in labels}
   targets = list(grid_methods) or [l for l in labels if option in options[l]]
   if not targets:
@@ -237,7 +237,7 @@ def check_grid(config, grid, grid_methods) -> None:
       raise UsageError(f"{text}: method {label!r} ({config.methods[label].name}) has no "
                        f"option {option!r}")
   for value in values:
-    if not config_lib.is_num(value):
+    if not _validation.is_num(value):
       raise UsageError(f"{text}: {value!r} is not a number (finite in float32); grid "
                        f"values run as one compiled program, so they are numbers")
     for label in targets:
@@ -328,7 +328,7 @@ def discover_metric_names(jobs, wanted, in_process) -> tuple:
              TF_CPP_MIN_LOG_LEVEL="3")
   proc = subprocess.run(
       [sys.executable, "-c",
-       "from fedfrac.sweep_checks import _metric_names_child; _metric_names_child()"],
+       "from fedfrac.sweep.checks import _metric_names_child; _metric_names_child()"],
       input=pickle.dumps((jobs, wanted)), capture_output=True, env=env, timeout=900)
   lines = proc.stdout.decode(errors="replace").strip().splitlines()
   result = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
@@ -336,7 +336,7 @@ def discover_metric_names(jobs, wanted, in_process) -> tuple:
     tail = " ".join(proc.stderr.decode(errors="replace").split()[-40:])
     raise RuntimeError(f"finding the metric names failed (exit {proc.returncode}): {tail}")
   if "error" in result:
-    from fedfrac.data.validate import DataError
+    from fedfrac.data.array_checks import DataError
     error = {"ConfigError": ConfigError, "DataError": DataError,
              "DataFileError": DataError}.get(result["kind"], ValueError)
     raise error(result["error"])
@@ -356,11 +356,11 @@ def check_metrics(configs, names, always, in_process=True) -> None:
     return
   jobs, seen = [], set()
   for config in configs:
-    for label in config_lib.method_labels(config):
+    for label in config_base.method_labels(config):
       if label not in seen:
         seen.add(label)
         jobs.append((config, label))
-  from fedfrac.data.validate import DataError
+  from fedfrac.data.array_checks import DataError
   try:
     final, per_round = map(set, discover_metric_names(jobs, wanted, in_process))
   except (ConfigError, DataError):
