@@ -84,7 +84,13 @@ def read_archive(archive) -> tuple:
     raise ArchiveError(f"archive {archive!r}: not a readable tar.gz ({e})") from None
   if MANIFEST not in blobs:
     raise ArchiveError(f"archive {archive!r}: no {MANIFEST}")
-  manifest = json.loads(blobs.pop(MANIFEST))
+  try:
+    manifest = json.loads(blobs.pop(MANIFEST))
+  except ValueError:
+    raise ArchiveError(f"archive {archive!r}: {MANIFEST} is not JSON") from None
+  if not isinstance(manifest, dict):
+    raise ArchiveError(f"archive {archive!r}: {MANIFEST} holds a "
+                       f"{type(manifest).__name__}, not an object")
   if manifest.get("format") != FORMAT:
     raise ArchiveError(f"archive {archive!r}: format {manifest.get('format')!r}, "
                        f"this code reads {FORMAT}")
@@ -102,7 +108,7 @@ def read_archive(archive) -> tuple:
         obj = json.loads(blobs[name])
       except ValueError:
         raise ArchiveError(f"archive {archive!r}: {name} is not JSON") from None
-      if obj.get("sha256") != checksum(obj):
+      if not isinstance(obj, dict) or obj.get("sha256") != checksum(obj):
         raise ArchiveError(f"archive {archive!r}: {name} does not match its own "
                            "checksum")
   return manifest, blobs
