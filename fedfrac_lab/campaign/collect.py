@@ -28,6 +28,7 @@ import sys
 
 from fedfrac_lab.campaign import carried_cache, files, plan as plan_lib
 from fedfrac_lab.reproduce.item_files import table_files  # noqa: F401  (re-exported)
+from fedfrac_lab.reproduce.item_files import unique_tmp
 
 CAMPAIGN = os.path.join("results", "campaign")
 
@@ -48,7 +49,7 @@ def _write_new(path, blob) -> str:
         return "kept"
       status = "more"
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.tmp{os.getpid()}"
+  tmp = unique_tmp(path)
   with open(tmp, "wb") as f:
     f.write(blob)
   os.replace(tmp, path)

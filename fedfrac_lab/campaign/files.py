@@ -22,7 +22,7 @@ import time
 # in part) are a results format the renderers read: fedfrac_lab.reproduce.item_files.
 from fedfrac_lab.reproduce.item_files import (  # noqa: F401  (re-exported)
     canonical, checksum, done_items, is_partial, partial_items, read_verified,
-    write_item, write_json_atomic)
+    unique_tmp, write_item, write_json_atomic)
 
 MANIFEST = "MANIFEST.json"
 ARCHIVE = "campaign.tar.gz"
@@ -55,7 +55,7 @@ def pack(staging, archive, manifest: dict):
   man = dict(manifest, format=FORMAT, packed=time.strftime("%Y-%m-%dT%H:%M:%S"),
              files={rel: _sha_file(path) for rel, path in members})
   data = json.dumps(man, indent=1, sort_keys=True).encode()
-  tmp = f"{archive}.tmp{os.getpid()}"
+  tmp = unique_tmp(archive)
   with tarfile.open(tmp, "w:gz") as tar:
     info = tarfile.TarInfo(MANIFEST)
     info.size, info.mtime = len(data), int(time.time())
