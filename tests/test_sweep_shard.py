@@ -223,3 +223,57 @@ def test_a_directory_another_sweep_created_at_the_same_moment_is_refused(tmp_pat
     points_lib.PointStore(str(tmp_path / "a"), {"rounds": 2})
   monkeypatch.setattr(claims_lib, "write_new", created_first(lambda text: text))
   points_lib.PointStore(str(tmp_path / "b"), {"rounds": 2})   # the same sweep's shard
+
+
+def test_figure_writers_never_share_a_temporary_file(tmp_path, monkeypatch):
+  """Two writers of one figure each write their own temporary file (the shared
+  ``<name>.tmp.png`` was renamed away by one shard under the other)."""
+  from fedfrac.runner import checkpoint, plots
+  names = []
+  real = plots.Figure.savefig
+
+  def savefig(self, path, *args, **kwargs):
+    names.append(str(path))
+    return real(self, path, *args, **kwargs)
+  monkeypatch.setattr(plots.Figure, "savefig", savefig)
+  for _ in range(2):
+    plots.Figure(figsize=(1, 1)).save(str(tmp_path / "f.png"))
+  assert len(set(names)) == 2 and all(".tmp" in n for n in names)
+  assert checkpoint.unique_tmp("a") != checkpoint.unique_tmp("a")
+  assert os.listdir(tmp_path) == ["f.png"]
+
+
+@pytest.fixture(scope="module")
+def one_process_sweep(tmp_path_factory):
+  """``TINY`` run by one process: its table (and points)."""
+  one = tmp_path_factory.mktemp("one") / "t.md"
+  sweep.main([*TINY, f"--out={one}"])
+  return one
+
+
+@pytest.mark.parametrize("shards", [2, 4, 8])
+def test_shards_finishing_together_write_the_one_process_table(tmp_path, shards,
+                                                               one_process_sweep):
+  """Every point done, ``shards`` shards started at once on one folder all write
+  the table, CSV, JSON and figures at the same moment: each exits 0 and the
+  table is the one process's."""
+  import shutil
+  one = one_process_sweep
+  shared = tmp_path / "shared" / "t.md"
+  shutil.copytree(one.with_suffix(".points"), shared.with_suffix(".points"))
+  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
+  procs = [subprocess.Popen([sys.executable, "-m", "fedfrac.sweep", *TINY,
+                             f"--shard={i}/{shards}", f"--out={shared}"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           for i in range(shards)]
+  try:
+    outputs = [p.communicate(timeout=240) for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+  for p, (out, err) in zip(procs, outputs):
+    assert p.returncode == 0, err[-2000:]
+    assert "ran 0 of 4 points" in out
+  assert _tables(shared) == _tables(one)
+  assert not [f for f in os.listdir(shared.parent) if ".tmp" in f]

@@ -14,6 +14,7 @@ import numpy as np
 
 import importlib
 partition_lib = importlib.import_module("fedfrac.data.partition")
+from fedfrac._validation import ConfigError  # noqa: E402
 from fedfrac.data import sources  # noqa: E402
 from fedfrac.data import dataset as dataset_mod  # noqa: E402
 from fedfrac.data.federated_data import (  # noqa: E402,F401  (re-exported)
@@ -183,6 +184,22 @@ def reference_code_parts(dataset: dataset_mod.Dataset, data_cfg: ConfigDict, dat
   return [train_parts[k] for k in keep], test_parts[:len(keep)]
 
 
+def check_test_groups(data_cfg: ConfigDict, dataset) -> None:
+  """Refuse your own data's ``test_groups`` with a natural partition and a
+  ``test_split`` that would not use them: ``like_train`` / ``iid`` re-sample
+  every client's test rows from the pooled test set, so each client would be
+  evaluated on other users' rows, not on its own (one line, before any compute)."""
+  if (getattr(dataset, "test_groups", None) is None
+          or data_cfg.get("partition") != "natural"
+          or data_cfg.get("test_split", "like_train") == "natural"):
+    return
+  raise ConfigError(
+      f"config.data.test_split={data_cfg.test_split!r} with "
+      f"config.data.partition='natural': data= has test_groups (each client's own "
+      f"test rows), which this split ignores; set config.data.test_split='natural' "
+      f"to evaluate each client on its own rows, or leave test_groups out")
+
+
 def build(data_cfg: ConfigDict, seed: int,
           dataset: Optional[dataset_mod.Dataset] = None) -> FederatedData:
   """Config -> :class:`FederatedData`: load the source, partition, split the test set.
@@ -211,6 +228,8 @@ def build(data_cfg: ConfigDict, seed: int,
   source = data_cfg.source if dataset is None else "data= (your arrays)"
   if dataset is None:
     dataset = sources.load(data_cfg, data_seed)
+  else:
+    check_test_groups(data_cfg, dataset)
   if data_cfg.get("compat", "paper") == "reference_code":
     train_parts, test_parts = reference_code_parts(dataset, data_cfg, data_seed)
     return with_validation(federate(dataset, train_parts, test_parts), data_cfg,

@@ -30,6 +30,7 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
 import sys
 from typing import Optional
@@ -118,10 +119,20 @@ def json_default(o):
   return str(o)
 
 
+def unique_tmp(path, ext: str = "") -> str:
+  """A temporary name beside ``path`` that no other writer uses:
+  ``<path>.tmp<pid><8 random digits><ext>`` (processes of several hosts may
+  share a pid; the random digits tell them apart). Writing there and renaming
+  with ``os.replace`` makes concurrent writers of one file each replace it
+  whole; a name cut short still matches ``.tmp<digits>``."""
+  return f"{path}.tmp{os.getpid()}{secrets.randbelow(10 ** 8):08d}{ext}"
+
+
 def atomic_write(path, text):
-  """Write ``text`` to ``path`` through a temporary file and a rename
-  (:class:`DiskFullError` when the disk is full; ``path`` is then unchanged)."""
-  tmp = f"{path}.tmp{os.getpid()}"
+  """Write ``text`` to ``path`` through a temporary file of its own
+  (:func:`unique_tmp`) and a rename (:class:`DiskFullError` when the disk is
+  full; ``path`` is then unchanged)."""
+  tmp = unique_tmp(path)
   data = text.encode() if isinstance(text, str) else text
 
   def remove_tmp():

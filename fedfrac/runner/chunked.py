@@ -176,6 +176,13 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
               f"from round 0", file=sys.stderr)
         ckpt.remove_steps()
         restored = None
+    if restored is not None and stored.history_seed(restored[2]) not in (None, seed):
+      # copied in from another seed's folder: never continued as this seed's
+      print(f"checkpoints in {ckpt.directory} are of seed "
+            f"{stored.history_seed(restored[2])}, not seed {seed}; restarting {label} "
+            f"seed {seed} from round 0", file=sys.stderr)
+      ckpt.remove_steps()
+      restored = None
     if restored is not None:
       step, state, history = restored
       state = sim.place_state(state)
@@ -195,7 +202,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   def save(r, chunk_index, state, last):
     if ckpt and (last or log.status != "ok" or (
         config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
-      extra = {"rounds": config.rounds, "method": label}
+      extra = {"rounds": config.rounds, "method": label, "seed": int(seed)}
       if bound is not None:
         extra[stored.BINDING] = bound
       ckpt.save(r, sim.host_state(state), {**log.history(), **extra})

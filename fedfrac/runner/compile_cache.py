@@ -183,7 +183,8 @@ def verify_entries(path) -> tuple:
 
 
 def _write_index(path, index) -> None:
-  tmp = os.path.join(path, f".{INDEX}.tmp{os.getpid()}")
+  from fedfrac.runner.checkpoint import unique_tmp
+  tmp = unique_tmp(os.path.join(path, f".{INDEX}"))
   try:
     with open(tmp, "w") as f:
       json.dump(index, f)

@@ -114,12 +114,26 @@ def unguarded_main() -> Optional[str]:
           f"worker processes")
 
 
+def unimportable_main() -> Optional[str]:
+  """Why a spawned worker cannot start from here, or None: ``__main__`` names a
+  file that does not exist (``python -`` reading the script from standard input
+  is ``<stdin>``), which every spawned worker imports first and dies on.
+  ``python -c`` and notebooks have no ``__file__``: workers do not import them."""
+  main = sys.modules.get("__main__")
+  path = getattr(main, "__file__", None)
+  if not path or getattr(main, "__spec__", None) is not None or os.path.isfile(path):
+    return None
+  return (f"this script's __main__ is {path!r} (read from standard input, or its file "
+          f"is gone), which a spawned worker process imports first and cannot; save "
+          f"the script to a file to use worker processes")
+
+
 def workers_problem(payload=None) -> Optional[str]:
   """Why this process cannot hand work to worker processes, or None: an
   unguarded script (:func:`unguarded_main`), your own algorithms or models that
   cannot be sent (:func:`pack_extensions`), or a ``payload`` (the configs of
   the work, e.g. with an optax server optimizer) that cannot be pickled."""
-  problem = unguarded_main() or pack_extensions()[1]
+  problem = unimportable_main() or unguarded_main() or pack_extensions()[1]
   if problem or payload is None:
     return problem
   try:
@@ -134,7 +148,7 @@ def workers_problem(payload=None) -> Optional[str]:
 def extensions_for_workers():
   """:func:`pack_extensions`'s blob; RuntimeError (one line) when they cannot be
   sent or the main script has no ``__main__`` guard (:func:`unguarded_main`)."""
-  guard = unguarded_main()
+  guard = unimportable_main() or unguarded_main()
   if guard:
     raise RuntimeError(f"worker processes cannot start: {guard}")
   blob, problem = pack_extensions()

@@ -85,12 +85,6 @@ def written_rows(results: Results, rounds: bool = False):
   return out
 
 
-def _remove(path) -> None:
-  try:
-    os.remove(path)
-  except OSError:
-    pass
-
 
 def write_outputs(results: Results, workdir: str):
   """metrics.csv/jsonl, rounds.csv, summary.json/md and plots, each written
@@ -114,8 +108,7 @@ def write_outputs(results: Results, workdir: str):
   atomic_write(os.path.join(workdir, "summary.md"), results.table() + "\n")
   for figure, name in zip(results_figures(results), FIGURE_FILES):
     path = os.path.join(workdir, name)     # each well under 1 MiB
-    tmp = f"{os.path.splitext(path)[0]}.tmp.png"
-    with disk_full_as_error(path, [2**20], cleanup=lambda t=tmp: _remove(t)):
+    with disk_full_as_error(path, [2**20]):   # save removes its own temporary file
       figure.save(path)
   if tensorboard_on:
     with disk_full_as_error(os.path.join(workdir, "tensorboard"), [2**20]):

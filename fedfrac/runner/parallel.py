@@ -133,7 +133,7 @@ def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, r
   try:
     work_queue.work_queue(items, "fedfrac.runner.parallel:job_task", workers, on_message,
                           name="fedfrac-run", pin=False, graceful=True)
-  except WorkersLost:     # what finished is written, then one line
+  except WorkersLost as lost_workers:     # what finished is written, then one line
     records.extend(done[j] for j in jobs if j in done)
     lost = [j for j in jobs if j not in done]
     results = finish(quiet=lost)
@@ -142,7 +142,7 @@ def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, r
              f"same command to run the rest" if workdir else "nothing was kept (no workdir)")
     raise RunsLost(f"{len(lost)} of {len(jobs)} runs did not finish ({lost[0][0]} seed "
                    f"{lost[0][1]}{', ...' if len(lost) > 1 else ''}): their worker "
-                   f"process died (killed, or out of memory?); {where}", results) from None
+                   f"process died ({lost_workers.reason}); {where}", results) from None
   except KeyboardInterrupt as e:
     signum = getattr(e, "signum", signal.SIGINT)
     records.extend(done[j] for j in jobs if j in done)

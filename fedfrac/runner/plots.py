@@ -16,6 +16,7 @@ returned figure displays inline as a PNG.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 from typing import Any, Mapping, Optional, Sequence
@@ -48,11 +49,17 @@ class Figure(_MplFigure):
     self.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     return buf.getvalue()
 
-  def save(self, path: str, dpi: int = 120) -> None:
+  def save(self, path: str, dpi: int = 120, bbox_inches: Optional[str] = "tight") -> None:
     """Write the figure to ``path`` atomically (format from the extension)."""
+    from fedfrac.runner.checkpoint import unique_tmp
     root, ext = os.path.splitext(path)
-    tmp = f"{root}.tmp{ext or '.png'}"
-    self.savefig(tmp, dpi=dpi, bbox_inches="tight")
+    tmp = unique_tmp(root, ext or ".png")   # its own: other processes may write path too
+    try:
+      self.savefig(tmp, dpi=dpi, bbox_inches=bbox_inches)
+    except BaseException:
+      with contextlib.suppress(OSError):
+        os.remove(tmp)
+      raise
     os.replace(tmp, path)
 
 

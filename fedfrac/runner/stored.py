@@ -137,6 +137,15 @@ def read_record(workdir, label, seed, current=None) -> RunRecord:
   return _record(data)
 
 
+def history_seed(history: dict) -> Optional[int]:
+  """The seed a checkpoint's history was written by (its own ``seed``, else its
+  rows'; None when it says neither)."""
+  if "seed" in history:
+    return int(history["seed"])
+  rows = history.get("rows") or []
+  return int(rows[0]["seed"]) if rows and "seed" in rows[0] else None
+
+
 def latest_history(workdir, label, seed, current=None):
   """``(step, history)`` of the run's newest verified checkpoint bound to
   ``current`` (None: no such step)."""
@@ -150,6 +159,8 @@ def latest_history(workdir, label, seed, current=None):
     _check_binding(found[1], current, label)
   except sealed.Damaged:
     return None
+  if history_seed(found[1]) not in (None, int(seed)):
+    return None   # another seed's steps, copied in: not this run's result
   return found
 
 

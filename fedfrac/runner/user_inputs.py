@@ -19,6 +19,7 @@ from fedfrac import algorithms as algorithms_lib
 from fedfrac import config_keys
 from fedfrac import models as models_lib
 from fedfrac.data import arrays as arrays_lib
+from fedfrac.data import federated as federated_lib
 
 
 class UserInputs(NamedTuple):
@@ -63,6 +64,7 @@ def prepare(config, data=None, algorithms: Optional[dict] = None, model=None,
         data, regression=config.task.loss != "cross_entropy",
         test_fraction=float(config.data.get("test_fraction", 0.2)),
         split_seed=int(config.data.get("split_seed", 0)))
+    federated_lib.check_test_groups(config.data, checked)
     extra["data.source"] = "data= (arrays given to the run)"
     if digest:
       extra["data.arrays"] = arrays_lib.digest(checked)

@@ -38,13 +38,34 @@ def _pin_to_core():
 
 
 class WorkersLost(RuntimeError):
-  """Every worker process exited with tasks left (killed, or out of memory);
-  ``remaining``: the indices of the items that did not finish."""
+  """Every worker process exited with tasks left; ``remaining``: the indices of
+  the items that did not finish; ``reason``: why, as far as the parent can
+  tell (exit codes, an error at start-up)."""
 
-  def __init__(self, remaining):
+  def __init__(self, remaining, reason="killed, or out of memory?"):
     self.remaining = sorted(remaining)
+    self.reason = reason
     super().__init__(f"every worker exited with {len(self.remaining)} tasks left "
-                     f"(killed, or out of memory?)")
+                     f"({reason})")
+
+
+def lost_reason(procs, started: bool, startup_error: Optional[str]) -> str:
+  """Why every worker in ``procs`` is gone: its own error at start-up, an
+  exit before taking any task (exit code; its error is on stderr above), or
+  killed (a signal: killed, or out of memory?)."""
+  codes = sorted({p.exitcode for p in procs if p.exitcode is not None})
+  if startup_error:
+    return f"a worker process failed at start-up: {startup_error}"
+  if not started and codes and all(c > 0 for c in codes):
+    return (f"every worker process exited at start-up with exit code "
+            f"{', '.join(map(str, codes))} before taking a task; its error is printed "
+            f"above")
+  return "killed, or out of memory?"
+
+
+def _last_line(text: str) -> str:
+  lines = [l for l in text.strip().splitlines() if l.strip()]
+  return lines[-1].strip() if lines else text
 
 
 _PARENT_GONE = threading.Event()
@@ -76,14 +97,19 @@ def _queue_worker(target, tasks, results, graceful=False, extensions=None, paren
     signals.install_in_worker()
   if parent is not None:
     _watch_parent(parent, graceful)
-  _pin_to_core()
-  one_line_warnings()
-  install_extensions(extensions)
-  function = resolve(target)
 
   def put(message):
     if not _PARENT_GONE.is_set():   # nobody reads them any more
       results.put(message)
+  try:
+    _pin_to_core()
+    one_line_warnings()
+    install_extensions(extensions)
+    function = resolve(target)
+  except BaseException:    # said by the parent at once, in its own words
+    put(("startup", None, _last_line(traceback.format_exc())))
+    return
+  put(("started", None, None))
   while True:
     task = tasks.get()
     if task is None or signals.stop_requested() or _PARENT_GONE.is_set():
@@ -159,6 +185,7 @@ def work_queue(items: list, target: str, workers: int,
     procs.append(p)
   remaining = set(order)
   at_once = False
+  started = False
   try:
     with signals.Signals(graceful=graceful) as stop:
       asked = False
@@ -174,9 +201,13 @@ def work_queue(items: list, target: str, workers: int,
           if not any(p.is_alive() for p in procs):
             if asked:
               break
-            raise WorkersLost(remaining) from None
+            raise WorkersLost(remaining, lost_reason(procs, started, None)) from None
           continue
-        if kind == "message":
+        if kind == "started":
+          started = True
+        elif kind == "startup":   # the same for every worker: said at once
+          raise WorkersLost(remaining, lost_reason(procs, started, payload))
+        elif kind == "message":
           on_message(index, payload)
         elif kind == "done":
           remaining.discard(index)
@@ -190,6 +221,8 @@ def work_queue(items: list, target: str, workers: int,
     at_once = graceful   # a second signal: graceful workers ignore SIGTERM now
     raise
   finally:
+    if remaining:         # nobody takes the tasks left: exiting must not wait on them
+      tasks.cancel_join_thread()
     for p in procs:
       if remaining:       # a failure or an interrupt: stop the others
         p.kill() if at_once else p.terminate()

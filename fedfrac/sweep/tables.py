@@ -125,7 +125,7 @@ def plot(points, sweep_keys, metric_names, path):
     ax.grid(alpha=0.3)
   axs[0, 0].legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  fig.save(path, dpi=110, bbox_inches=None)   # atomic: shards finishing together
 
 
 def write_tables(out, points, sweep_keys, metric_names, title, command, notes,

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from fedfrac_lab.reproduce.item_files import unique_tmp
 
 START = "<!-- sweep-throughput:start -->"
 END = "<!-- sweep-throughput:end -->"
@@ -127,7 +128,7 @@ def write_section(path, text):
   else:
     new = old.rstrip("\n") + "\n\n" + block
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = f"{path}.tmp{os.getpid()}"
+  tmp = unique_tmp(path)
   with open(tmp, "w") as f:
     f.write(new)
   os.replace(tmp, path)

@@ -22,6 +22,7 @@ import os
 import shutil
 import tarfile
 import time
+from fedfrac_lab.reproduce.item_files import unique_tmp
 
 FOLDER = ".gpu-cache"     # in the checkout, ignored by git, carried to a window
 ENTRIES = "xla"           # JAX's persistent cache inside it
@@ -92,7 +93,7 @@ def pack(cache_dir, out_path, manifest, first=(), cap=CAP_BYTES) -> dict:
       total += by_name[rel][0]
   man = dict(manifest, files=len(chosen), bytes=total, packed=time.strftime(
       "%Y-%m-%dT%H:%M:%S"))
-  tmp = f"{out_path}.tmp{os.getpid()}"
+  tmp = unique_tmp(out_path)
   with tarfile.open(tmp, "w") as tar:
     data = json.dumps(man, indent=1, sort_keys=True).encode()
     info = tarfile.TarInfo(MANIFEST)
@@ -120,7 +121,7 @@ def unpack(tar_path, root) -> dict:
         raise ValueError(f"{tar_path}: no {MANIFEST}")
       manifest = json.loads(tar.extractfile(MANIFEST).read())
       folder = os.path.join(root, FOLDER)
-      tmp = folder + f".tmp{os.getpid()}"
+      tmp = unique_tmp(folder)
       shutil.rmtree(tmp, ignore_errors=True)
       for m in members:
         dest = os.path.join(tmp, os.path.normpath(m.name))

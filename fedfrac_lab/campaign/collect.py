@@ -29,6 +29,7 @@ import sys
 from fedfrac_lab.campaign import carried_cache, files, plan as plan_lib
 from fedfrac_lab.reproduce import item_files
 from fedfrac_lab.reproduce.item_files import table_files  # noqa: F401  (re-exported)
+from fedfrac_lab.reproduce.item_files import unique_tmp
 
 CAMPAIGN = os.path.join("results", "campaign")
 
@@ -49,7 +50,7 @@ def _write_new(path, blob) -> str:
         return "kept"
       status = "more"
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.tmp{os.getpid()}"
+  tmp = unique_tmp(path)
   with open(tmp, "wb") as f:
     f.write(blob)
   os.replace(tmp, path)
@@ -154,33 +155,97 @@ def merge_measurements(root, new: dict) -> list:
   return written
 
 
-def collect(archive, plan_path, root=".", log=print) -> dict:
-  """Check ``archive`` and unpack it into ``root``; returns what was done."""
-  manifest, blobs = files.read_archive(archive)
-  plan = plan_lib.load(plan_path)
-  device = (manifest.get("device") or {}).get("device", "unknown device")
-  if manifest.get("dry_run"):
-    log(f"{archive}: a dry run on the CPU ({device})")
-  status, touched, measurements = {}, set(), {}
+def _plain_name(value) -> bool:
+  """Whether ``value`` can name one file or folder inside another (no path
+  separator, not ``.`` / ``..``, not empty)."""
+  return (isinstance(value, str) and value not in ("", ".", "..") and "\0" not in value
+          and "/" not in value and "\\" not in value and os.path.basename(value) == value)
+
+
+def _checked(archive, manifest, blobs) -> tuple:
+  """``(items, measurements, timing rows)`` of ``blobs``, every field that names a
+  path a plain name and every field collect reads present; raises
+  :class:`files.ArchiveError` naming the member and the field, before anything
+  is written."""
+  def bad(name, what):
+    raise files.ArchiveError(f"archive {archive!r}: {name}: {what}")
+
+  def campaign_of(name, obj, keys):
+    c = obj.get("campaign")
+    if not isinstance(c, dict):
+      bad(name, "has no 'campaign' object (not an item file of a window)")
+    missing = [k for k in keys if k not in c]
+    if missing:
+      bad(name, f"campaign.{missing[0]} is missing")
+    return c
+
+  items, measurements = {}, {}
   for name in sorted(blobs):
     if name.startswith("items/"):
       obj = json.loads(blobs[name])
-      table = obj["campaign"]["table"]
-      dest = os.path.join(root, CAMPAIGN, table, os.path.basename(name))
-      status[name] = _write_new(dest, blobs[name])
-      if status[name] in ("new", "more"):
-        touched.add(table)
+      table = campaign_of(name, obj, ("table",))["table"]
+      if not _plain_name(table):
+        bad(name, f"campaign.table={table!r} is not a plain name (it names a folder "
+                  f"under {CAMPAIGN})")
+      items[name] = table
     elif name.startswith("measurements/"):
       obj = json.loads(blobs[name])
-      c = obj["campaign"]
-      measurements.setdefault(c["slug"], {})[c["table"]] = {
-          "result": obj["result"], "command": obj["command"], "device": c["device"],
-          "date": c["date"], "seconds": c["seconds"], "dry_run": manifest.get("dry_run")}
-      status[name] = "merged"
+      c = campaign_of(name, obj, ("slug", "table", "device", "date", "seconds"))
+      for key in ("result", "command"):
+        if key not in obj:
+          bad(name, f"{key} is missing")
+      if not _plain_name(c["slug"]):
+        bad(name, f"campaign.slug={c['slug']!r} is not a plain name (it names "
+                  f"benchmarks/results_<slug>.json)")
+      if not isinstance(c["table"], str):
+        bad(name, f"campaign.table={c['table']!r} is not a name")
+      measurements[name] = obj
+  try:
+    rows = json.loads(blobs.get("timings.json", b"[]"))
+  except ValueError:
+    bad("timings.json", "is not JSON")
+  if not isinstance(rows, list) or not all(
+      isinstance(r, dict) and all(k in r for k in ("item", "device", "seconds"))
+      for r in rows):
+    bad("timings.json", "is not a list of timing rows {item, device, seconds, ...}")
+  if not isinstance(manifest.get("device") or {}, dict):
+    bad(files.MANIFEST, f"device={manifest['device']!r} is not an object")
+  slug = (manifest.get("device") or {}).get("slug", "device")
+  start = manifest.get("started", "start")
+  if "timings.md" in blobs:
+    if not _plain_name(slug):
+      bad(files.MANIFEST, f"device.slug={slug!r} is not a plain name (it names "
+                          f"{CAMPAIGN}/windows/<start>_<slug>.md)")
+    if not isinstance(start, str) or not _plain_name(start.replace(":", "")):
+      bad(files.MANIFEST, f"started={start!r} is not a plain name (it names "
+                          f"{CAMPAIGN}/windows/<start>_<slug>.md)")
+  return items, measurements, rows
+
+
+def collect(archive, plan_path, root=".", log=print) -> dict:
+  """Check ``archive`` and unpack it into ``root``; returns what was done."""
+  manifest, blobs = files.read_archive(archive)
+  items, measured, rows = _checked(archive, manifest, blobs)
+  plan = plan_lib.load(plan_path)
   timings_path = os.path.join(root, CAMPAIGN, "timings.json")
   old = plan_lib.load_timings(timings_path)
-  rows = json.loads(blobs.get("timings.json", b"[]"))
-  seen = {(r["item"], r["device"], r["seconds"]) for r in old}
+  device = (manifest.get("device") or {}).get("device", "unknown device")
+  if manifest.get("dry_run"):
+    log(f"{archive}: a dry run on the CPU ({device})")
+  status, dests, touched, measurements = {}, {}, set(), {}
+  for name, table in items.items():
+    dest = os.path.join(root, CAMPAIGN, table, os.path.basename(name))
+    status[name], dests[name] = _write_new(dest, blobs[name]), dest
+    if status[name] in ("new", "more"):
+      touched.add(table)
+  for name, obj in measured.items():
+    c = obj["campaign"]
+    measurements.setdefault(c["slug"], {})[c["table"]] = {
+        "result": obj["result"], "command": obj["command"], "device": c["device"],
+        "date": c["date"], "seconds": c["seconds"], "dry_run": manifest.get("dry_run")}
+    status[name] = "merged"
+    dests[name] = os.path.join(root, "benchmarks", f"results_{c['slug']}.json")
+  seen = {(r.get("item"), r.get("device"), r.get("seconds")) for r in old}
   new_rows = [r for r in rows if (r["item"], r["device"], r["seconds"]) not in seen]
   item_files.write_json_atomic(timings_path, old + new_rows)
   if "timings.md" in blobs:
@@ -204,7 +269,7 @@ def collect(archive, plan_path, root=".", log=print) -> dict:
     except ValueError as e:
       log(f"cache  not taken: {e}")
   for name, what in sorted(status.items()):
-    log(f"{what:6s} {name}")
+    log(f"{what:6s} {name} -> {dests[name]}")
   for path in written:
     log(f"wrote {path}")
   return {"status": status, "written": written, "timings_added": len(new_rows),

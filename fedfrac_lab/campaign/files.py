@@ -22,7 +22,7 @@ import time
 # in part) are a results format the renderers read: fedfrac_lab.reproduce.item_files.
 from fedfrac_lab.reproduce.item_files import (  # noqa: F401  (re-exported)
     canonical, checksum, done_items, is_partial, partial_items, read_verified,
-    write_item, write_json_atomic)
+    unique_tmp, write_item, write_json_atomic)
 
 MANIFEST = "MANIFEST.json"
 ARCHIVE = "campaign.tar.gz"
@@ -55,7 +55,7 @@ def pack(staging, archive, manifest: dict):
   man = dict(manifest, format=FORMAT, packed=time.strftime("%Y-%m-%dT%H:%M:%S"),
              files={rel: _sha_file(path) for rel, path in members})
   data = json.dumps(man, indent=1, sort_keys=True).encode()
-  tmp = f"{archive}.tmp{os.getpid()}"
+  tmp = unique_tmp(archive)
   with tarfile.open(tmp, "w:gz") as tar:
     info = tarfile.TarInfo(MANIFEST)
     info.size, info.mtime = len(data), int(time.time())
@@ -84,7 +84,13 @@ def read_archive(archive) -> tuple:
     raise ArchiveError(f"archive {archive!r}: not a readable tar.gz ({e})") from None
   if MANIFEST not in blobs:
     raise ArchiveError(f"archive {archive!r}: no {MANIFEST}")
-  manifest = json.loads(blobs.pop(MANIFEST))
+  try:
+    manifest = json.loads(blobs.pop(MANIFEST))
+  except ValueError:
+    raise ArchiveError(f"archive {archive!r}: {MANIFEST} is not JSON") from None
+  if not isinstance(manifest, dict):
+    raise ArchiveError(f"archive {archive!r}: {MANIFEST} holds a "
+                       f"{type(manifest).__name__}, not an object")
   if manifest.get("format") != FORMAT:
     raise ArchiveError(f"archive {archive!r}: format {manifest.get('format')!r}, "
                        f"this code reads {FORMAT}")
@@ -102,7 +108,7 @@ def read_archive(archive) -> tuple:
         obj = json.loads(blobs[name])
       except ValueError:
         raise ArchiveError(f"archive {archive!r}: {name} is not JSON") from None
-      if obj.get("sha256") != checksum(obj):
+      if not isinstance(obj, dict) or obj.get("sha256") != checksum(obj):
         raise ArchiveError(f"archive {archive!r}: {name} does not match its own "
                            "checksum")
   return manifest, blobs

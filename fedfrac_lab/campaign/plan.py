@@ -279,8 +279,16 @@ def load_timings(path) -> list:
   """Rows ``{"key", "device", "seconds", ...}`` of earlier windows ([] if none)."""
   if not os.path.exists(path):
     return []
-  with open(path) as f:
-    return json.load(f)
+  try:
+    with open(path) as f:
+      rows = json.load(f)
+  except (OSError, ValueError) as e:
+    raise PlanError(f"{path}: not readable as JSON ({type(e).__name__}); move it "
+                    f"aside (the next windows then use the plan's estimates)") from None
+  if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+    raise PlanError(f"{path}: holds a {type(rows).__name__}, not a list of timing rows; "
+                    f"move it aside (the next windows then use the plan's estimates)")
+  return rows
 
 
 def estimate(item: Item, device: str, timings: list, measured: dict) -> float:

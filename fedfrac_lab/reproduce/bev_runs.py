@@ -37,7 +37,7 @@ class SuiteRuns:
     self.raw = {}
     self.sections = []
     self.main_results = None
-    self.seeds = tuple(int(s) for s in args.seeds.split(","))
+    self.seeds = common.parse_seeds(args.seeds)
     self.ved = bool(args.ved)
     self.outcome = None
     self.run_s = 0.0     # seconds of the runs the current study used

@@ -26,6 +26,19 @@ CHECKOUT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 PUBLISHED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
 
 
+def parse_seeds(text, flag="--seeds") -> tuple:
+  """``"0,1,2"`` -> ``(0, 1, 2)``; anything else (empty, ``a``, an empty item,
+  a negative or repeated seed) is ``SystemExit`` with one line naming the flag,
+  its value and what is allowed, before any compute."""
+  items = str(text).split(",")
+  if not all(s.strip().isdigit() for s in items):
+    raise SystemExit(f"{flag}={text!r}: comma-separated integers >= 0, e.g. 0,1,2")
+  seeds = tuple(int(s) for s in items)
+  if len(set(seeds)) != len(seeds):
+    raise SystemExit(f"{flag}={text!r}: each seed once")
+  return seeds
+
+
 def find_file(path):
   """Absolute path of ``path``: as given when it exists (absolute or relative to
   the working directory), else relative to the source checkout. Raises

@@ -30,6 +30,7 @@ from fedfrac_lab.reproduce.firma_files_table import (  # noqa: F401  (re-exporte
     CHANCE, CHANCE_MARGIN, COLUMNS, DATASETS, INPUTS, PUBLISHED, ROWS, json_groups, at_chance,
     cell_comparison, cell_verdicts, client_counts, clients_text, json_cells, markdown,
     published_table, section_rows, tables, verdict, write_table)
+from fedfrac_lab.reproduce.item_files import unique_tmp
 
 
 def files_spec(args) -> dict:
@@ -104,7 +105,7 @@ def run_scenarios(args, log=print, cache_dir=None, widths=None):
         "workers": workers(args.workers),
         "results": {mode: {f"{s}/{m}": v for (s, m), v in res.items()}
                     for mode, res in results.items()}}
-    tmp = args.json + ".tmp"
+    tmp = unique_tmp(args.json)
     with open(tmp, "w") as f:
       json.dump(out, f, default=float)
     os.replace(tmp, args.json)

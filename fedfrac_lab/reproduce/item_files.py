@@ -15,12 +15,19 @@ import glob
 import hashlib
 import json
 import os
+import random
 
 CAMPAIGN = os.path.join("results", "campaign")
 
 
 def canonical(obj) -> bytes:
   return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=float).encode()
+
+
+def unique_tmp(path, ext: str = "") -> str:
+  """A temporary name beside ``path`` no other writer uses (pid and 8 random
+  digits): write there, then ``os.replace`` it onto ``path``."""
+  return f"{path}.tmp{os.getpid()}{random.SystemRandom().randrange(10 ** 8):08d}{ext}"
 
 
 def checksum(obj) -> str:
@@ -30,7 +37,7 @@ def checksum(obj) -> str:
 
 def write_json_atomic(path, obj):
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = f"{path}.tmp{os.getpid()}"
+  tmp = unique_tmp(path)
   with open(tmp, "w") as f:
     json.dump(obj, f, default=float)
   os.replace(tmp, path)

@@ -166,7 +166,7 @@ def main(argv=None):
   p.add_argument("--beta", type=float, default=0.01)
   jobs.add_point_flags(p, "kuramoto")
   args = p.parse_args(argv)
-  seeds = tuple(int(s) for s in args.seeds.split(","))
+  seeds = common.parse_seeds(args.seeds)
   shards = tuple(int(s) for s in args.shards.split(","))
   clients = tuple(int(k) for k in args.clients.split(","))
   kappas = tuple(float(k) for k in args.kappas.split(","))

@@ -34,6 +34,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import random
 import runpy
 import shutil
 import subprocess
@@ -52,6 +53,11 @@ class _Config(dict):
 
   def __setattr__(self, key, value):
     self[key] = value
+
+def unique_tmp(path, ext: str = "") -> str:
+  """A temporary name beside ``path`` no other writer uses (pid and 8 random
+  digits): write there, then ``os.replace`` it onto ``path``."""
+  return f"{path}.tmp{os.getpid()}{random.SystemRandom().randrange(10 ** 8):08d}{ext}"
 
 
 def wandb_stub() -> types.ModuleType:
@@ -79,7 +85,7 @@ def device(name: str) -> str:
 
 
 def write_json(path, obj) -> None:
-  tmp = f"{path}.tmp"
+  tmp = unique_tmp(path)
   with open(tmp, "w") as f:
     json.dump(obj, f, indent=1)
   os.replace(tmp, path)
@@ -170,9 +176,10 @@ def torchvision_root(data_dir, work):
     source, target = idx_path(data_dir, name), os.path.join(raw, name)
     if not os.path.exists(target):
       opener = gzip.open if source.endswith(".gz") else open
-      with opener(source, "rb") as f, open(target + ".tmp", "wb") as g:
+      tmp = unique_tmp(target)
+      with opener(source, "rb") as f, open(tmp, "wb") as g:
         shutil.copyfileobj(f, g)
-      os.replace(target + ".tmp", target)
+      os.replace(tmp, target)
   return os.path.join(work, "data")
 
 

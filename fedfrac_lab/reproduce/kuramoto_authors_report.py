@@ -24,13 +24,14 @@ import tarfile
 import tempfile
 
 import numpy as np
+from fedfrac_lab.reproduce.item_files import unique_tmp
 
 ARCHIVE = "kuramoto_authors_runs.tar.gz"
 RUN_FILE = re.compile(r"^(authors|fedfrac)_(\w+)_seed(\d+)\.json$")
 
 
 def write_json(path, obj) -> None:
-  tmp = f"{path}.tmp"
+  tmp = unique_tmp(path)
   with open(tmp, "w") as f:
     json.dump(obj, f, indent=1)
   os.replace(tmp, path)
@@ -197,10 +198,10 @@ def write_outputs(out, folders, command=None, archive=True) -> dict:
   with open(os.path.join(out, "kuramoto_authors.md"), "w") as f:
     f.write("\n".join(markdown(doc)) + "\n")
   if archive:
-    tmp = os.path.join(out, ARCHIVE + ".tmp")
+    tmp = unique_tmp(os.path.join(out, ARCHIVE))
     with tarfile.open(tmp, "w:gz") as tar:
       for name in sorted(os.listdir(folders[0])):
-        if name.endswith((".json", ".log")) and not name.endswith(".tmp"):
+        if name.endswith((".json", ".log")) and ".tmp" not in name:
           tar.add(os.path.join(folders[0], name), arcname=name)
     os.replace(tmp, os.path.join(out, ARCHIVE))
   return doc

@@ -136,7 +136,7 @@ def main(argv=None):
   if args.rounds:
     config.rounds = args.rounds
   if args.seeds:
-    config.seeds = tuple(int(s) for s in args.seeds.split(","))
+    config.seeds = common.parse_seeds(args.seeds)
   config.progress = False
   t0 = time.time()
   try:

@@ -182,7 +182,7 @@ def main(argv=None):
   jobs.add_point_flags(p, "stragglers", batches="(policy, method) batches")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = p.parse_args(argv)
-  seeds = tuple(int(s) for s in args.seeds.split(","))
+  seeds = common.parse_seeds(args.seeds)
   t0 = time.time()
   try:
     rows, setup = study(args.sigma, args.deadline, args.rounds, seeds,

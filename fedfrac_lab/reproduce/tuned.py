@@ -265,7 +265,7 @@ def main(argv=None):
       with open(out, "w") as f:
         f.write(markdown(partial, command))
     result = run_study(
-        args.study, tuple(int(s) for s in args.seeds.split(",") if s), args.rounds,
+        args.study, common.parse_seeds(args.seeds), args.rounds,
         tuple(float(x) for x in args.lrs.split(",") if x) or None,
         [m for m in args.methods.split(",") if m] or None, args.data_dir or None,
         args.format or None, log=lambda m: print(m, file=sys.stderr, flush=True),

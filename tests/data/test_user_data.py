@@ -161,3 +161,27 @@ def test_test_labels_the_training_data_never_holds_are_said_in_one_line(capsys):
   assert err == ["warning: data:y_test: 20 of 30 examples have labels data:y_train "
                  "never holds (3, 4), so no client learns them and they count as "
                  "errors"], err
+
+
+def test_own_test_groups_with_a_natural_partition_are_used_or_refused():
+  """Natural clients with their own test rows: a split that would re-sample other
+  users' rows is refused before compute; ``test_split='natural'`` uses them."""
+  from fedfrac._validation import ConfigError
+  x, y = _table(n=120)
+  groups = np.arange(120) % 4
+  data = {"x_train": x[:80], "y_train": y[:80], "train_groups": groups[:80],
+          "x_test": x[80:], "y_test": y[80:], "test_groups": groups[80:]}
+  c = helpers.tiny_config(rounds=1)
+  c.data.partition, c.data.num_clients = "natural", 4
+  with pytest.raises(ConfigError, match=r"^config.data.test_split='like_train' with "
+                     r"config.data.partition='natural': data= has test_groups"):
+    ff.run(c, data=data)
+  ds = arrays.user_data(data)
+  c.data.test_split = "iid"
+  with pytest.raises(ConfigError, match="config.data.test_split='iid'"):
+    data_lib.build(c.data, seed=0, dataset=ds)
+  c.data.test_split = "natural"
+  fed = data_lib.build(c.data, seed=0, dataset=ds)
+  for k in range(4):
+    rows = fed.client_test_index[k, :fed.client_test_size[k]]
+    assert set(groups[80:][rows]) == {k}

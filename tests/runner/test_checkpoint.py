@@ -150,6 +150,27 @@ def test_flipped_bit_in_a_run_checkpoint_resumes_from_the_previous_step(tmp_path
   assert _strip(resumed.records[0].round_rows) == _strip(full.records[0].round_rows)
 
 
+def test_a_step_copied_from_another_seed_is_not_continued(tmp_path, capsys):
+  """seed 1's last step copied into seed 0's folder, seed 0's record removed: the
+  rerun says so in one line and runs seed 0 from round 0, not from seed 1's state."""
+  import shutil
+  c = helpers.tiny_config(rounds=2, eval_every=1, checkpoint_every=1, seeds=(0, 1))
+  first = ff.run(c, workdir=str(tmp_path))
+  runs = tmp_path / "checkpoints" / "fedavg"
+  shutil.rmtree(runs / "seed_0")
+  shutil.copytree(runs / "seed_1", runs / "seed_0")
+  os.remove(tmp_path / "runs" / "fedavg" / "seed_0.json")
+  capsys.readouterr()
+  again = ff.run(c, workdir=str(tmp_path))
+  err = capsys.readouterr().err
+  assert (f"checkpoints in {runs / 'seed_0'} are of seed 1, not seed 0; restarting "
+          f"fedavg seed 0 from round 0") in err
+  seed0 = [r for r in again.records if r.seed == 0][0]
+  assert seed0.status == "ok"
+  want = [r for r in first.records if r.seed == 0][0]
+  assert _strip(seed0.round_rows) == _strip(want.round_rows)
+
+
 FAULT_SCRIPT = r"""
 import os, sys
 sys.path.insert(0, {root!r})

@@ -158,4 +158,4 @@ def test_a_full_disk_names_the_figure_it_could_not_write(tmp_path, monkeypatch):
     ff.run(c, workdir=str(tmp_path))
   assert str(e.value).startswith(f"no space left on the device to write "
                                  f"{tmp_path}/ranking.png ("), str(e.value)
-  assert not list(tmp_path.glob("*.tmp.png"))
+  assert not list(tmp_path.glob("*.tmp*"))

@@ -116,6 +116,49 @@ def test_a_script_without_a_main_guard_runs_in_this_process_instead_of_hanging(t
                              "__name__ == \"__main__\":` guard")
 
 
+def test_a_script_read_from_standard_input_runs_in_this_process_saying_why(tmp_path):
+  """``python - <<EOF`` with ``workers=2`` and ``data=``: every spawned worker died
+  importing ``<stdin>`` and the run ended "their worker process died (killed, or out
+  of memory?)" (or, with more data than a pipe holds, waited until killed)."""
+  import os
+  import subprocess
+  import sys
+  env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(helpers.__file__)))
+  proc = subprocess.run([sys.executable, "-"], input=_SCRIPT.format(guard_probe=""),
+                        cwd=tmp_path, env=env, text=True, capture_output=True, timeout=60)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "finished ['fedavg', 'fedprox']" in proc.stdout
+  lines = [l for l in proc.stderr.splitlines() if "running in this process" in l]
+  assert lines == ["config.workers=2: running in this process: this script's __main__ is "
+                   "'<stdin>' (read from standard input, or its file is gone), which a "
+                   "spawned worker process imports first and cannot; save the script to a "
+                   "file to use worker processes"], proc.stderr[-2000:]
+
+
+def test_a_worker_that_fails_at_start_up_is_said_at_once_in_its_own_words():
+  import time
+
+  from fedfrac.runner import work_queue
+  t0 = time.monotonic()
+  with pytest.raises(work_queue.WorkersLost) as e:
+    work_queue.work_queue([1, 2], "fedfrac.runner.no_such_module:task", 1,
+                          lambda i, p: None, pin=False)
+  assert e.value.reason == ("a worker process failed at start-up: ModuleNotFoundError: "
+                            "No module named 'fedfrac.runner.no_such_module'")
+  assert time.monotonic() - t0 < 60
+
+
+def test_workers_gone_before_any_task_are_not_said_to_be_killed():
+  from types import SimpleNamespace
+
+  from fedfrac.runner.work_queue import lost_reason
+  exited = [SimpleNamespace(exitcode=1), SimpleNamespace(exitcode=1)]
+  assert lost_reason(exited, False, None).startswith(
+      "every worker process exited at start-up with exit code 1 before taking a task")
+  killed = [SimpleNamespace(exitcode=-9)]
+  assert lost_reason(killed, True, None) == "killed, or out of memory?"
+
+
 def test_only_a_call_outside_the_main_guard_counts_as_unguarded(tmp_path):
   probe = '''
 def where():

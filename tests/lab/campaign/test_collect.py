@@ -96,3 +96,80 @@ def test_collect_renders_the_firma_table_and_the_device_block(tmp_path):
   assert again["status"]["items/firma_fashion_mnist/abc123.json"] == "same"
   assert again["timings_added"] == 0
   assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def _fresh_archive(tmp_path, name, members, device):
+  """:func:`_archive` packed from its own staging folder ``name``."""
+  (tmp_path / name).mkdir()
+  return _archive(tmp_path / name, members, device)
+
+
+def _plan(tmp_path):
+  plan = tmp_path / "plan.json"
+  plan.write_text(json.dumps({"tables": {}}))
+  return str(plan)
+
+
+def _refused(tmp_path, archive, match, capsys):
+  """collect refuses ``archive`` with one line matching ``match`` and writes nothing."""
+  import re
+  root = tmp_path / "checkout"
+  root.mkdir(exist_ok=True)
+  assert collect.main([archive, "--plan", _plan(tmp_path), "--root", str(root)]) == 2
+  err = capsys.readouterr().err
+  assert len(err.strip().splitlines()) == 1 and re.search(match, err), err
+  assert [p for p in root.rglob("*") if p.is_file()] == []
+
+
+def test_a_path_field_of_an_item_or_measurement_never_leaves_the_root(tmp_path, capsys):
+  escaped = _firma_item()
+  escaped["campaign"]["table"] = "../../../../escaped_table"
+  archive = _fresh_archive(tmp_path, "a", {"items/firma_fashion_mnist/abc123.json": escaped},
+                           "d")
+  _refused(tmp_path, archive, r"^error: archive .*: items/firma_fashion_mnist/abc123.json: "
+           r"campaign.table='../../../../escaped_table' is not a plain name", capsys)
+  measurement = {"result": {}, "command": "c", "campaign": {
+      "table": "vs_torch", "device": "d", "slug": "../../x", "seconds": 1.0, "date": "t"}}
+  archive = _fresh_archive(tmp_path, "b", {"measurements/vs_torch.json": measurement}, "d")
+  _refused(tmp_path, archive, r"measurements/vs_torch.json: campaign.slug='../../x' is "
+           r"not a plain name", capsys)
+  assert not list(tmp_path.rglob("escaped_table*")) and not (tmp_path / "x.json").exists()
+
+
+def test_a_garbled_archive_or_timings_file_is_one_line(tmp_path, capsys):
+  import tarfile
+  no_campaign = _firma_item()
+  del no_campaign["campaign"]
+  archive = _fresh_archive(tmp_path, "a", {"items/t/abc.json": no_campaign}, "d")
+  _refused(tmp_path, archive, r"items/t/abc.json: has no 'campaign' object", capsys)
+  bad_manifest = tmp_path / "bad.tar.gz"
+  with tarfile.open(bad_manifest, "w:gz") as tar:
+    tar.add(tmp_path / "plan.json", arcname="MANIFEST.json")
+  (tmp_path / "plan.json").write_text("{not json")
+  with tarfile.open(bad_manifest, "w:gz") as tar:
+    tar.add(tmp_path / "plan.json", arcname="MANIFEST.json")
+  _refused(tmp_path, str(bad_manifest), r"MANIFEST.json is not JSON", capsys)
+  staging = tmp_path / "a" / "staging"
+  (staging / "items" / "t" / "abc.json").unlink()
+  (staging / "timings.json").write_text("garbage")
+  files.pack(str(staging), str(tmp_path / "t.tar.gz"), {"device": {"slug": "h100"}})
+  _refused(tmp_path, str(tmp_path / "t.tar.gz"), r"timings.json: is not JSON", capsys)
+  # A local timings file that is garbage: one line, and the archive's item not left behind.
+  good = _fresh_archive(tmp_path, "b", {"items/t/abc123.json": _firma_item()}, "d")
+  local = tmp_path / "checkout" / "results" / "campaign" / "timings.json"
+  local.parent.mkdir(parents=True)
+  local.write_text("[{")
+  assert collect.main([good, "--plan", _plan(tmp_path), "--root",
+                       str(tmp_path / "checkout")]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"error: {local}: not readable as JSON") and err.count("\n") == 1
+  assert [p.name for p in local.parent.rglob("*") if p.is_file()] == ["timings.json"]
+
+
+def test_collect_names_the_file_each_member_was_written_to(tmp_path):
+  archive = _archive(tmp_path, {"items/firma_fashion_mnist/abc123.json": _firma_item()}, "d")
+  lines = []
+  root = tmp_path / "checkout"
+  collect.collect(archive, _plan(tmp_path), str(root), log=lines.append)
+  dest = root / "results" / "campaign" / "firma_fashion_mnist" / "abc123.json"
+  assert f"new    items/firma_fashion_mnist/abc123.json -> {dest}" in lines

@@ -254,3 +254,14 @@ def test_tuned_runs_use_a_validation_split_and_the_methods_own_rate():
   assert c.methods.fofedavg_a05.client.lr == 0.3 and c.methods.fofedavg_a05.alpha == 0.5
   assert c.data.validation_fraction == 0.2 and c.data.eval_split == "val"
   assert tuned.with_lr(cfg, "fedavg", 0.1, "test").data.eval_split == "test"
+
+
+@pytest.mark.parametrize("argv", [
+    ["kuramoto", "--seeds=a"], ["kuramoto", "--seeds="], ["stragglers", "--seeds=0,,1"],
+    ["fo_ri_fedavg", "--seeds=a"], ["robust", "--seeds=x"],
+    ["tuned", "--study=firma", "--seeds="], ["stragglers", "--seeds=1,1"]])
+def test_bad_seeds_are_one_line_before_any_compute(argv, capsys):
+  from fedfrac_lab.reproduce.__main__ import main
+  assert main(argv) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"error: {argv[-1].split('=')[0]}=") and err.count("\n") == 1, err
