@@ -189,3 +189,21 @@ def test_command_line_stops_at_target(tmp_path):
       "error: config.stop_at_target=True: needs an evaluation before the last round to "
       "stop at: eval_every=30 evaluates only after round 30 of rounds=30; set eval_every "
       "< rounds"]
+
+
+def test_sweep_points_and_table_say_which_runs_stopped():
+  from fedfrac.runner.records import RunRecord
+  from fedfrac.sweep import tables
+  rows = [{"round": r, "accuracy": a, "cum_bytes_up": 10.0 * r}
+          for r, a in ((2, 0.4), (4, 0.7))]
+  stopped = [RunRecord("fedavg", "fedavg", s, rows[:n], rows[:n],
+                       stopped={"round": 4, "reason": "target_accuracy 0.6 reached at "
+                                "round 4", "rounds_to_target": 4, "bytes_up_to_target": b})
+             for s, n, b in ((0, 2, 40.0), (1, 2, 60.0))]
+  ran = RunRecord("fedavg", "fedavg", 2, rows, rows)
+  entry = tables.summarize(stopped + [ran], ["accuracy"])["fedavg"]
+  assert entry["statuses"] == ["ok", "ok, stopped at target"]
+  assert entry["rounds_to_target"]["mean"] == 4 and entry["rounds_to_target"]["n"] == 2
+  assert entry["bytes_up_to_target"]["mean"] == 50.0
+  assert "stopped" not in tables.point_record(ran, ["accuracy"], {"axes": {}, "label": None},
+                                              None)
