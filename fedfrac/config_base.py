@@ -37,6 +37,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.checkpoint_every = 1         # chunks between checkpoints (0 = only at the end)
   c.target_accuracy = 0.8        # for rounds-to-target
   c.target_rmse = 0.0            # regression: rounds until RMSE <= this (0 = off)
+  c.stop_at_target = False       # end a run at its first evaluation reaching the target
+                                 # (target_accuracy; regression target_rmse), not `rounds`
   c.progress = True
   c.on_divergence = "stop"       # "stop": mark the run diverged; "error": raise
   c.only = ""                    # comma-separated method labels to run (empty = all)

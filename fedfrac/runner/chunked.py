@@ -20,7 +20,7 @@ from fedfrac import data as data_lib
 from fedfrac.runner import compile_cache, factories, stored
 from fedfrac.runner.checkpoint import Checkpointer, NoIntactCheckpoint
 from fedfrac.runner.log import Progress, RunLog
-from fedfrac.runner.records import RunRecord, final_params
+from fedfrac.runner.records import RunRecord, final_params, stop_target
 
 
 def to_host(tree):
@@ -87,8 +87,10 @@ def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds:
                bar: Optional[Progress] = None,
                after_chunk: Optional[Callable] = None,
                stop: Optional[Callable] = None):
-  """Run chunks of rounds until ``end_round``, until no run is still ok, or
-  until ``stop()`` says so (checked after each chunk).
+  """Run chunks of rounds until ``end_round``, until no run is still running
+  (each diverged or stopped at its target, :attr:`RunLog.running`), or until
+  ``stop()`` says so (checked after each chunk, on the host: a batch of runs
+  stops when every run in it has).
 
   Each chunk runs ``min(eval_every, rounds − r, end_round − r)`` rounds, then
   evaluates; its host metrics go to every run's log (``split(tree, i)``: run
@@ -106,7 +108,7 @@ def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds:
     ``(state, compile seconds, last round run)``.
   """
   r, chunk_index, compile_s = start_round, 0, 0.0
-  while r < end_round and any(log.status == "ok" for log in logs):
+  while r < end_round and any(log.running for log in logs):
     n = min(eval_every, rounds - r, end_round - r)
     compile_s += compile_fn(n, state)
     t0 = time.perf_counter()
@@ -128,7 +130,7 @@ def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds:
     if bar is not None:
       bar.update(n, row, dt)
     stopping = (error is not None or r >= end_round or (stop is not None and stop())
-                or not any(log.status == "ok" for log in logs))
+                or not any(log.running for log in logs))
     if after_chunk is not None:
       after_chunk(r, chunk_index, state, stopping)
     if error is not None:
@@ -145,6 +147,9 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
 
   The record's status is ``ok``, ``diverged at round r`` or ``partial`` (stopped
   by ``stop_after_round`` or ``stop()`` before ``config.rounds``). With
+  ``config.stop_at_target`` the run ends after the chunk whose evaluation
+  first reaches its target (status ``ok``, ``record.stopped`` says where and
+  why); resumed, a run that stopped so is finished and runs no round. With
   ``on_divergence="error"`` the raised ``FloatingPointError`` carries the run's
   record as ``.record``. ``keep_params``: the record holds the final parameters
   (:meth:`Results.final_params`).
@@ -186,21 +191,22 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
     if restored is not None:
       step, state, history = restored
       state = sim.place_state(state)
-      if step < config.rounds and (stop_after_round is None or step < stop_after_round):
-        print(f"resuming {label} seed {seed} from round {step}", file=sys.stderr)
   payload_bytes, message_bytes = sim.communication_bytes(state)
   log = RunLog(label, config.methods[label].name, seed, sim.algorithm.comm,
                payload_bytes, message_bytes, config.on_divergence, history,
-               sim.algorithm.host_metrics)
+               sim.algorithm.host_metrics, target=stop_target(config))
+  if history is not None and log.running and step < config.rounds and (
+      stop_after_round is None or step < stop_after_round):
+    print(f"resuming {label} seed {seed} from round {step}", file=sys.stderr)
   start_round = int(state.round)
   end_round = config.rounds if stop_after_round is None else min(config.rounds,
                                                                  stop_after_round)
   show = config.progress if progress is None else progress
-  bar = Progress(show and log.status == "ok", config.rounds, f"{label} seed {seed}",
+  bar = Progress(show and log.running, config.rounds, f"{label} seed {seed}",
                  start_round)
 
   def save(r, chunk_index, state, last):
-    if ckpt and (last or log.status != "ok" or (
+    if ckpt and (last or not log.running or (
         config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
       extra = {"rounds": config.rounds, "method": label, "seed": int(seed)}
       if bound is not None:
@@ -217,7 +223,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
     raise
   finally:
     bar.close()
-  record = log.record(partial=log.status == "ok" and done < config.rounds)
+  record = log.record(partial=done < config.rounds)
   if keep_params:
     host = sim.host_state(state)
     record.params = final_params(sim.algorithm, host.server, host.clients,

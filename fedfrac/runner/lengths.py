@@ -67,12 +67,14 @@ def check_continued(config, workdir, jobs, data_for_seed) -> None:
                                                    asked)
     if not verdicts[(label, asked)]:
       continue
+    done = step >= asked or bool(history.get("stopped"))   # finished, or at its target
     ran = (f"ran {step} rounds of a {asked}-round run" if step >= asked else
-           f"stopped at round {step} of a {asked}-round run")
+           f"stopped at its target at round {step} of a {asked}-round run"
+           if history.get("stopped") else f"stopped at round {step} of a {asked}-round run")
     raise ConfigError(
         f"--workdir={shlex.quote(str(workdir))}: {label} seed {seed} {ran}, and "
         f"{label}'s program depends on config.rounds (a learning-rate schedule or a "
         f"warm-up over the rounds), so its rounds are not those of a "
         f"{config.rounds}-round run; give --config.rounds={asked} to "
-        f"{'report' if step >= asked else 'finish'} it, another --workdir, or "
+        f"{'report' if done else 'finish'} it, another --workdir, or "
         f"--overwrite={label} to run it for {config.rounds} rounds")

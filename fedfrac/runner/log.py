@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from fedfrac.runner.records import RunRecord, nonfinite_keys
+from fedfrac.runner.records import RunRecord, nonfinite_keys, stopped_entry
 
 
 def one_line_warnings() -> None:
@@ -106,10 +106,19 @@ def divergence_advice(round_number) -> str:
 
 
 class RunLog:
-  """Rows, cumulative traffic, wall time and status of one (method, seed) run."""
+  """Rows, cumulative traffic, wall time and status of one (method, seed) run.
+
+  ``target``: the :class:`fedfrac.runner.records.Target` the run stops at
+  (``config.stop_at_target``; None: it runs every round). Once an evaluated row
+  reaches it, :attr:`stopped` says where and why and the run records nothing
+  further (it is no longer :attr:`running`); a history restored from a
+  checkpoint is checked against it again, so a run kept from a command that
+  stopped at its target is finished, and one continued without
+  ``stop_at_target`` (or with a target not reached yet) goes on.
+  """
 
   def __init__(self, label, algorithm_name, seed, comm, payload_bytes, message_bytes,
-               on_divergence="stop", history=None, host_metrics=None):
+               on_divergence="stop", history=None, host_metrics=None, target=None):
     self.label, self.algorithm_name, self.seed = label, algorithm_name, seed
     self.host_metrics = host_metrics
     self._host_keys = set((history or {}).get("nonfinite_allowed", ()))
@@ -125,12 +134,22 @@ class RunLog:
     self.cum_down = h.get("cum_bytes_down", 0.0)
     self.compile_s = 0.0
     self.client_arrays = {}
+    self.target = target
+    self.stopped = stopped_entry(target, self.rows) if self.status == "ok" else None
+
+  @property
+  def running(self) -> bool:
+    """Whether the run goes on: not diverged and not stopped at its target."""
+    return self.status == "ok" and self.stopped is None
 
   def history(self):
-    return {"rows": self.rows, "round_rows": self.round_rows, "status": self.status,
-            "wall_s": self.wall, "cum_bytes_up": self.cum_up,
-            "cum_bytes_down": self.cum_down, "algorithm": self.algorithm_name,
-            "nonfinite_allowed": sorted(self._host_keys)}
+    out = {"rows": self.rows, "round_rows": self.round_rows, "status": self.status,
+           "wall_s": self.wall, "cum_bytes_up": self.cum_up,
+           "cum_bytes_down": self.cum_down, "algorithm": self.algorithm_name,
+           "nonfinite_allowed": sorted(self._host_keys)}
+    if self.stopped is not None:
+      out["stopped"] = self.stopped
+    return out
 
   def add_chunk(self, first_round, round_metrics, evaluation, seconds):
     """Record a chunk (host arrays, leading axis = rounds); returns the eval row.
@@ -141,7 +160,7 @@ class RunLog:
     ``on_divergence="error"``, after recording the chunk). A round without any
     participating client has no ``train_*`` metrics (absent, not zero).
     """
-    if self.status != "ok":
+    if not self.running:
       return None
     n = len(round_metrics["cohort"])
     self.wall += seconds
@@ -187,11 +206,14 @@ class RunLog:
       if self.on_divergence == "error":
         raise FloatingPointError(msg)
       warnings.warn(msg)
+    elif self.target is not None:
+      self.stopped = stopped_entry(self.target, [row])
     return row
 
   def record(self, partial: bool = False) -> RunRecord:
     """The run's :class:`RunRecord`; ``partial``: it stopped before its last round."""
-    status = "partial" if partial and self.status == "ok" else self.status
+    status = "partial" if partial and self.running else self.status
     return RunRecord(self.label, self.algorithm_name, self.seed, self.rows,
                      self.round_rows, status, self.compile_s, self.wall,
-                     self.client_arrays, tuple(sorted(self._host_keys)))
+                     self.client_arrays, tuple(sorted(self._host_keys)),
+                     stopped=self.stopped)

@@ -14,7 +14,7 @@ from fedfrac.runner import workdir as workdir_lib
 from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.chunked import (build_data, data_seed, slice_run, to_host, chunk_loop,
                                     use_compile_cache)
-from fedfrac.runner.records import Results, final_params
+from fedfrac.runner.records import Results, final_params, stop_target
 from fedfrac.runner.validate import check_seeds
 from fedfrac.sim.batched import BatchedSimulation
 
@@ -95,6 +95,9 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
       method's; a label or labels: those methods').
   Returns:
     :class:`Results` equal (to float rounding) to separate ``run`` calls.
+    With ``config.stop_at_target`` a method's batch stops when every run in it
+    has reached its target or diverged (each run's record ends at its own
+    stop, as it would alone).
     No checkpoints are written (a batched job restarts from scratch).
   """
   own = user_inputs.prepare(config, data, algorithms, model, digest=bool(workdir))
@@ -147,14 +150,24 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
       run_algorithm = sim.algorithm if grid_key is None else sim.algorithm_fn({grid_key: v})
       logs.append(RunLog(run_label, method.name, seed, sim.algorithm.comm, payload_bytes,
                          message_bytes, config.on_divergence,
-                         host_metrics=run_algorithm.host_metrics))
+                         host_metrics=run_algorithm.host_metrics,
+                         target=stop_target(config)))
     bar = Progress(show, config.rounds, f"{label} x{len(runs)} runs", 0)
     # Compile evaluation up front so wall_s counts only running rounds and evals.
     compile_s = batch.compile_eval(states)
+    # A run that stopped at its target goes on in the batch until every run has
+    # (nothing of it is recorded): its final state is the one it stopped with.
+    at_stop = {}
+
+    def keep_stopped(r, chunk_index, states, last):
+      for i, log in enumerate(logs):
+        if keep_params and log.stopped is not None and i not in at_stop:
+          at_stop[i] = to_host(slice_run(states, i))
     try:
       states, chunks_s, _ = chunk_loop(batch, states, logs, start_round=0, end_round=config.rounds,
                                rounds=config.rounds, eval_every=config.eval_every,
-                               compile_fn=batch.compile, split=slice_run, bar=bar)
+                               compile_fn=batch.compile, split=slice_run, bar=bar,
+                               after_chunk=keep_stopped)
       compile_s += chunks_s
     finally:
       bar.close()
@@ -162,7 +175,7 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
       log.compile_s = compile_s / len(logs)
       rec = log.record()
       if keep_params:
-        run_state = to_host(slice_run(states, i))
+        run_state = at_stop[i] if i in at_stop else to_host(slice_run(states, i))
         rec.params = final_params(sim.algorithm, run_state.server, run_state.clients,
                                   sim.num_clients)
       records.append(rec)

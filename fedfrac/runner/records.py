@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
@@ -44,6 +44,52 @@ def nonfinite_keys(row, allowed=()):
           and k not in allowed]
 
 
+class Target(NamedTuple):
+  """A run's target: config ``key`` (``target_accuracy`` / ``target_rmse``), the
+  evaluated ``metric`` it applies to, its ``value`` and whether higher is better."""
+  key: str
+  metric: str
+  value: float
+  higher_is_better: bool
+
+  def first_round(self, rows):
+    """The first round of ``rows`` (evaluated rows) whose metric reaches the
+    target (None: none does; values that are not finite never do)."""
+    return statistics.rounds_to_target([r["round"] for r in rows],
+                                       [r.get(self.metric, np.nan) for r in rows],
+                                       self.value, self.higher_is_better)
+
+
+def target_of(config):
+  """The :class:`Target` of ``config``'s runs: ``accuracy >= target_accuracy``
+  for classification, ``rmse <= target_rmse`` for regression (None when
+  ``target_rmse`` is 0, off)."""
+  if config.task.loss == "cross_entropy":
+    return Target("target_accuracy", "accuracy", float(config.target_accuracy), True)
+  if config.target_rmse > 0:
+    return Target("target_rmse", "rmse", float(config.target_rmse), False)
+  return None
+
+
+def stop_target(config):
+  """The :class:`Target` a run stops at with ``config.stop_at_target`` (else None)."""
+  return target_of(config) if config.get("stop_at_target", False) else None
+
+
+def stopped_entry(target, rows):
+  """``{"round", "reason", "rounds_to_target", "bytes_up_to_target"}`` of a run
+  whose evaluated ``rows`` reached ``target`` (it stopped after its last row),
+  or None when they did not."""
+  reached = target.first_round(rows) if target is not None and rows else None
+  if reached is None:
+    return None
+  at = next(r for r in rows if r["round"] == reached)
+  return {"round": int(rows[-1]["round"]),
+          "reason": f"{target.key} {target.value:g} reached at round {reached}",
+          "rounds_to_target": int(reached),
+          "bytes_up_to_target": at.get("cum_bytes_up")}
+
+
 @dataclasses.dataclass
 class RunRecord:
   """One (method, seed) run.
@@ -53,7 +99,9 @@ class RunRecord:
   first round whose metrics were not finite); a diverged run's rows end at its
   last finite evaluation.
   ``nonfinite_allowed``: metric keys that may be infinite without the run
-  having diverged.
+  having diverged. ``stopped``: for a run that ended at its target
+  (``config.stop_at_target``; status ``ok``), where and why
+  (:func:`stopped_entry`), else None.
   """
   method: str
   algorithm: str
@@ -66,6 +114,7 @@ class RunRecord:
   client_arrays: dict = dataclasses.field(default_factory=dict)
   nonfinite_allowed: tuple = ()
   params: Any = dataclasses.field(default=None, compare=False, repr=False)
+  stopped: Optional[dict] = None
 
   @property
   def diverged(self) -> bool:
@@ -282,6 +331,7 @@ def summarize(records, config) -> dict:
   """Final metrics per method and seed, and their mean/std/95% CI over seeds."""
   out = {"name": config.name, "rounds": config.rounds, "methods": {}}
   classification = config.task.loss == "cross_entropy"
+  target = target_of(config)
   for method in dict.fromkeys(r.method for r in records):
     recs = [r for r in records if r.method == method]
     per_seed = {}
@@ -298,12 +348,14 @@ def summarize(records, config) -> dict:
         r, acc = RunRecord(rec.method, rec.algorithm, rec.seed, rows, []).curve("accuracy")
         entry["best_accuracy"] = float(np.nanmax(acc))
         entry["best_round"] = int(r[int(np.nanargmax(acc))])
-        entry["rounds_to_target"] = statistics.rounds_to_target(
-            r, acc, config.target_accuracy)
-      elif rows and config.target_rmse > 0:
-        r, rmse = RunRecord(rec.method, rec.algorithm, rec.seed, rows, []).curve("rmse")
-        entry["rounds_to_target"] = statistics.rounds_to_target(
-            r, rmse, config.target_rmse, higher_is_better=False)
+      if target is not None and rows:
+        reached = target.first_round(rows)
+        entry["rounds_to_target"] = reached
+        # uplink bytes of every round up to and including the target round
+        entry["bytes_up_to_target"] = (None if reached is None else next(
+            row.get("cum_bytes_up") for row in rows if row["round"] == reached))
+      if rec.stopped is not None:
+        entry["stopped"] = {"round": rec.stopped["round"], "reason": rec.stopped["reason"]}
       per_seed[str(rec.seed)] = entry
     agg = {}
     finals = [r.finite_rows()[-1] for r in recs if r.finite_rows()]

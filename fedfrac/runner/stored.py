@@ -110,6 +110,8 @@ def save_record(workdir, record: RunRecord, rounds: Optional[int] = None) -> Non
           "rows": record.rows, "round_rows": record.round_rows, "status": record.status,
           "compile_s": record.compile_s, "wall_s": record.wall_s,
           "nonfinite_allowed": list(record.nonfinite_allowed)}
+  if record.stopped is not None:
+    data["stopped"] = record.stopped
   if rounds is not None:
     data["rounds"] = int(rounds)
   bound = binding(workdir, record.method)
@@ -121,7 +123,7 @@ def save_record(workdir, record: RunRecord, rounds: Optional[int] = None) -> Non
 def _record(data) -> RunRecord:
   return RunRecord(data["method"], data["algorithm"], data["seed"], data["rows"],
                    data["round_rows"], data["status"], data["compile_s"], data["wall_s"],
-                   {}, tuple(data["nonfinite_allowed"]))
+                   {}, tuple(data["nonfinite_allowed"]), stopped=data.get("stopped"))
 
 
 def read_record(workdir, label, seed, current=None) -> RunRecord:
@@ -168,19 +170,21 @@ def from_checkpoint(workdir, label, seed, current=None) -> Optional[RunRecord]:
   """The run's record rebuilt from its newest verified checkpoint's history
   (``None`` without one, or when it is bound to other settings than
   ``current``). A run stopped before the rounds it was asked for is
-  ``partial``; the compile time is not kept in checkpoints (0)."""
+  ``partial``, one that stopped at its target is not; the compile time is not
+  kept in checkpoints (0)."""
   found = latest_history(workdir, label, seed, current)
   if found is None:
     return None
   step, h = found
   rows = h.get("rows", [])
   status = h.get("status", "ok")
-  if status == "ok" and step < int(h.get("rounds", step)):
+  stopped = h.get("stopped")
+  if status == "ok" and stopped is None and step < int(h.get("rounds", step)):
     status = "partial"
   algorithm = h.get("algorithm") or (rows[0].get("algorithm", label) if rows else label)
   return RunRecord(label, algorithm, int(seed), rows, h.get("round_rows", []), status,
                    0.0, float(h.get("wall_s", 0.0)), {},
-                   tuple(h.get("nonfinite_allowed", ())))
+                   tuple(h.get("nonfinite_allowed", ())), stopped=stopped)
 
 
 def _seed_of(name, suffix=""):

@@ -6,7 +6,8 @@ ties by name; methods without a finite final value last), with the method's
 family (:func:`fedfrac.algorithms.families.family`), the difference of its mean final value
 to the reference method's (FedAvg: percentage points for accuracy, the metric's
 units for RMSE), rounds to target, wall time, and a status that marks diverged
-and partial runs and stand-in methods (:data:`fedfrac.algorithms.families.STAND_INS`).
+and partial runs, runs stopped at their target (``config.stop_at_target``) and
+stand-in methods (:data:`fedfrac.algorithms.families.STAND_INS`).
 """
 from __future__ import annotations
 
@@ -42,10 +43,17 @@ def _difference(final, reference, accuracy: bool) -> str:
 
 
 def _status(final, seeds, rounds: int) -> str:
-  # A run kept in the workdir from a command of another length says so.
+  # A run kept in the workdir from a command of another length says so; runs
+  # that stopped at their target say at which rounds (one entry for them all).
+  seeds = list(seeds)
+  stopped = sorted({e["stopped"]["round"] for e in seeds if e.get("stopped")})
   statuses = sorted({e["status"] if e["status"] != "ok" or n == rounds
                      else f"ok ({n} rounds)"
-                     for e, n in ((e, e.get("rounds_done", rounds)) for e in seeds)})
+                     for e, n in ((e, e.get("rounds_done", rounds)) for e in seeds)
+                     if not e.get("stopped")})
+  if stopped:
+    statuses.append(f"ok, stopped at target (round{'s' if len(stopped) > 1 else ''} "
+                    f"{', '.join(map(str, stopped))})")
   text = ", ".join(statuses or final.statuses)
   if final.algorithm in catalog.STAND_INS:
     text += ", stand-in"

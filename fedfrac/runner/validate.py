@@ -89,6 +89,29 @@ def validate_task(config) -> None:
           f"'cross_entropy'")
   check(is_num(config.target_rmse) and config.target_rmse >= 0, "target_rmse",
         config.target_rmse, "must be >= 0 (0 = off)")
+  check_stop_at_target(config, regression)
+
+
+def check_stop_at_target(config, regression) -> None:
+  """``stop_at_target`` is True or False; True needs a target a run can reach
+  later than its start (``target_accuracy`` > 0; regression: ``target_rmse`` >
+  0) and an evaluation before the last round to stop at (``eval_every`` <
+  ``rounds``)."""
+  stop = config.get("stop_at_target", False)
+  check(isinstance(stop, bool), "stop_at_target", stop, "must be True or False")
+  if not stop:
+    return
+  if regression:
+    check(config.target_rmse > 0, "stop_at_target", stop,
+          "needs a target: set target_rmse > 0 (target_rmse=0 is off)")
+  else:
+    check(config.target_accuracy > 0, "stop_at_target", stop,
+          "needs a target: set target_accuracy in (0, 1] (target_accuracy=0 is "
+          "reached before any training)")
+  check(config.eval_every < config.rounds, "stop_at_target", stop,
+        f"needs an evaluation before the last round to stop at: eval_every="
+        f"{config.eval_every} evaluates only after round {config.rounds} of "
+        f"rounds={config.rounds}; set eval_every < rounds")
 
 
 def validate_client(cc, prefix) -> None:

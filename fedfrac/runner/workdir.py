@@ -57,7 +57,7 @@ from fedfrac.runner.stored import load_records, save_record  # noqa: F401  (re-e
 
 FINGERPRINT_FILE = written.FINGERPRINT
 OUTPUT_KEYS = ("name", "progress", "eval_every", "checkpoint_every", "target_accuracy",
-               "target_rmse", "log", "only", "seeds", "on_divergence", "rounds",
+               "target_rmse", "stop_at_target", "log", "only", "seeds", "on_divergence", "rounds",
                "methods", "engine.cpu_devices", "workers")
 # Everything a run writes into its workdir (``overwrite`` removes what of it
 # fedfrac wrote, :mod:`fedfrac.runner.written`).

@@ -118,12 +118,16 @@ def runs_that_fit(config, label, seed, workers=1, data_cache=None, fraction=0.5,
 
 
 def point_record(rec, metric_names, spec, value):
-  """The JSON record of one finished run (``rec``: a RunRecord)."""
+  """The JSON record of one finished run (``rec``: a RunRecord); one that stopped
+  at its target (``config.stop_at_target``) also has ``stopped``
+  (:attr:`fedfrac.runner.records.RunRecord.stopped`)."""
   out = {"axes": spec["axes"], "label": spec["label"], "run_label": rec.method,
          "algorithm": rec.algorithm, "grid": value, "seed": int(rec.seed),
          "status": rec.status, "wall_s": float(rec.wall_s),
          "compile_s": float(rec.compile_s), "metrics": {},
          "final": rec.rows[-1] if rec.rows else {}, "curves": {}}
+  if rec.stopped is not None:
+    out["stopped"] = rec.stopped
   for name in metric_names:
     if not name.startswith("mean:") and rec.rows:
       rounds, values = rec.curve(name, default=np.nan)   # a metric of other methods

@@ -14,7 +14,10 @@ from fedfrac.sweep.batches import point_record
 
 def summarize_points(points, records, metric_names):
   """[(config point, summary)] in table order; a summary maps each run label to
-  ``{metric: seed_stats, "best_accuracy": ..., "n", "statuses"}`` over seeds."""
+  ``{metric: seed_stats, "best_accuracy": ..., "n", "statuses"}`` over seeds.
+  Runs that stopped at their target (``config.stop_at_target``) have the status
+  ``ok, stopped at target`` and their label ``rounds_to_target`` and
+  ``bytes_up_to_target`` (seed_stats over the runs that stopped)."""
   out = {}
   for p in points:
     rec = records[p["id"]]
@@ -24,7 +27,12 @@ def summarize_points(points, records, metric_names):
   for _, (point, by_label) in sorted(out.items()):
     summary = {}
     for label, recs in by_label.items():
-      entry = {"n": len(recs), "statuses": sorted({r["status"] for r in recs})}
+      entry = {"n": len(recs), "statuses": sorted({
+          r["status"] + (", stopped at target" if r.get("stopped") else "") for r in recs})}
+      stopped = [r["stopped"] for r in recs if r.get("stopped")]
+      if stopped:
+        for key in ("rounds_to_target", "bytes_up_to_target"):
+          entry[key] = metrics_lib.seed_stats([s[key] for s in stopped])
       names = list(metric_names) + (["best_accuracy"] if "accuracy" in metric_names else [])
       for name in names:
         entry[name] = metrics_lib.seed_stats([r["metrics"].get(name) for r in recs

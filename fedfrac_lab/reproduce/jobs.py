@@ -199,15 +199,19 @@ def points_directory(name, fp) -> str:
 
 def encode_record(rec: RunRecord) -> dict:
   """A :class:`RunRecord` as a JSON-able dict (per-client arrays as
-  ``{"dtype", "shape", "values"}``)."""
-  return {"method": rec.method, "algorithm": rec.algorithm, "seed": int(rec.seed),
-          "rows": rec.rows, "round_rows": rec.round_rows, "status": rec.status,
-          "compile_s": float(rec.compile_s), "wall_s": float(rec.wall_s),
-          "nonfinite_allowed": list(rec.nonfinite_allowed),
-          "client_arrays": {k: {"dtype": str(np.asarray(a).dtype),
-                                "shape": list(np.shape(a)),
-                                "values": np.asarray(a).ravel().tolist()}
-                            for k, a in rec.client_arrays.items()}}
+  ``{"dtype", "shape", "values"}``; ``stopped`` only for a run that stopped at
+  its target)."""
+  out = {"method": rec.method, "algorithm": rec.algorithm, "seed": int(rec.seed),
+         "rows": rec.rows, "round_rows": rec.round_rows, "status": rec.status,
+         "compile_s": float(rec.compile_s), "wall_s": float(rec.wall_s),
+         "nonfinite_allowed": list(rec.nonfinite_allowed),
+         "client_arrays": {k: {"dtype": str(np.asarray(a).dtype),
+                               "shape": list(np.shape(a)),
+                               "values": np.asarray(a).ravel().tolist()}
+                           for k, a in rec.client_arrays.items()}}
+  if rec.stopped is not None:
+    out["stopped"] = rec.stopped
+  return out
 
 
 def decode_record(d: dict) -> RunRecord:
@@ -216,7 +220,7 @@ def decode_record(d: dict) -> RunRecord:
             for k, a in d["client_arrays"].items()}
   return RunRecord(d["method"], d["algorithm"], d["seed"], d["rows"], d["round_rows"],
                    d["status"], d["compile_s"], d["wall_s"], arrays,
-                   tuple(d["nonfinite_allowed"]))
+                   tuple(d["nonfinite_allowed"]), stopped=d.get("stopped"))
 
 
 # ------------------------------------------------------------------- running

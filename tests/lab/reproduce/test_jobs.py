@@ -82,6 +82,13 @@ def test_a_record_survives_its_json_point_file_exactly(tmp_path):
   for k, a in arrays.items():
     assert back.client_arrays[k].dtype == a.dtype
     np.testing.assert_array_equal(back.client_arrays[k], a)
+  assert back.stopped is None and "stopped" not in jobs.encode_record(rec)
+  # A run that stopped at its target keeps where and why.
+  stopped = {"round": 1, "reason": "target_accuracy 0.3 reached at round 1",
+             "rounds_to_target": 1, "bytes_up_to_target": 1024.0}
+  rec.stopped = stopped
+  store.write("q", jobs.encode_record(rec))
+  assert jobs.decode_record(store.load("q")).stopped == stopped
 
 
 def test_a_job_config_crosses_to_a_worker_unchanged():
