@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from fedfrac import sweep, sweep_checks
+from fedfrac import sweep
+from fedfrac.sweep import checks as sweep_checks
 from fedfrac.config import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
