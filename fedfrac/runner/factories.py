@@ -192,6 +192,7 @@ def check_methods(config, fed_data) -> None:
   for label in config_base.method_labels(config):
     method = config.methods[label]
     check_batch_size(config, label, fed_data)
+    check_local_steps(config, label, fed_data)
     try:
       ctx = build_context(config, label, fed_data)
       algorithm = algorithms.make(method.name, ctx, **config_base.method_options(method))
@@ -225,6 +226,24 @@ def _check_head(model, label, name) -> None:
       f"{model.name!r} has none: name its head with ff.models.flax_model(module, "
       f"head='...') (its top-level submodules are {parts}) or name that submodule "
       f"'head'; nothing has run yet")
+
+
+def check_local_steps(config, label, fed_data) -> None:
+  """Refuse (:class:`ConfigError`) local epochs of method ``label`` whose step
+  count on the largest client (epochs x batches per epoch) does not fit the int32
+  step counters of local training."""
+  cc = config_base.client_config(config, label)
+  if cc.local_steps or not len(fed_data.client_size):
+    return
+  batches = int(math.ceil(int(np.max(fed_data.client_size)) / cc.batch_size))
+  if cc.local_epochs * batches > _validation.INT32_MAX:
+    key = ("client" if "local_epochs" not in config.methods[label].get("client", {})
+           else f"methods.{label}.client")
+    _validation.fail(f"{key}.local_epochs", cc.local_epochs,
+                     f"gives {cc.local_epochs * batches} local steps on the largest "
+                     f"client ({batches} batches per epoch), beyond the int32 step "
+                     f"counters (2**31 - 1); give at most "
+                     f"{_validation.INT32_MAX // batches}")
 
 
 def check_batch_size(config, label, fed_data) -> None:
