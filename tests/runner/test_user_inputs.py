@@ -226,7 +226,7 @@ def test_own_algorithm_that_needs_the_head_of_a_headless_module_names_the_head()
                              r"model 'NoHead' has none: name its head with"):
       ff.run(c, data=(x, y), model=NoHead())
   finally:
-    algorithms.REGISTRY.pop("own_rep", None)
+    algorithms.unregister("own_rep")
 
 
 def test_messages_for_the_usual_notebook_slips():
