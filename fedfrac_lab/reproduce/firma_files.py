@@ -132,7 +132,7 @@ def main(argv=None):
   p.add_argument("--parallelism", default="auto", choices=("auto", "vmap", "map"),
                  help="engine.client_parallelism; auto: map on a CPU, vmap on an "
                  "accelerator")
-  p.add_argument("--workers", type=common.worker_count, default=0,
+  p.add_argument("--workers", type=int, default=0,
                  help="processes running the methods of a scenario side by side; 0: "
                  "one per core, each pinned to it, on a CPU, 1 on an accelerator")
   p.add_argument("--step-buckets", type=int, default=None,
@@ -153,6 +153,9 @@ def main(argv=None):
     return
   if not args.dir or not args.json:
     p.error("--dir and --json are needed to run")
+  if args.workers < 0:
+    p.error(f"--workers={args.workers}: allowed values are 0 (one per core on a CPU, "
+            "1 on an accelerator) or a positive count")
   if args.step_buckets is not None and args.step_buckets < 1:
     p.error(f"--step-buckets={args.step_buckets}: allowed values are integers >= 1 "
             "(or leave it out for the engine's choice)")

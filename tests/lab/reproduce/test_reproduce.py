@@ -267,7 +267,7 @@ def test_bad_seeds_are_one_line_before_any_compute(argv, capsys):
   assert err.startswith(f"error: {argv[-1].split('=')[0]}=") and err.count("\n") == 1, err
 
 
-@pytest.mark.parametrize("paper", ["kuramoto", "robust", "stragglers", "firma", "firma_files"])
+@pytest.mark.parametrize("paper", ["kuramoto", "robust", "stragglers", "firma"])
 def test_negative_workers_are_one_line_before_any_compute(paper, capsys):
   from fedfrac_lab.reproduce.__main__ import main
   assert main([paper, "--workers=-1"]) == 2
