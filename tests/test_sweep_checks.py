@@ -71,6 +71,8 @@ CASES = [
     (["--metrics=,"], "--metrics=,: no metric names"),
     (["--sweep=client.lr=0.1,,1.0"], "--sweep=client.lr=0.1,,1.0: value 2 of 3 is empty"),
     (["--grid=alpha=0.5,"], "--grid=alpha=0.5,: value 2 of 2 is empty"),
+    (["--sweep=client.local_steps=1,99999999999999999999"],
+     "config.client.local_steps=99999999999999999999: must be at most 2147483647"),
 ]
 
 
