@@ -15,6 +15,9 @@ import numpy as np
 # subnormal there (an lr that never moves the model).
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+# The largest int32: rounds and local steps are counted in int32 arrays, so a
+# count beyond it (rounds=10**20, local_epochs=10**20) wraps around there.
+INT32_MAX = 2**31 - 1
 
 
 def finite_in_float32(v) -> bool:
@@ -121,3 +124,10 @@ def int_at_least(c, key, lo):
   """Check that ``config.<key>`` is an integer >= ``lo``."""
   v = get(c, key)
   check(is_int(v) and v >= lo, key, v, f"must be an integer >= {lo}")
+
+
+def int32_count(key, v, what) -> None:
+  """Check that the integer ``v`` (``config.<key>``) fits the int32 counters
+  ``what`` is kept in (``<= 2**31 - 1``)."""
+  check(not is_int(v) or v <= INT32_MAX, key, v,
+        f"must be at most {INT32_MAX} (2**31 - 1): {what} are counted in int32")

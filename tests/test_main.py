@@ -38,6 +38,12 @@ def test_bad_value():
   assert line == "error: config.rounds=0: must be an integer >= 1"
 
 
+def test_rounds_beyond_the_int32_round_counter():
+  line = _error_line(_cli(QUICKSTART, "--config.rounds=99999999999999999999"))
+  assert line == ("error: config.rounds=99999999999999999999: must be at most 2147483647 "
+                  "(2**31 - 1): rounds are counted in int32")
+
+
 def test_bad_value_inside_a_method():
   line = _error_line(_cli(QUICKSTART, "--config.client.lr=-3.0"))
   assert line.startswith("error: config.client.lr=-3.0:")

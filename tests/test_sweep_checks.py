@@ -66,6 +66,13 @@ CASES = [
     (["--workers=abc"], "argument --workers: invalid int value: 'abc'"),
     (["--batch_size=-1"], "--batch_size=-1: need 0 (auto) or more"),
     (["--no_batch", "--grid=alpha=0.5,0.9"], "--grid needs batched runs"),
+    (["--out="], "--out=: empty; give a file path for the tables"),
+    (["--metrics="], "--metrics=: empty; give metric names"),
+    (["--metrics=,"], "--metrics=,: no metric names"),
+    (["--sweep=client.lr=0.1,,1.0"], "--sweep=client.lr=0.1,,1.0: value 2 of 3 is empty"),
+    (["--grid=alpha=0.5,"], "--grid=alpha=0.5,: value 2 of 2 is empty"),
+    (["--sweep=client.local_steps=1,99999999999999999999"],
+     "config.client.local_steps=99999999999999999999: must be at most 2147483647"),
 ]
 
 

@@ -137,3 +137,10 @@ def test_a_data_file_setting_without_the_files_source_is_refused(key, value):
   assert str(info.value).startswith(f"config.{key}={value!r}: only read with "
                                     f"data.source='files' (data.source is "
                                     f"'sklearn_digits')"), str(info.value)
+
+
+@pytest.mark.parametrize("key", ["rounds", "client.local_epochs", "client.local_steps"])
+def test_counts_beyond_int32_are_refused(key):
+  with pytest.raises(ConfigError, match=rf"^config\.{key}=100000000000000000000: must be at "
+                     r"most 2147483647 \(2\*\*31 - 1\): .* counted in int32"):
+    validate(_config(**{key: 10**20}))

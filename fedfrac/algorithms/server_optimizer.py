@@ -108,10 +108,35 @@ def from_text(text: str) -> optax.GradientTransformation:
   return fn(*args, **kwargs)
 
 
+def ascends(tx: optax.GradientTransformation) -> bool:
+  """Whether ``tx``'s first step on a probe (parameters and gradient all ones,
+  four float32 entries) moves up the gradient: an optimizer with a learning rate
+  < 0 (``optax.sgd(-0.5)``), which would raise the loss every round. False when
+  the probe cannot tell: a step of 0 (a rate of 0, or a warm-up schedule that
+  starts at 0), an optimizer that needs other parameters (``multi_transform``
+  labels), or a probe that fails or is traced."""
+  try:
+    ones = {"w": jnp.ones((4,), jnp.float32)}
+    updates, _ = tx.update(ones, tx.init(ones), ones)
+    step = float(sum(jnp.sum(u) for u in jax.tree.leaves(updates)))
+  except Exception:   # noqa: BLE001  (an optimizer the probe does not fit)
+    return False
+  return math.isfinite(step) and step > 0
+
+
 def problem(value: Any) -> Optional[str]:
   """None when ``value`` is a valid ``server_optimizer`` option, else what is
-  wrong, as ``server_optimizer=<value>: ...``."""
-  if value is None or is_transformation(value):
+  wrong, as ``server_optimizer=<value>: ...``. An optax object's learning rate is
+  not readable; one probe step (:func:`ascends`) refuses one that moves up the
+  gradient (a rate < 0)."""
+  if value is None:
+    return None
+  if is_transformation(value):
+    if ascends(value):
+      return ("server_optimizer=<optax GradientTransformation>: its first step on a "
+              "probe gradient moves up the gradient, so every round would raise the "
+              "loss; is its learning rate < 0? optax optimizers take a rate > 0 "
+              "(optax.sgd(0.5), not optax.sgd(-0.5))")
     return None
   if isinstance(value, str):
     try:
@@ -123,8 +148,9 @@ def problem(value: Any) -> Optional[str]:
 
 
 def check(value: Any) -> bool:
-  """The option's own check (:class:`fedfrac.algorithms.schema.HParam`)."""
-  return problem(value) is None
+  """The option's own check (:class:`fedfrac.algorithms.schema.HParam`): its type
+  and text; the probe step of :func:`problem` runs in the method's checks."""
+  return is_transformation(value) or problem(value) is None
 
 
 def transformation(value: Any) -> Optional[optax.GradientTransformation]:

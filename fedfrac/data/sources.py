@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
+from fedfrac._validation import fail
 from fedfrac.data.dataset import Dataset  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
@@ -30,6 +31,11 @@ def stratified_split(labels, test_fraction, seed):
     n_test = int(round(test_fraction * idx.size))
     test.append(idx[:n_test])
     train.append(idx[n_test:])
+  if not sum(t.size for t in test):
+    largest = int(max(np.sum(labels == c) for c in np.unique(labels)))
+    fail("data.test_fraction", test_fraction,
+         f"holds out no test example (each class keeps round(test_fraction x its "
+         f"{largest} or fewer examples) = 0); give more than {0.5 / largest:.3g}")
   return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 

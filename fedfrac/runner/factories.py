@@ -192,6 +192,7 @@ def check_methods(config, fed_data) -> None:
   for label in config_base.method_labels(config):
     method = config.methods[label]
     check_batch_size(config, label, fed_data)
+    check_local_steps(config, label, fed_data)
     try:
       ctx = build_context(config, label, fed_data)
       algorithm = algorithms.make(method.name, ctx, **config_base.method_options(method))
@@ -208,23 +209,50 @@ def check_methods(config, fed_data) -> None:
         check.check_algorithm(algorithm, ctx, fed_data,
                               cohort_size(config.participation, fed_data.num_clients))
       except check.ContractError as e:
+        # A headless model is the likely cause (vmap over the empty head: "got
+        # empty"); say so rather than pass on the trace's own words.
+        _check_head(ctx.model, label, method.name, failure=str(e))
         raise check.ContractError(f"config.methods.{label}: {e}; nothing has run "
                                   f"yet") from e
 
 
-def _check_head(model, label, name) -> None:
+def _check_head(model, label, name, failure=None) -> None:
   """ConfigError when ``model``'s head has no parameters (a flax module given
-  without naming its head) and algorithm ``name`` needs one."""
+  without naming its head) and algorithm ``name`` needs one: it is marked
+  ``needs_head``, or (your own algorithm) it failed with ``failure`` when
+  traced on the headless model."""
   params = jax.eval_shape(model.init, jax.ShapeDtypeStruct((2,), jnp.uint32))
   if jax.tree.leaves(params["head"]):
     return
   parts = ", ".join(map(repr, params["extractor"])) or "(none)"
+  why = ("uses the model's head apart from its extractor (keeps it per client, or "
+         "reads the features that enter it)" if failure is None else
+         "failed when traced on the model's parameters, whose \"head\" entry is empty "
+         "(an algorithm that keeps the head per client or reads its features needs "
+         "one; AlgorithmEntry(needs_head=True) says so first)")
   raise _validation.ConfigError(
-      f"config.methods.{label}: algorithm {name!r} uses the model's head apart from its "
-      f"extractor (keeps it per client, or reads the features that enter it), and model "
-      f"{model.name!r} has none: name its head with ff.models.flax_model(module, "
-      f"head='...') (its top-level submodules are {parts}) or name that submodule "
-      f"'head'; nothing has run yet")
+      f"config.methods.{label}: algorithm {name!r} {why}, and model {model.name!r} has "
+      f"none: name its head with ff.models.flax_model(module, head='...') (its "
+      f"top-level submodules are {parts}) or name that submodule 'head'; nothing has "
+      f"run yet")
+
+
+def check_local_steps(config, label, fed_data) -> None:
+  """Refuse (:class:`ConfigError`) local epochs of method ``label`` whose step
+  count on the largest client (epochs x batches per epoch) does not fit the int32
+  step counters of local training."""
+  cc = config_base.client_config(config, label)
+  if cc.local_steps or not len(fed_data.client_size):
+    return
+  batches = int(math.ceil(int(np.max(fed_data.client_size)) / cc.batch_size))
+  if cc.local_epochs * batches > _validation.INT32_MAX:
+    key = ("client" if "local_epochs" not in config.methods[label].get("client", {})
+           else f"methods.{label}.client")
+    _validation.fail(f"{key}.local_epochs", cc.local_epochs,
+                     f"gives {cc.local_epochs * batches} local steps on the largest "
+                     f"client ({batches} batches per epoch), beyond the int32 step "
+                     f"counters (2**31 - 1); give at most "
+                     f"{_validation.INT32_MAX // batches}")
 
 
 def check_batch_size(config, label, fed_data) -> None:

@@ -122,6 +122,7 @@ class RunLog:
     self.label, self.algorithm_name, self.seed = label, algorithm_name, seed
     self.host_metrics = host_metrics
     self._host_keys = set((history or {}).get("nonfinite_allowed", ()))
+    self._dropped: set = set()   # metrics left out of the table (said once each)
     self.comm = round_communication(comm)
     self.payload_bytes, self.message_bytes = payload_bytes, message_bytes
     self.on_divergence = on_divergence
@@ -175,10 +176,16 @@ class RunLog:
              "round": first_round + i + 1, "bytes_up": up, "bytes_down": down,
              "cum_bytes_up": self.cum_up, "cum_bytes_down": self.cum_down}
       for k, v in round_metrics.items():
-        if k.startswith("clients/") or (participants == 0 and k.startswith("train_")):
+        if k.startswith("clients/"):
+          # A client metric of one number per client is tabulated as train_<name>;
+          # one of several ([S, d] per round) is not.
+          if np.ndim(v) > 2:
+            self._note_dropped(k[len("clients/"):], np.shape(v)[2:], "per client")
+          continue
+        if participants == 0 and k.startswith("train_"):
           continue
         value = _scalar(v[i])
-        if value is not None:
+        if value is not None:   # server/* arrays (e.g. Kuramoto phases): not tabulated
           row[k] = value
       if self.host_metrics is not None:
         extra = {k: float(v) for k, v in self.host_metrics(first_round + i + 1).items()}
@@ -209,6 +216,17 @@ class RunLog:
     elif self.target is not None:
       self.stopped = stopped_entry(self.target, [row])
     return row
+
+  def _note_dropped(self, name, shape, where) -> None:
+    """Say once per run that client metric ``name`` (``shape`` ``where``, not
+    one number) is left out of the per-round table."""
+    if name in self._dropped:
+      return
+    self._dropped.add(name)
+    warnings.warn(f"method {self.label!r} seed {self.seed}: metric {name!r} holds "
+                  f"{tuple(shape)} values {where}, not one number, so it is left out of "
+                  f"the per-round table; report a scalar (e.g. its mean or norm) to "
+                  f"tabulate it")
 
   def record(self, partial: bool = False) -> RunRecord:
     """The run's :class:`RunRecord`; ``partial``: it stopped before its last round."""

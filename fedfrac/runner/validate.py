@@ -13,7 +13,8 @@ import ml_collections
 from fedfrac import algorithms
 from fedfrac.algorithms import tasks
 from fedfrac import config_base as config_lib
-from fedfrac._validation import ConfigError, check, fail, int_at_least, is_int, is_num
+from fedfrac._validation import (ConfigError, check, fail, int32_count, int_at_least, is_int,
+                                 is_num)
 from fedfrac.optim import schedules
 from fedfrac.sim import validate as engine_checks
 from fedfrac.sim.state import cohort_size
@@ -44,6 +45,7 @@ def validate_run(config) -> None:
   ``on_divergence`` and the ``log`` section."""
   check_seeds(config.seeds)
   int_at_least(config, "rounds", 1)
+  int32_count("rounds", config.rounds, "rounds")
   check(is_num(config.participation) and 0 < config.participation <= 1,
         "participation", config.participation, "must be in (0, 1]")
   int_at_least(config, "eval_every", 1)
@@ -133,9 +135,12 @@ def validate_client(cc, prefix) -> None:
         cc.batch_size, "must be an integer >= 1")
   check(is_int(cc.local_steps) and cc.local_steps >= 0, f"{prefix}.local_steps",
         cc.local_steps, "must be an integer >= 0 (0 = epoch mode)")
+  int32_count(f"{prefix}.local_steps", cc.local_steps, "local steps")
   if cc.local_steps == 0:
     check(is_int(cc.local_epochs) and cc.local_epochs >= 1, f"{prefix}.local_epochs",
           cc.local_epochs, "must be an integer >= 1 (or set local_steps > 0)")
+    int32_count(f"{prefix}.local_epochs", cc.local_epochs, "local steps (epochs x "
+                "batches per epoch)")
 
 
 def validate_server(config, sc, prefix, label=None) -> None:

@@ -102,10 +102,10 @@ def main(argv=None):
   parser.add_argument("--grid", action="append", default=None)
   parser.add_argument("--grid_methods", default="")
   parser.add_argument("--seeds", default=None)
-  parser.add_argument("--metrics", default="")
+  parser.add_argument("--metrics", default=None)   # None: not given; "" is refused
   parser.add_argument("--no_batch", action="store_true")
   parser.add_argument("--title", default="")
-  parser.add_argument("--out", default="")
+  parser.add_argument("--out", default=None)   # None: not given; "" is refused
   parser.add_argument("--dir", default="")
   parser.add_argument("--overwrite", action="store_true")
   parser.add_argument("--workers", type=int, default=None)

@@ -42,10 +42,15 @@ def parse_assignment(text, flag, many=False):
     raise UsageError(f"{flag}={text}: empty key")
   if not many:
     return key, parse_value(raw)
-  parts = raw.split(";") if ";" in raw else raw.split(",")
-  values = [parse_value(p.strip()) for p in parts if p.strip()]
-  if not values:
+  sep = ";" if ";" in raw else ","
+  parts = raw.split(sep)
+  if not raw.strip():
     raise UsageError(f"{flag}={text}: no values")
+  empty = [i + 1 for i, p in enumerate(parts) if not p.strip()]
+  if empty:
+    raise UsageError(f"{flag}={text}: value {empty[0]} of {len(parts)} is empty; give "
+                     f"the values separated by single {sep!r}")
+  values = [parse_value(p.strip()) for p in parts]
   return key, values
 
 

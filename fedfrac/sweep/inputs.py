@@ -31,7 +31,16 @@ def check_flags(args) -> None:
     shown = " ".join(f"--grid={g}" for g in grids)
     raise UsageError(f"{shown}: --grid is given {len(grids)} times; a sweep has one grid "
                      f"option: give all its values in one --grid")
+  for flag, what in (("out", "a file path for the tables (e.g. --out=sweep.md)"),
+                     ("metrics", "metric names (e.g. --metrics=accuracy,loss)")):
+    value = getattr(args, flag, None)
+    if value is not None and not value.strip():
+      raise UsageError(f"--{flag}={value}: empty; give {what}, or leave --{flag} out")
+    setattr(args, flag, value or "")
   names = [m.strip() for m in args.metrics.split(",") if m.strip()]
+  if args.metrics and not names:
+    raise UsageError(f"--metrics={args.metrics}: no metric names; give names separated "
+                     f"by commas, or leave --metrics out")
   twice = sorted({m for m in names if names.count(m) > 1})
   if twice:
     raise UsageError(f"--metrics={args.metrics}: {twice[0]} is listed twice; name each "

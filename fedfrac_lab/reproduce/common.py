@@ -18,6 +18,7 @@ import numpy as np
 
 import fedfrac
 from fedfrac import config_base
+from fedfrac.sweep import checks as sweep_checks
 
 # The library whose code produces the numbers, and the checkout the lab sits in
 # (its configs/, results/ and docs).
@@ -37,6 +38,36 @@ def parse_seeds(text, flag="--seeds") -> tuple:
   if len(set(seeds)) != len(seeds):
     raise SystemExit(f"{flag}={text!r}: each seed once")
   return seeds
+
+
+def worker_count(text) -> int:
+  """``--workers`` (an argparse ``type``): an integer >= 0, else ``SystemExit``
+  with one line naming the flag, its value and what is allowed."""
+  try:
+    n = int(text)
+  except ValueError:
+    n = -1
+  if n < 0:
+    raise SystemExit(f"--workers={text}: allowed values are 0 or 1 (run in this process) "
+                     f"or a count of worker processes; leave it out for one per CPU core "
+                     f"or device")
+  return n
+
+
+def output_path(flag, directory=False):
+  """An argparse ``type`` for an output flag: the path as given (``""``: none),
+  after refusing one that cannot be written (a file in the way, or a directory
+  where a file goes: :func:`fedfrac.sweep.checks.check_output`) with
+  ``SystemExit`` naming the flag, before any compute."""
+  def parse(text):
+    if text:
+      try:
+        sweep_checks.check_output(flag, text, directory=directory)
+      except sweep_checks.UsageError as e:
+        raise SystemExit(str(e)) from None
+    return text
+  parse.__name__ = "directory" if directory else "file path"
+  return parse
 
 
 def find_file(path):

@@ -145,8 +145,9 @@ def main(argv=None):
   p.add_argument("--seeds", type=int, default=SEEDS)
   p.add_argument("--batch-runs", type=int, default=5,
                  help="runs vmapped together in one call of a compiled program")
-  p.add_argument("--out", default="results/firma_digits.md")
-  p.add_argument("--json", default=None, help="also write all per-seed numbers here")
+  p.add_argument("--out", type=common.output_path("--out"), default="results/firma_digits.md")
+  p.add_argument("--json", type=common.output_path("--json"),
+                 default=None, help="also write all per-seed numbers here")
   p.add_argument("--no-compile-cache", dest="compile_cache", action="store_false",
                  help="do not reuse identical compiled programs across modes")
   p.add_argument("--resume", action="store_true",

@@ -22,7 +22,7 @@ import json
 import os
 import time
 
-from fedfrac_lab.reproduce import firma, firma_variants
+from fedfrac_lab.reproduce import common, firma, firma_variants
 from fedfrac_lab.reproduce import firma_program, firma_tables
 # How the runs execute here (re-exported: --parallelism and --workers).
 from fedfrac_lab.reproduce.firma_forms import cpu_backend, parallelism, workers  # noqa: F401
@@ -121,7 +121,8 @@ def main(argv=None):
   p.add_argument("--dir", help="data.dir of the files source")
   p.add_argument("--table", default="", help="comma-separated --json files: write "
                  "the markdown table of them to --out instead of running")
-  p.add_argument("--out", default="results/firma_fashion_mnist.md")
+  p.add_argument("--out", type=common.output_path("--out"),
+                 default="results/firma_fashion_mnist.md")
   p.add_argument("--published", default=PUBLISHED)
   p.add_argument("--modes", default="reference_code")
   p.add_argument("--scenarios", default=",".join(firma_tables.SCENARIOS))
@@ -145,7 +146,7 @@ def main(argv=None):
                  "initial model for the ring methods (its own table section)")
   p.add_argument("--note", default="", help="a line about this run, kept in --json "
                  "and printed with its runs in the table")
-  p.add_argument("--json", default="")
+  p.add_argument("--json", type=common.output_path("--json"), default="")
   args = p.parse_args(argv)
   if args.table:
     write_table(args.table.split(","), args.out, args.published, args.dataset)

@@ -78,7 +78,8 @@ from fedfrac.runner import points as points_lib
 def main(argv=None):
   p = argparse.ArgumentParser(prog="fedfrac-reproduce fo_ri_fedavg",
                               description=__doc__.split("\n")[0])
-  p.add_argument("--out", default=None, help="markdown report path (default "
+  p.add_argument("--out", type=common.output_path("--out"),
+                 default=None, help="markdown report path (default "
                  "results/bev_synthetic.md, or results/bev_ved.md with --ved)")
   p.add_argument("--studies", default=",".join(STUDIES))
   p.add_argument("--seeds", default="0,1,2,3,4")

@@ -95,7 +95,7 @@ def add_point_flags(parser, name, batches="(setting, method) batches",
   """The point runner's flags of reproduction ``name``: ``--workers`` (processes
   running ``batches`` in parallel), ``--dir`` and ``--overwrite``, and with
   ``resume`` ``--resume`` (keep ``things`` under ``$TMPDIR/fedfrac_points/<name>``)."""
-  parser.add_argument("--workers", type=int, default=None,
+  parser.add_argument("--workers", type=common.worker_count, default=None,
                       help=f"worker processes running {batches} in parallel "
                       "(default: one per CPU core or device; 1: in this process)")
   if resume:
@@ -103,7 +103,8 @@ def add_point_flags(parser, name, batches="(setting, method) batches",
                         help=f"keep each finished {things[:-1]} under "
                         f"$TMPDIR/fedfrac_points/{name} and reuse it when the same "
                         "code runs the same grid again")
-  parser.add_argument("--dir", default=None,
+  parser.add_argument("--dir", type=common.output_path("--dir", directory=True),
+                      default=None,
                       help=f"keep finished {things} here (one JSON each) and skip them "
                       f"on a rerun; refuses {things} of different code or arguments")
   parser.add_argument("--overwrite", action="store_true",

@@ -157,7 +157,7 @@ def run_points(shards=SHARDS, seeds=SEEDS, kappas=KAPPAS, rounds=ROUNDS, beta=BE
 def main(argv=None):
   p = argparse.ArgumentParser(prog="fedfrac-reproduce kuramoto",
                               description=__doc__.split("\n\n")[0])
-  p.add_argument("--out", default="results/kuramoto_digits.md")
+  p.add_argument("--out", type=common.output_path("--out"), default="results/kuramoto_digits.md")
   p.add_argument("--rounds", type=int, default=100)
   p.add_argument("--seeds", default="0,1,2")
   p.add_argument("--shards", default="3,5,10")

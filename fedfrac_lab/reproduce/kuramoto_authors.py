@@ -51,6 +51,7 @@ import tempfile
 import threading
 import time
 
+from fedfrac_lab.reproduce import common
 from fedfrac_lab.reproduce import kuramoto_authors_report as report_lib
 from fedfrac_lab.reproduce.kuramoto_authors_driver import (IDX_FILES, authors_commit,
                                                        authors_src, idx_path,
@@ -202,7 +203,7 @@ def parse_args(argv):
   r.add_argument("--authors", help="checkout of amuhebwa/Kuramoto-FedAvg (src/main.py)")
   r.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                  help="Fashion-MNIST's four IDX files (.gz or not)")
-  r.add_argument("--out", required=True)
+  r.add_argument("--out", type=common.output_path("--out", directory=True), required=True)
   r.add_argument("--work", default="", help="scratch folder (default: a temporary one)")
   r.add_argument("--methods", default="fedavg,kuramoto_reference_code")
   r.add_argument("--seeds", default="0,1,2")
@@ -222,7 +223,7 @@ def parse_args(argv):
   g = sub.add_parser("report", help="the report from the run archives of earlier calls")
   g.add_argument("--runs", action="append", required=True,
                  help="a kuramoto_authors_runs.tar.gz (or its unpacked folder)")
-  g.add_argument("--out", required=True)
+  g.add_argument("--out", type=common.output_path("--out", directory=True), required=True)
   args = p.parse_args(argv)
   if args.command == "report":
     for path in args.runs:

@@ -196,7 +196,7 @@ def main(argv=None):
   p = argparse.ArgumentParser(prog="fedfrac-reproduce published",
                               description=__doc__.split("\n\n")[0])
   p.add_argument("--paper", required=True, choices=sorted(PAPERS))
-  p.add_argument("--out", default="")
+  p.add_argument("--out", type=common.output_path("--out"), default="")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = p.parse_args(argv)
   out = args.out or f"results/published_{args.paper}.md"

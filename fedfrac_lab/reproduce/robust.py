@@ -122,7 +122,8 @@ def main(argv=None):
   p = argparse.ArgumentParser(prog="fedfrac-reproduce robust", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--config", default=CONFIGS[0])
-  p.add_argument("--out", default="", help="markdown file to write (default: print only)")
+  p.add_argument("--out", type=common.output_path("--out"),
+                 default="", help="markdown file to write (default: print only)")
   p.add_argument("--rounds", type=int, default=0, help="override config.rounds")
   p.add_argument("--seeds", default="", help="comma-separated seeds (default: config)")
   p.add_argument("--check", action="store_true", help="exit 1 if a claim fails")

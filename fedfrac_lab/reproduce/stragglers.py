@@ -174,7 +174,8 @@ def study(sigma=1.0, deadline=10.0, rounds=30, seeds=(0, 1, 2), methods=None,
 def main(argv=None):
   p = argparse.ArgumentParser(prog="fedfrac-reproduce stragglers", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--out", default="", help="markdown file to write (and <out>.json)")
+  p.add_argument("--out", type=common.output_path("--out"),
+                 default="", help="markdown file to write (and <out>.json)")
   p.add_argument("--sigma", type=float, default=1.0)
   p.add_argument("--deadline", type=float, default=10.0)
   p.add_argument("--rounds", type=int, default=30)

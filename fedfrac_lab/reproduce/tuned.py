@@ -245,7 +245,7 @@ def main(argv=None):
   p.add_argument("--methods", default="", help="comma-separated labels (default: all)")
   p.add_argument("--data_dir", default="", help="local files: data.source='files'")
   p.add_argument("--format", default="", help="data.files.format")
-  p.add_argument("--out", default="")
+  p.add_argument("--out", type=common.output_path("--out"), default="")
   p.add_argument("--from-json", dest="from_json", default="",
                  help="re-render --out from this JSON without running")
   argv = sys.argv[1:] if argv is None else list(argv)

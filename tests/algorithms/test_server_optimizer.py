@@ -72,6 +72,19 @@ def test_a_bad_server_optimizer_is_one_line(value, match):
     algorithms.hparams("fedavg", {"server_optimizer": value})
 
 
+@pytest.mark.parametrize("method", ["fedavg", "fedprox"])
+def test_an_optax_server_optimizer_that_ascends_is_refused(method):
+  """``optax.sgd(-0.5)`` ran "ok" and unlearned: one probe step moves up the gradient."""
+  with pytest.raises(ValueError, match=r"^methods\.m\.server_optimizer=<optax "
+                     r"GradientTransformation>: its first step on a probe gradient moves "
+                     r"up the gradient, .* is its learning rate < 0\?"):
+    algorithms.hparams(method, {"server_optimizer": optax.sgd(-0.5)}, prefix="methods.m.")
+  for fine in (optax.sgd(0.5, momentum=0.9), optax.adam(1e-2), optax.lion(1e-3),
+               optax.adamw(1e-2), optax.sgd(optax.linear_schedule(0.0, 1.0, 10)),
+               optax.chain(optax.clip(1.0), optax.sgd(1.0))):
+    algorithms.hparams(method, {"server_optimizer": fine})
+
+
 def test_server_lr_beside_a_server_optimizer_is_refused():
   """The optimizer carries its own rate: a changed server_lr would be ignored."""
   with pytest.raises(ValueError, match=r"server_lr=0\.5: the rate of the plain server "

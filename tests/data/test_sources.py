@@ -114,3 +114,10 @@ def test_tfds_import_failure_names_the_missing_module(monkeypatch, tmp_path):
                                         r"install 'importlib_resources'") as info:
     data_lib.tfds_source("mnist", data_dir=str(tmp_path), download=True)
   assert info.value.name == "importlib_resources"
+
+
+def test_test_fraction_that_holds_out_nothing_is_refused():
+  from fedfrac.config import ConfigError
+  with pytest.raises(ConfigError, match=r"^config\.data\.test_fraction=1e-30: holds out no "
+                     r"test example .*give more than 0\.00"):
+    data_lib.sklearn_digits(test_fraction=1e-30)

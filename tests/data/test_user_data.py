@@ -185,3 +185,18 @@ def test_own_test_groups_with_a_natural_partition_are_used_or_refused():
   for k in range(4):
     rows = fed.client_test_index[k, :fed.client_test_size[k]]
     assert set(groups[80:][rows]) == {k}
+
+
+def test_a_vector_client_metric_left_out_of_the_table_is_said_once():
+  log = RunLog("mine", "fedavg", 0, star_communication, 0.0, 0.0)
+  rounds = {"cohort": np.ones(2), "train_loss": np.ones(2),
+            "clients/loss": np.ones((2, 3)), "clients/grad": np.ones((2, 3, 4)),
+            "server/spectrum": np.ones((2, 5))}
+  with pytest.warns(UserWarning) as caught:
+    log.add_chunk(0, rounds, {"accuracy": 0.1}, 0.0)
+    log.add_chunk(2, rounds, {"accuracy": 0.1}, 0.0)
+  assert sorted(str(w.message) for w in caught) == [
+      "method 'mine' seed 0: metric 'grad' holds (4,) values per client, not one number, "
+      "so it is left out of the per-round table; report a scalar (e.g. its mean or norm) "
+      "to tabulate it"]
+  assert "grad" not in log.round_rows[0] and log.round_rows[0]["train_loss"] == 1.0

@@ -54,3 +54,14 @@ def test_client_lr_override_sets_the_rate_under_the_methods_schedule(schedule):
   # the key is taken out before the algorithm sees its options
   algo = factories.make_with_overrides("fedavg", ctx, {}, {factories.CLIENT_LR: 0.37})
   assert algo is not None
+
+
+def test_local_epochs_beyond_int32_steps_stop_before_any_method_runs(monkeypatch, tmp_path):
+  calls = []
+  monkeypatch.setattr(loop, "run_one", lambda *a, **k: calls.append(a))
+  monkeypatch.setattr(loop, "chunk_loop", lambda *a, **k: calls.append(a))
+  c = helpers.tiny_config(**{"client.local_epochs": 10**9})
+  with pytest.raises(ConfigError, match=r"^config\.client\.local_epochs=1000000000: gives "
+                     r"\d+ local steps on the largest client .*int32 step counters"):
+    loop.run(c, workdir=str(tmp_path))
+  assert calls == []

@@ -210,6 +210,25 @@ def test_personalised_methods_run_with_a_plain_module_whose_last_layer_is_head()
       ff.run(c, data=(x, y), model=NoHead())
 
 
+def test_own_algorithm_that_needs_the_head_of_a_headless_module_names_the_head():
+  """An algorithm of your own built on FedRep, on a module without a head, was
+  refused with the trace's words ("vmap wrapped function ... got empty")."""
+  from fedfrac import algorithms
+  x, y = _arrays()
+  c = helpers.tiny_config(rounds=1, eval_every=1)
+  c.data.num_clients = 3
+  c.methods = ml_collections.ConfigDict({"m": {"name": "own_rep"}})
+  algorithms.register(lambda ctx, hp: algorithms.make("fedrep", ctx), name="own_rep")
+  try:
+    with pytest.raises(config_lib.ConfigError,
+                       match=r"^config\.methods\.m: algorithm 'own_rep' failed when traced "
+                             r"on the model's parameters, whose \"head\" entry is empty .* "
+                             r"model 'NoHead' has none: name its head with"):
+      ff.run(c, data=(x, y), model=NoHead())
+  finally:
+    algorithms.unregister("own_rep")
+
+
 def test_messages_for_the_usual_notebook_slips():
   """A misspelt run label was a bare ``KeyError: ('fofedav', 0)``, a misspelt
   algorithm name listed the names without a guess, and ``model=Net`` (the

@@ -265,3 +265,27 @@ def test_bad_seeds_are_one_line_before_any_compute(argv, capsys):
   assert main(argv) == 2
   err = capsys.readouterr().err
   assert err.startswith(f"error: {argv[-1].split('=')[0]}=") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("paper", ["kuramoto", "robust", "stragglers", "firma"])
+def test_negative_workers_are_one_line_before_any_compute(paper, capsys):
+  from fedfrac_lab.reproduce.__main__ import main
+  assert main([paper, "--workers=-1"]) == 2
+  assert capsys.readouterr().err == (
+      "error: --workers=-1: allowed values are 0 or 1 (run in this process) or a count of "
+      "worker processes; leave it out for one per CPU core or device\n")
+
+
+@pytest.mark.parametrize("paper, flag", [("kuramoto", "--out"), ("robust", "--out"),
+                                         ("stragglers", "--dir"), ("firma", "--json")])
+def test_outputs_under_a_file_are_one_line_before_any_compute(paper, flag, tmp_path,
+                                                               capsys, monkeypatch):
+  from fedfrac_lab.reproduce import jobs
+  from fedfrac_lab.reproduce.__main__ import main
+  monkeypatch.setattr(jobs, "run_jobs", lambda *a, **k: pytest.fail("ran"))
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  assert main([paper, f"{flag}={blocker}/x.md"]) == 2
+  assert capsys.readouterr().err == (
+      f"error: {flag}={blocker}/x.md: {blocker} is a file, so nothing can be written "
+      f"under it\n")
