@@ -381,20 +381,10 @@ def readme_firma_mnist():
 # ------------------------------------------------------------------ Table 13
 
 
-def best_cells(group_cells):
-  """{(scenario, method): cell} of one section, each cell's run with the most
-  seeds (the first such), and {(scenario, method): device} of it."""
-  cells, devices = {}, {}
-  for key, entries in group_cells.items():
-    cell, device = max(entries, key=lambda e: len(e[0]["runs"]))
-    cells[key], devices[key] = cell, device
-  return cells, devices
-
-
 @block("firma_t13_fmnist", R, *FMNIST_JSONS, inline=True)
 def firma_t13_fmnist():
   """Table 13's Fashion-MNIST row from the authors'-inputs runs at Dir 0.1."""
-  cells, devices = best_cells(fmnist()[0][FMNIST_AUTHORS])
+  cells, devices = firma_files_table.best_cells(fmnist()[0][FMNIST_AUTHORS])
   methods = ("fibfl", "fibfl_plus", "fibfl_pp")
   missing = [firma_tables.LABELS[m] for m in methods if ("dir0.1", m) not in cells]
   if missing:

@@ -39,7 +39,7 @@ def test_table_13s_fashion_mnist_row_pairs_the_dir01_runs_by_seed():
   group = {("dir0.1", "fibfl"): [(cell([0.30]), "CPU"), (cell([0.36, 0.38, 0.34]), "CPU")],
            ("dir0.1", "fibfl_plus"): [(cell([0.35, 0.37, 0.33]), "GPU")],
            ("dir0.1", "fibfl_pp"): [(cell([0.10, 0.45, 0.43]), "GPU")]}
-  cells, devices = blocks.best_cells(group)
+  cells, devices = firma_files_table.best_cells(group)
   assert len(cells[("dir0.1", "fibfl")]["runs"]) == 3          # the run with most seeds
   rows = firma_tables.ablation_rows(cells, "Fashion-MNIST")
   labels = [label for label, _, _ in rows]
