@@ -235,8 +235,8 @@ def firma_real_notes():
 PARTITION_NOTE = ("**What an interval covers.** Every seed of a real-data cell (Tables "
                   "7–10, `reference_code`) uses the one partition the authors' code "
                   "draws with its fixed seed (42), so n = 3 seeds vary the initial "
-                  "models and the batch order only, not the partition: an interval says nothing of another draw of the "
-                  "clients' data.")
+                  "models and the batch order only, not the partition: an interval "
+                  "says nothing of another draw of the clients' data.")
 
 
 def _fibfl_check():
