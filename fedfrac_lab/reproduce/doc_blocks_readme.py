@@ -27,7 +27,7 @@ CPU_BENCH, GPU_BENCH = "benchmarks/results.json", "benchmarks/results_h200.json"
 
 # Why a stand-in paper's cells without a number of ours have none.
 STAND_IN_NOT_RUN = {
-    "fofedavg": "needs compute (MNIST at 100 and 1,000 clients)",
+    "fofedavg": "needs compute (Tables V–VI: MNIST at 10, 100 and 1,000 clients)",
     "fo_ri_fedavg": "no data here (VED/eVED) and no stand-in run of them yet",
     "kuramoto": "not yet (CIFAR-10 and FMNIST columns)",
 }
