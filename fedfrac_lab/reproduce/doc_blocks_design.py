@@ -43,9 +43,11 @@ def design_fibfl_gap():
           f"published cells in {count} table rows (a row: one cell's seeds on one "
           f"device): by {span([-d for d in authors], 1)} pp "
           f"with the authors' inputs "
-          f"(verdicts, one per cell: {verdicts.tally_text(method_tally(groups, ring))}) "
+          f"(Table 7's accuracy verdicts, one per cell: "
+          f"{verdicts.tally_text(method_tally(groups, ring))}) "
           f"and by {span([-d for d in unit], 1)} pp with [0, 1] inputs (1 or 2 seeds). "
-          f"FedAvg, RDFL and FedRep read {verdicts.tally_text(method_tally(groups, others))}"
+          f"In Table 7 (accuracy; Table 8's Gini apart) FedAvg, RDFL and FedRep read "
+          f"{verdicts.tally_text(method_tally(groups, others))}"
           f" and FibFL++ {verdicts.tally_text(method_tally(groups, ('fibfl_pp',)))} with "
           f"the authors' inputs. Their accuracy does not as a rule peak at round 2: FibFL: "
           f"{best['fibfl']}; FibFL+: {best['fibfl_plus']}")

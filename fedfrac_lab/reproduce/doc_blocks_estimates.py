@@ -160,3 +160,77 @@ def kuramoto_t1_time():
   return (f"estimate per data set: {priced(w, 'kuramoto_cnn')}; a CNN4 step is "
           f"{ratio:.0f}× the FLOPs of a CNNMnist step, so CNNMnist's GPU rate does not "
           f"carry over")
+
+
+# ------------------------------------------------------------------ FIRMA, real data
+
+class FirmaRun(NamedTuple):
+  """The inputs of a FIRMA real-data command's GPU estimate: samples per client
+  (the training set over N = 10), its seeds and the client-steps a second the
+  estimate assumes (a stated rate, not a measurement of this model)."""
+  samples: int
+  seeds: int
+  rate: int
+
+
+# Table -> the command REPRODUCTION.md gives for it: CIFAR-10 (50,000 / 10),
+# Fashion-MNIST and MNIST-60k (60,000 / 10), with that command's --seeds.
+FIRMA_RUNS = {"t56": FirmaRun(5_000, 5, 20_000), "t78": FirmaRun(6_000, 3, 45_000),
+              "t910": FirmaRun(6_000, 3, 45_000)}
+FIRMA_SHAPE = dict(clients=10, batch=64, epochs=20, rounds=30, scenarios=7, methods=6,
+                   modes=2)
+
+
+def firma_gpu_estimate(run: FirmaRun, clients=10, batch=64, epochs=20, rounds=30,
+                       scenarios=7, methods=6, modes=2):
+  """(client-steps a round, seconds) of a FIRMA real-data command: every client
+  takes E_e = ``epochs`` passes of ⌈samples / batch⌉ Adam steps a round, over
+  ``rounds`` × ``scenarios`` × ``methods`` × ``modes`` × the run's seeds, at its
+  stated rate."""
+  per_round = clients * math.ceil(run.samples / batch) * epochs
+  total = per_round * rounds * scenarios * methods * modes * run.seeds
+  return per_round, total / run.rate
+
+
+def firma_gpu_text(key):
+  """"≈ 53 min (18,800 client-steps/round × 30 × 7 × 6 × 2 × 3 seeds at an
+  assumed 45,000/s)": :func:`firma_gpu_estimate` with its inputs."""
+  run = FIRMA_RUNS[key]
+  s = FIRMA_SHAPE
+  per_round, seconds = firma_gpu_estimate(run, **s)
+  return (f"≈ {_hours(seconds)} ({per_round:,} client-steps/round = {s['clients']} × "
+          f"⌈{run.samples:,}/{s['batch']}⌉ × E_e {s['epochs']}; × {s['rounds']} rounds × "
+          f"{s['scenarios']} scenarios × {s['methods']} methods × {s['modes']} modes × "
+          f"{run.seeds} seeds, at an assumed {run.rate:,}/s)")
+
+
+FIRMA_NAMES = {"t56": "Tables 5–6 (CIFAR-10)", "t78": "Tables 7–8 (Fashion-MNIST)",
+               "t910": "Tables 9–10 (MNIST-60k)"}
+
+
+def _short(key):
+  seconds = firma_gpu_estimate(FIRMA_RUNS[key], **FIRMA_SHAPE)[1]
+  return f"≈ {_hours(seconds)} (estimate, inputs below)"
+
+
+@block("firma_t56_gpu", R, inline=True)
+def firma_t56_gpu():
+  return _short("t56")
+
+
+@block("firma_t78_gpu", R, inline=True)
+def firma_t78_gpu():
+  return _short("t78")
+
+
+@block("firma_t910_gpu", R, inline=True)
+def firma_t910_gpu():
+  return _short("t910")
+
+
+@block("firma_gpu_inputs", R)
+def firma_gpu_inputs():
+  return ("**GPU estimates of FIRMA's tables on real data** (one GPU, every scenario, "
+          "method and mode of the command; the rate is assumed, not measured for this "
+          "model):\n\n" + "\n".join(f"- {FIRMA_NAMES[k]}: {firma_gpu_text(k)}"
+                                     for k in FIRMA_RUNS))

@@ -8,7 +8,8 @@ speed page.
 """
 from __future__ import annotations
 
-from fedfrac_lab.reproduce import common, doc_blocks_firma_files, published_tables, verdicts
+from fedfrac_lab.reproduce import (common, doc_blocks_firma_files, firma_tables, published_tables,
+                                   verdicts)
 from fedfrac_lab.reproduce.doc_blocks import (FIRMA_JSON, FMNIST_JSONS, MNIST_JSONS, README,
                                           firma_counts)
 from fedfrac_lab.reproduce.doc_registry import block
@@ -24,20 +25,25 @@ STAND_IN_DATA = {"fofedavg": "scikit-learn digits for MNIST (stand-in)",
 CPU_BENCH, GPU_BENCH = "benchmarks/results.json", "benchmarks/results_h200.json"
 
 
+# Why a stand-in paper's cells without a number of ours have none.
+STAND_IN_NOT_RUN = {
+    "fofedavg": "needs compute (Tables V–VI: MNIST at 10, 100 and 1,000 clients)",
+    "fo_ri_fedavg": "no data here (VED/eVED) and no stand-in run of them yet",
+    "kuramoto": "not yet (CIFAR-10 and FMNIST columns)",
+}
+# The README table's verdict columns, then the cells counted apart.
+COLUMNS = verdicts.JUDGED + (verdicts.COLLAPSED, verdicts.STAND_IN, verdicts.NOT_RUN)
+
+
 def _paper(key):
   return f"[{NAMES[key]}]({PAGE.format(key)})"
 
 
-def _row(paper, tables, data, tally, other):
-  cells = [str(tally.get(v, 0)) for v in verdicts.JUDGED] if tally else ["–"] * 4
-  return f"| {paper} | {tables} | {data} | " + " | ".join(cells) + f" | {other} |"
-
-
-def _others(tally):
-  """The verdicts that are no claim either way (collapsed, ...), or "–"."""
-  rest = [f"{v} {tally[v]}" for v in verdicts.ORDER
-          if v not in verdicts.JUDGED and tally.get(v)]
-  return ", ".join(rest) or "–"
+def _row(paper, tables, data, published, tally, why):
+  cells = [str(tally.get(v, 0)) for v in COLUMNS]
+  if tally.get(verdicts.NOT_RUN):
+    cells[-1] += f": {why}"
+  return f"| {paper} | {tables} | {data} | {published} | " + " | ".join(cells) + " |"
 
 
 def _sum(*tallies):
@@ -49,40 +55,50 @@ def _sum(*tallies):
 
 
 def reproduces_rows():
-  """[(paper, tables, data, tally or None, other)]: FIRMA's tables on the paper's
-  data with their verdicts, the three papers on stand-in data without."""
-  rows = [("firma", "7–8", "Fashion-MNIST (the paper's), `reference_code`",
-           doc_blocks_firma_files.tally(FMNIST_JSONS))]
-  if MNIST_JSONS:
-    rows.append(("firma", "9–10", "MNIST-60k (the paper's), `reference_code`",
-                 doc_blocks_firma_files.tally(MNIST_JSONS, "mnist")))
+  """[(paper, tables, data, published cells, tally, why not run)]: every row
+  counts each published cell of its tables exactly once (FIRMA's real-data cells
+  by :func:`fedfrac_lab.reproduce.doc_blocks_firma_files.tally`), so its tally
+  adds up to the published cell count; the three papers on stand-in data have no
+  verdict, only the cells with a stand-in number of ours and the rest not run."""
+  rows = []
+  for dataset, tables, data, paths in (
+      ("fashion_mnist", "7–8", "Fashion-MNIST (the paper's), `reference_code`", FMNIST_JSONS),
+      ("mnist", "9–10", "MNIST-60k (the paper's), `reference_code`", MNIST_JSONS)):
+    rows.append(("firma", tables, data, doc_blocks_firma_files.published_cells(dataset),
+                 doc_blocks_firma_files.tally(paths, dataset),
+                 doc_blocks_firma_files.NOT_RUN_WHY[dataset]))
   counts, _ = firma_counts()
+  published = sum(v is not None for t in ("Table 11", "Table 12")
+                  for v in firma_tables.published(t).values())
   for mode, data in (("reference_code", "the authors' code's setting"),
                      ("paper", "as the paper describes it")):
     groups = counts[mode].values()
+    total = _sum(*(g[key] for g in groups for key in ("accuracy", "gini")))
+    total[verdicts.NOT_RUN] += published - sum(total.values())
     rows.append(("firma", "11–12", f"MNIST-1797 (the paper's), `{mode}`: {data}",
-                 _sum(*(g[key] for g in groups for key in ("accuracy", "gini")))))
-  out = [(p, t, d, tally, _others(tally)) for p, t, d, tally in rows]
+                 published, total, "not yet"))
   for paper in PUBLISHED:
     cells, with_ours, _ = published_tables.counts(paper)
     listed, every = published_tables.PAPERS[paper][0], published_tables.result_tables(paper)
     tables = ("its only result table" if len(every) == 1 else
               f"all {len(every)} result tables" if len(listed) == len(every) else
               f"{len(listed)} of its {len(every)} result tables")
-    out.append((paper, f"{tables}: {cells} cells", STAND_IN_DATA[paper], None,
-                f"{with_ours} cells with a stand-in number: no verdict"))
-  return out
+    total = verdicts.tally([])
+    total[verdicts.STAND_IN], total[verdicts.NOT_RUN] = with_ours, cells - with_ours
+    rows.append((paper, tables, STAND_IN_DATA[paper], cells, total, STAND_IN_NOT_RUN[paper]))
+  return rows
 
 
 @block("readme_reproduces", README, FIRMA_JSON, *FMNIST_JSONS, *MNIST_JSONS,
        *(f"results/published_{p}.md" for p in PUBLISHED))
 def readme_reproduces():
-  head = ("| paper | tables | data | " + " | ".join(verdicts.JUDGED)
-          + " | no claim either way |")
-  lines = [head, "|" + "---|" * (4 + len(verdicts.JUDGED))]
+  head = ("| paper | tables | data | published cells | " + " | ".join(COLUMNS[:-1])
+          + " (no verdict) | not run: why |")
+  lines = [head, "|" + "---|" * (4 + len(COLUMNS))]
   previous = None
-  for paper, tables, data, tally, other in reproduces_rows():
-    lines.append(_row(_paper(paper) if paper != previous else "", tables, data, tally, other))
+  for paper, tables, data, published, tally, why in reproduces_rows():
+    lines.append(_row(_paper(paper) if paper != previous else "", tables, data, published,
+                      tally, why))
     previous = paper
   return "\n".join(lines)
 

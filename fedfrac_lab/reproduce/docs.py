@@ -42,6 +42,7 @@ import argparse
 import os
 import re
 import sys
+import textwrap
 from typing import List, Tuple
 
 from fedfrac_lab.reproduce import common, figure_files
@@ -89,6 +90,29 @@ def _rst(doc: str) -> bool:
   return doc.endswith(".rst")
 
 
+# Prose a block renders (a paragraph, a bullet) is wrapped to this width; table
+# rows, headings, code and indented lines stay as they are.
+WRAP = 100
+
+
+def wrap_prose(text: str) -> str:
+  """``text`` with every prose line longer than :data:`WRAP` wrapped at spaces (a
+  bullet's continuation indented under it), outside fenced code; a table row,
+  heading, directive, comment or indented line is left whole."""
+  out, fenced = [], False
+  for line in text.split("\n"):
+    if line.lstrip().startswith("```"):
+      fenced = not fenced
+    if (fenced or len(line) <= WRAP or line[:1] in " \t|#<`+=:."
+        or line.startswith(".. ")):
+      out.append(line)
+      continue
+    indent = "  " if line.startswith(("- ", "* ")) else ""
+    out += textwrap.wrap(line, WRAP, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)
+  return "\n".join(out)
+
+
 def rendered(b: Block) -> str:
   """The text between a block's markers: its markdown, on lines of its own
   unless inline (in a reST page: its reST, set off by blank lines). An inline
@@ -98,6 +122,7 @@ def rendered(b: Block) -> str:
     if "\n" in text or "|" in text:
       raise ValueError(f"inline block {b.name!r} renders a newline or '|': {text!r}")
     return text
+  text = wrap_prose(text)
   return f"\n\n{text}\n\n" if _rst(b.doc) else f"\n{text}\n"
 
 

@@ -129,7 +129,8 @@ def ablation_figure() -> Figure:
   """Table 13 (Dir 0.1 ablation): the MNIST-1797 row in both modes and the
   Fashion-MNIST row (the authors' inputs; each cell's run with the most seeds),
   accuracies and gains in pp."""
-  from fedfrac_lab.reproduce.doc_blocks_firma_files import FMNIST_AUTHORS, best_cells
+  from fedfrac_lab.reproduce.doc_blocks_firma_files import FMNIST_AUTHORS
+  from fedfrac_lab.reproduce.firma_files_table import best_cells
   all_results, _, _ = firma_tables.load_json(FIRMA_JSON)
   panels = []
 

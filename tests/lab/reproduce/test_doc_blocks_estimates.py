@@ -33,3 +33,22 @@ def test_kuramoto_is_priced_at_the_cnn4_rate_and_gets_no_gpu_figure():
 def test_a_gpu_figure_names_the_cohort_it_was_measured_at():
   text = est.fofedavg_t2_time()
   assert "cohort 10" in text and "this run's cohort of 2 was not measured" in text
+
+
+def test_firma_gpu_estimates_follow_from_their_inputs():
+  """Tables 7–8: 10 clients × ⌈6,000/64⌉ = 94 steps × E_e 20 = 18,800 client-steps
+  a round; × 30 rounds × 7 scenarios × 6 methods × 2 modes × 3 seeds at 45,000/s
+  is 3,158 s ≈ 53 min (5 seeds would be ≈ 88 min). Tables 5–6: 15,800 a round,
+  at 5 seeds and 20,000/s ≈ 2.8 h."""
+  from fedfrac_lab.reproduce import doc_blocks_estimates as est
+  per_round, seconds = est.firma_gpu_estimate(est.FirmaRun(6_000, 3, 45_000))
+  assert per_round == 18_800
+  assert seconds == pytest.approx(18_800 * 30 * 7 * 6 * 2 * 3 / 45_000)
+  assert round(seconds / 60) == 53
+  five = est.firma_gpu_estimate(est.FirmaRun(6_000, 5, 45_000))[1]
+  assert round(five / 60) == 88
+  per_round, seconds = est.firma_gpu_estimate(est.FIRMA_RUNS["t56"])
+  assert per_round == 15_800 and round(seconds / 3600, 1) == 2.8
+  assert est.firma_t78_gpu().startswith("≈ 53 min")
+  assert est.firma_t56_gpu().startswith("≈ 2.8 h")
+  assert "18,800 client-steps/round" in est.firma_gpu_text("t78")
