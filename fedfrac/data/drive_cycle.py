@@ -7,6 +7,7 @@ from __future__ import annotations
 
 
 import math
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -17,7 +18,7 @@ DT = 1.0              # s, sampling period of the fleet
 CLASSES = ("passenger", "truck", "bus")
 # Drive-cycle segment types: cruise speed range (km/h), leg length (m), stop
 # probability at the end of a leg, dwell (s), segment length (km).
-SEGMENTS = {
+SEGMENTS: dict[str, dict[str, Any]] = {
     "urban": dict(v_kmh=(30.0, 50.0), leg_m=(150.0, 600.0), p_stop=0.75,
                   dwell_s=(5.0, 45.0), seg_km=(1.5, 4.0)),
     "suburban": dict(v_kmh=(55.0, 80.0), leg_m=(600.0, 2500.0), p_stop=0.5,
@@ -129,7 +130,8 @@ def _leg_phases(v0, vc, length, stop, acc, dec, pm):
   return phases, vc
 
 
-def trip_speed(rng, cp, agg, speed_factor, mass_kg):
+def trip_speed(rng: np.random.Generator, cp: Mapping[str, Any], agg: float, speed_factor: float,
+               mass_kg: float) -> np.ndarray:
   """1 Hz speed (m/s) of one trip, starting and ending at rest. ``-> [T]``."""
   target_s = 60.0 * rng.uniform(*cp["trip_min"])
   acc, dec = cp["accel"] * agg, cp["decel"] * agg
@@ -189,7 +191,7 @@ def _ar1(b, a, noise):
   return sp_signal.lfilter(b, a, noise)
 
 
-def grade_along(rng, distance_m, sigma):
+def grade_along(rng: np.random.Generator, distance_m: np.ndarray, sigma: float) -> np.ndarray:
   """OU road grade (tan θ) at the given cumulative distances ``[T] -> [T]``."""
   step, corr = 10.0, 600.0
   n = int(distance_m[-1] // step) + 2
@@ -199,7 +201,7 @@ def grade_along(rng, distance_m, sigma):
   return np.clip(np.interp(distance_m, step * np.arange(n), g), -0.08, 0.08)
 
 
-def aux_power_kw(cp, oat_c):
+def aux_power_kw(cp: Mapping[str, Any], oat_c: np.ndarray) -> np.ndarray:
   heat = np.minimum(cp["heat_kw_per_c"] * np.maximum(18.0 - oat_c, 0.0),
                     cp["heat_max_kw"])
   cool = np.minimum(cp["cool_kw_per_c"] * np.maximum(oat_c - 24.0, 0.0),

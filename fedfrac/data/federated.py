@@ -184,7 +184,7 @@ def reference_code_parts(dataset: dataset_mod.Dataset, data_cfg: ConfigDict, dat
   return [train_parts[k] for k in keep], test_parts[:len(keep)]
 
 
-def check_test_groups(data_cfg: ConfigDict, dataset) -> None:
+def check_test_groups(data_cfg: ConfigDict, dataset: Any) -> None:
   """Refuse your own data's ``test_groups`` with a natural partition and a
   ``test_split`` that would not use them: ``like_train`` / ``iid`` re-sample
   every client's test rows from the pooled test set, so each client would be

@@ -31,7 +31,7 @@ SCHEME_DESCRIPTIONS = {
 SCHEMES = tuple(SCHEME_DESCRIPTIONS)
 
 
-def checked_labels(labels) -> np.ndarray:
+def checked_labels(labels: ArrayLike) -> np.ndarray:
   labels = np.asarray(labels)
   if labels.ndim != 1:
     raise ValueError(f"labels: expected a 1-D array, got shape {labels.shape}")
@@ -40,7 +40,7 @@ def checked_labels(labels) -> np.ndarray:
   return labels
 
 
-def check_class_labels(labels) -> np.ndarray:
+def check_class_labels(labels: ArrayLike) -> np.ndarray:
   """``labels`` as int64 class ids; raises unless they are non-negative integers
   (integer dtype, or floats with integral values)."""
   labels = checked_labels(labels)
@@ -61,12 +61,12 @@ def check_class_labels(labels) -> np.ndarray:
   return out
 
 
-def check_seed(seed):
+def check_seed(seed: int) -> None:
   if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
     raise ValueError(f"seed={seed!r}: must be an integer >= 0")
 
 
-def check_num_clients(num_clients, n, min_size):
+def check_num_clients(num_clients: int, n: int, min_size: int) -> None:
   if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
     raise ValueError(f"num_clients={num_clients!r}: must be an integer >= 1")
   if min_size < 1:
@@ -77,7 +77,7 @@ def check_num_clients(num_clients, n, min_size):
         f"{num_clients * min_size} samples, but only {n} are available")
 
 
-def finish(parts: Sequence[np.ndarray], min_size: int, scheme: str):
+def finish(parts: Sequence[np.ndarray], min_size: int, scheme: str) -> list:
   out = [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
   small = [i for i, p in enumerate(out) if len(p) < min_size]
   if small:

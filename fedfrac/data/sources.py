@@ -22,7 +22,8 @@ if TYPE_CHECKING:
   from fedfrac.data.bev import BEVData
 
 
-def stratified_split(labels, test_fraction, seed):
+def stratified_split(labels: np.ndarray, test_fraction: float,
+                     seed: int) -> tuple:
   """Per-class random split; returns (train_idx, test_idx), both sorted."""
   rng = np.random.default_rng(seed)
   train, test = [], []

@@ -6,13 +6,15 @@ argument.
 from __future__ import annotations
 
 import numbers
+from typing import Any, Optional
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedfrac._validation import is_traced
 
 
-def check_n(n, name="n", minimum=2):
+def check_n(n: int, name: str = "n", minimum: int = 2) -> int:
   if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < minimum:
     raise ValueError(
         f"{name} must be an integer >= {minimum} (the number of clients on the "
@@ -20,7 +22,7 @@ def check_n(n, name="n", minimum=2):
   return int(n)
 
 
-def check_unit_interval(name, value, shape_ok=None):
+def check_unit_interval(name: str, value: Any, shape_ok: Optional[tuple] = None) -> None:
   """Checks a concrete scalar/array lies in [0, 1]; tracers pass unchecked."""
   if value is None or is_traced(value):
     return
@@ -33,7 +35,7 @@ def check_unit_interval(name, value, shape_ok=None):
     raise ValueError(f"{name} must lie in [0, 1], got {value!r}.")
 
 
-def check_passes(passes):
+def check_passes(passes: int) -> int:
   if (isinstance(passes, bool) or not isinstance(passes, numbers.Integral)
       or passes < 1):
     raise ValueError(
@@ -42,7 +44,7 @@ def check_passes(passes):
   return int(passes)
 
 
-def check_order_np(order, n, name="order"):
+def check_order_np(order: ArrayLike, n: int, name: str = "order") -> np.ndarray:
   """Concrete permutation of range(n) as an int64 array."""
   arr = np.asarray(order)
   if arr.ndim != 1 or arr.shape[0] != n:

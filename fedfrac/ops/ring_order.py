@@ -16,7 +16,7 @@ from fedfrac.ops.ring_checks import check_order_np
 COSTS = ("cosine", "dot")
 
 
-def similarity(class_proportions, cost):
+def similarity(class_proportions: ArrayLike, cost: str) -> np.ndarray:
   if cost not in COSTS:
     raise ValueError(f"cost must be one of {COSTS}, got {cost!r}.")
   q = np.asarray(class_proportions, dtype=np.float64)
@@ -35,7 +35,7 @@ def similarity(class_proportions, cost):
   return sim
 
 
-def ring_cost_from_sim(sim, order):
+def ring_cost_from_sim(sim: np.ndarray, order: np.ndarray) -> float:
   return float(np.sum(sim[order, np.roll(order, -1)]))
 
 
