@@ -14,10 +14,15 @@
 #   nohup scripts/cpu_campaign.sh 1 2 ROOT DATA > ROOT/core1.log &
 # Pause with `kill -STOP -PGID` and continue with `kill -CONT -PGID` while the
 # test suite needs both cores. fedfrac-reproduce fofedavg_mnist --collect=ROOT
-# turns the finished workdirs into the committed results.
+# turns the finished workdirs into the committed results. PYTHON (default
+# .venv/bin/python) is the interpreter: to keep a campaign's code fixed while the
+# checkout changes, run this script from a worktree of its own (git worktree add)
+# with PYTHON=<checkout>/.venv/bin/python; the worktree's packages come first.
 set -uo pipefail
 core=$1 cores=$2 root=$3 data=$4
 cd "$(dirname "$0")/.."
+py=${PYTHON:-.venv/bin/python}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 i=0
 grep -v '^#' benchmarks/cpu/plan.tsv | while IFS=$'\t' read -r config arg method _; do
   if (( i++ % cores != core )); then continue; fi
@@ -25,7 +30,7 @@ grep -v '^#' benchmarks/cpu/plan.tsv | while IFS=$'\t' read -r config arg method
   mkdir -p "$wd"
   echo "$(date -u +%FT%TZ) start $arg/$method (core $core)"
   start=$(date +%s)
-  nice -n 19 taskset -c "$core" .venv/bin/python -m fedfrac.main \
+  nice -n 19 taskset -c "$core" "$py" -m fedfrac.main \
       --config="$config:$arg" --config.only="$method" \
       --config.data.source=files --config.data.dir="$data" \
       --workdir="$wd" > "$wd.log" 2>&1
