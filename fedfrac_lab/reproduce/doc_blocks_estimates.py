@@ -125,21 +125,22 @@ def _cohort(spec, clients=None):
   return max(math.ceil(c.participation * (clients or c.data.num_clients)), 1)
 
 
-def measured(scenario, what):
-  """"measured on the CPU (…): FedAvg 18 min 20 s, …; " for the finished cells of
-  FOFedAvg's MNIST ``scenario`` and the number of its ``what`` still to run."""
+def measured(scenario):
+  """("measured on the CPU (…): FedAvg 18 min 20 s, …", cells still to run) of
+  FOFedAvg's MNIST ``scenario`` (text "" while none has finished)."""
   from fedfrac_lab.reproduce import fofedavg_mnist
   done = fofedavg_mnist.finished_times(scenario)
   left = len(fofedavg_mnist.pending_names(scenario))
   if not done:
     return "", left
+  seeds = len(next(iter(fofedavg_mnist.load(scenario)["cells"].values()))["seeds"])
   each = ", ".join(f"{name} {fofedavg_mnist.cpu_time(s)}" for name, s in done)
-  return (f"measured on the {fofedavg_mnist.DEVICE}, one cell of 3 seeds a core at nice 19, "
-          f"its start to its end (`{fofedavg_mnist.MD}`): {each}"), left
+  return (f"measured on the {fofedavg_mnist.DEVICE}, a cell of {seeds} seeds on one core "
+          f"at nice 19, from its start to its end (`{fofedavg_mnist.MD}`): {each}"), left
 
 
 def _measured_then_estimate(spec, scenario, what, tail=""):
-  text, left = measured(scenario, what)
+  text, left = measured(scenario)
   if not left:
     return text
   estimate = priced(workload(spec, runs=left, what=what), "cnn_mnist_real", "cnn10",

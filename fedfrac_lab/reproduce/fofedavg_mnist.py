@@ -182,6 +182,7 @@ def collect(root: str, scenario: str, times: Dict[str, dict], previous: Optional
     log(f"{scenario}/{label}: collected ({cell['cpu_wall_s']} s)")
   doc.update(scenario=scenario, spec=f"{SPEC}:{scenario}", device=DEVICE, data=DATA,
              collect_command=collect_command,
+             collected=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              cells={k: cells[k] for k in labels(scenario) if k in cells},
              pending=pending)
   return doc
@@ -398,7 +399,8 @@ def markdown(command: str = "fedfrac-reproduce fofedavg_mnist --table") -> str:
   t23 = {"Table II": [], "Table III": []}
   for table, row, col, c, values, what in iid_cells(iid):
     t23[table].append((f"{row} · {col}", c, values, what))
-  pending = [f"{names.get(k, k)} ({v})" for k, v in iid.get("pending", {}).items()]
+  pending = [f"{names.get(k, k)} ({iid['pending'][k]})" for k in _paper_order("iid")
+             if k in iid.get("pending", {})]
   for table, what in (("Table II", "mean / variance / std of the test accuracy over "
                                    "the rounds of a run"),
                       ("Table III", "95 % t-interval of the mean test accuracy over "
@@ -470,12 +472,23 @@ def _names():
   return {v: k for k, v in fofedavg_method_rows().items()}
 
 
+def _paper_order(scenario: str) -> List[str]:
+  """The labels of ``scenario`` in the paper's row order (Tables II–III: its
+  method rows; Table IV: its α rows)."""
+  from fedfrac_lab.reproduce.published_ours import fofedavg_method_rows
+  rows = fofedavg_method_rows() if scenario == "iid" else ALPHA_ROWS
+  ours = labels(scenario)
+  return [label for label in rows.values() if label in ours] + [
+      label for label in ours if label not in rows.values()]
+
+
 def pending_names(scenario: str) -> List[str]:
-  """The methods (Table IV: α values) of ``scenario`` not finished yet."""
+  """The methods (Table IV: α values) of ``scenario`` not finished yet, in the
+  paper's order."""
   doc = load(scenario)
   names = _names() if scenario == "iid" else {v: k.replace("alpha=", "α ")
                                                for k, v in ALPHA_ROWS.items()}
-  return [names.get(label, label) for label in labels(scenario)
+  return [names.get(label, label) for label in _paper_order(scenario)
           if label not in doc.get("cells", {})]
 
 

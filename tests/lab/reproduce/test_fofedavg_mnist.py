@@ -73,7 +73,7 @@ def test_collect_counts_only_finished_runs(campaign, capsys):
   assert PAPERS["fofedavg_mnist"] is fofedavg_mnist
   fofedavg_mnist.main([f"--collect={root}", f"--out={out / 't.md'}"])
   iid = json.loads((out / "iid.json").read_text())
-  assert list(iid["cells"]) == ["fedavg", "fofedavg"]     # the config's order
+  assert sorted(iid["cells"]) == ["fedavg", "fofedavg"]
   # A seed missing and a partial seed: not counted, listed as pending, no numbers.
   assert "scaffold" not in iid["cells"] and "moon" not in iid["cells"]
   assert "seed 2: no record yet" in iid["pending"]["scaffold"]
@@ -178,3 +178,37 @@ def test_published_table_sets_real_cells_first_and_judges_them(campaign):
   assert real[verdicts.NOT_RUN] == 5 and real[verdicts.NOT_DEFINED] == 2 * 2 + 3
   assert "rows on the paper's own data" in text
   assert "the paper's own data where run" in text.splitlines()[0]
+
+
+def test_docs_put_the_real_cells_first_and_the_measured_time_in_place_of_the_estimate(
+    campaign):
+  from fedfrac_lab.reproduce import doc_blocks_estimates, doc_blocks_fractional
+  from fedfrac_lab.reproduce import doc_blocks_readme
+  root, out = campaign
+  fofedavg_mnist.main([f"--collect={root}", f"--out={out / 't.md'}"])
+  t2 = doc_blocks_fractional.fofedavg_t2()
+  assert t2.startswith("MNIST (the paper's data")
+  assert t2.index("MNIST (the paper's data") < t2.index("Digits stand-in")
+  assert "2 of the 10 methods run here have finished" in t2
+  assert "FedAvg 0.9508 ± 0.0010 (published 0.8953: differs)" in t2
+  assert ("not finished yet: MOON, FedAdam, FedNova, FedProx, SCAFFOLD, DPSGD, FedBM, "
+          "FDSE;") in t2                                         # the paper's order
+  assert "SparseSecAgg refused at C = 0.2" in t2
+  t3 = doc_blocks_fractional.fofedavg_t3()
+  assert "no verdict (*not defined*" in t3 and "(published [0.8374, 0.9532])" in t3
+  t4 = doc_blocks_fractional.fofedavg_t4()
+  assert t4.startswith("MNIST (")
+  assert "α 1.5 0.9910 ± 0.0010 (published 0.9908 ± 0.0006: agrees)" in t4
+  assert "not finished yet: α 0.5, α 0.6, α 0.97" in t4
+  time2 = doc_blocks_estimates.fofedavg_t2_time()
+  assert "FedAvg 18 min 20 s, FOFedAvg 19 min 0 s" in time2
+  # The estimate stays for what has not run, labelled so: 8 methods × 25 × 3 × 4,800.
+  assert "estimate for the 8 methods not run yet" in time2
+  assert "× 25 rounds × 8 methods × 3 seeds" in time2
+  time4 = doc_blocks_estimates.fofedavg_t4_time()
+  assert "α 1.5 15 min 6 s" in time4 and "estimate for the 3 α values not run yet" in time4
+  rows = [r for r in doc_blocks_readme.reproduces_rows() if r[0] == "fofedavg"]
+  assert rows[0][1] == "II–IV: 19 cells run" and rows[0][3][verdicts.DIFFERS] >= 2
+  assert rows[1][3] is None and "stand-in" in rows[1][2]
+  for line in doc_blocks_readme.readme_reproduces().splitlines()[2:]:
+    assert len(line.split(" | ")) == 8 and len(line) <= 300, line
