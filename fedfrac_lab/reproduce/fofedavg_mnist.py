@@ -73,11 +73,21 @@ _END = re.compile(r"^(\S+) end (\S+) rc=(-?\d+) wall_s=(\d+)")
 # ------------------------------------------------------------------ collect
 
 
+def _config(scenario: str):
+  from fedfrac import config_files
+  return config_files.load_config_file(os.path.join(common.CHECKOUT_DIR, SPEC), scenario)
+
+
 def labels(scenario: str) -> Tuple[str, ...]:
   """The method labels of ``configs/fofedavg/mnist_cnn.py:<scenario>``."""
-  from fedfrac import config_files
-  c = config_files.load_config_file(os.path.join(common.CHECKOUT_DIR, SPEC), scenario)
-  return tuple(c.methods.keys())
+  return tuple(_config(scenario).methods.keys())
+
+
+def seed_count(doc: dict) -> int:
+  """The seeds of a document's runs (its config's while none has finished)."""
+  if doc.get("cells"):
+    return len(next(iter(doc["cells"].values()))["seeds"])
+  return len(_config(doc.get("scenario", "iid")).seeds)
 
 
 def read_cell(workdir: str, label: str) -> Tuple[Optional[dict], str]:
@@ -405,12 +415,12 @@ def markdown(command: str = "fedfrac-reproduce fofedavg_mnist --table") -> str:
                                    "the rounds of a run"),
                       ("Table III", "95 % t-interval of the mean test accuracy over "
                                     "the rounds of a run")):
-    seeds = len(next(iter(iid["cells"].values()))["seeds"]) if iid.get("cells") else 0
+    seeds = seed_count(iid)
     lines += _section(f"{table}: {what} — {DATA}, IID, K = 10 clients, {seeds} seeds, "
                       f"the paper's settings, {DEVICE}", t23[table], iid, pending)
   rows = [(f"{row} · {col}", c, values, what)
           for _, row, col, c, values, what in alpha_cells(alpha)]
-  seeds = len(next(iter(alpha["cells"].values()))["seeds"]) if alpha.get("cells") else 0
+  seeds = seed_count(alpha)
   pending = [f"{k} ({v})" for k, v in alpha.get("pending", {}).items()]
   lines += _section(f"Table IV: final-round accuracy of FOFedAvg by α — {DATA}, IID, "
                     f"K = 10 clients, {seeds} seeds, the paper's settings, {DEVICE}",
