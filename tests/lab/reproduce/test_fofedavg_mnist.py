@@ -59,7 +59,9 @@ def campaign(tmp_path, monkeypatch):
       "2026-01-01T10:18:20Z start iid/moon (core 0)\n")
   (tmp_path / "campaign" / "core1.log").write_text(
       "2026-01-01T10:00:00Z start iid/fofedavg (core 1)\n"
-      "2026-01-01T10:19:00Z end iid/fofedavg rc=0 wall_s=1140\n")
+      "2026-01-01T10:19:00Z end iid/fofedavg rc=1 wall_s=1133\n"
+      "2026-01-01T10:20:00Z start iid/fofedavg (core 1)\n"
+      "2026-01-01T10:20:07Z end iid/fofedavg rc=0 wall_s=7\n")
   out = tmp_path / "results"
   monkeypatch.setattr(fofedavg_mnist, "JSONS", {"iid": str(out / "iid.json"),
                                                 "alpha": str(out / "alpha.json")})
@@ -90,6 +92,10 @@ def test_collect_counts_only_finished_runs(campaign, capsys):
                                       "--config.only=fedavg --config.data.source=files "
                                       "--config.data.dir=/data/mnist")
   assert fedavg["device"] == "CPU, 2 cores (one process pinned per core)"
+  # A run that failed after its records and the rerun that found them: both count.
+  fo = iid["cells"]["fofedavg"]
+  assert fo["cpu_wall_s"] == 1140 and [r["rc"] for r in fo["runs"]] == [1, 0]
+  assert "summed over its 2 runs" in fo["cpu_wall_source"]
   assert fedavg["config"]["rounds"] == ROUNDS
   alpha = json.loads((out / "alpha.json").read_text())
   # No log line for the α cell: the sum of its records' seconds, named as such.
