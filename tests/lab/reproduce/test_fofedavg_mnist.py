@@ -200,6 +200,8 @@ def test_docs_put_the_real_cells_first_and_the_measured_time_in_place_of_the_est
   assert ("not finished yet: MOON, FedAdam, FedNova, FedProx, SCAFFOLD, DPSGD, FedBM, "
           "FDSE;") in t2                                         # the paper's order
   assert "SparseSecAgg refused at C = 0.2" in t2
+  # FOFedAvg's rounds mean is 0.5 pp above FedAvg's, the seeds 0.1 pp apart.
+  assert "FOFedAvg − FedAvg +0.50 pp" in t2 and "FOFedAvg above FedAvg" in t2
   t3 = doc_blocks_fractional.fofedavg_t3()
   assert "no verdict (*not defined*" in t3 and "(published [0.8374, 0.9532])" in t3
   t4 = doc_blocks_fractional.fofedavg_t4()
