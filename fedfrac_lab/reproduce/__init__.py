@@ -12,12 +12,13 @@ renders the figures README.md, REPRODUCTION.md and the guide quote from the resu
 files.
 """
 from fedfrac_lab.reproduce import (common, docs, firma, firma_authors, firma_files, firma_tables,
-                               fo_ri_fedavg, fofedavg, jobs, kuramoto, kuramoto_authors,
-                               published_tables, robust, stragglers, tuned, verdicts)
+                               fo_ri_fedavg, fofedavg, fofedavg_mnist, jobs, kuramoto,
+                               kuramoto_authors, published_tables, robust, stragglers, tuned,
+                               verdicts)
 
 # Command name -> module; ``bev`` names the FO-RI-FedAvg BEV suite as well.
 PAPERS = {"firma": firma, "firma_files": firma_files, "firma_authors": firma_authors,
-          "fofedavg": fofedavg,
+          "fofedavg": fofedavg, "fofedavg_mnist": fofedavg_mnist,
           "fo_ri_fedavg": fo_ri_fedavg, "bev": fo_ri_fedavg, "kuramoto": kuramoto,
           "kuramoto_authors": kuramoto_authors,
           "robust": robust, "tuned": tuned,

@@ -300,5 +300,7 @@ def readme_published_cells():
     parts.append(f"{name}: {with_ours} of {cells} cells, "
                  f"{published_tables.coverage_text(paper)}")
   return ("the published cells of the result tables of Kuramoto, FOFedAvg and "
-          "FO-RI-FedAvg, with a stand-in number of ours and its setting where a results "
-          f"file holds one ({'; '.join(parts)})")
+          "FO-RI-FedAvg, with a number of ours and its setting where a results file holds "
+          "one: FOFedAvg's Tables II–IV on the real MNIST where those runs have finished "
+          "(judged), a stand-in number otherwise "
+          f"({'; '.join(parts)})")

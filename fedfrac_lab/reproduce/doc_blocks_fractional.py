@@ -8,15 +8,16 @@ from __future__ import annotations
 import math
 
 
-from fedfrac_lab.reproduce import common, published_tables, tuned_tables, verdicts
-from fedfrac_lab.reproduce import published_ours, tuned_studies
+from fedfrac_lab.reproduce import (common, fofedavg_mnist, published_ours, published_tables,
+                                   tuned_studies, tuned_tables, verdicts)
 from fedfrac_lab.reproduce.doc_blocks import REPRODUCING, R, acc, listing, ms
-from fedfrac_lab.reproduce.doc_registry import block
+from fedfrac_lab.reproduce.doc_registry import block, result_table
 
 METHODS_JSON = "results/fofedavg_methods_digits.json"
 ALPHA_JSON = "results/fofedavg_alpha_digits.json"
 ALPHA_FMNIST_JSON = "results/fofedavg_alpha_fashion_mnist.json"
 FRACTIONAL_JSON = "results/fractional_digits.json"
+MNIST_JSONS = (fofedavg_mnist.IID_JSON, fofedavg_mnist.ALPHA_JSON)
 
 
 def _summary(path):
@@ -40,7 +41,17 @@ def _compared(d, h, unit="pp", scale=100.0):
 # ------------------------------------------------------------------ FOFedAvg
 
 
-@block("fofedavg_t2", R, METHODS_JSON, inline=True)
+@result_table(fofedavg_mnist.MD, *MNIST_JSONS)
+def fofedavg_mnist_table():
+  return fofedavg_mnist.markdown()
+
+
+@block("fofedavg_t3", R, fofedavg_mnist.IID_JSON, inline=True)
+def fofedavg_t3():
+  return fofedavg_mnist.t3_text()
+
+
+@block("fofedavg_t2", R, METHODS_JSON, *MNIST_JSONS, inline=True)
 def fofedavg_t2():
   summary = _summary(METHODS_JSON)
   rows = published_ours.fofedavg_method_rows()
@@ -51,7 +62,7 @@ def fofedavg_t2():
   paper = common.published("fofedavg")["Table II"]
   cells, with_ours, _ = published_tables.counts("fofedavg")
   n = summary["fedavg"]["accuracy"]["n"]
-  return (f"not run on MNIST. Digits stand-in of all eleven methods "
+  return (f"{fofedavg_mnist.t2_text()}. Digits stand-in of all eleven methods "
           f"(`configs/fofedavg/digits_methods.py`: {published_ours.DIGITS_SETTING}; "
           f"`results/fofedavg_methods_digits.md`), final test accuracy over {n} seeds: "
           f"{listed}. FOFedAvg − FedAvg {_compared(d, h)} FedAvg, where the paper's "
@@ -71,7 +82,8 @@ def _alpha_text(path, alphas):
   return accs, factors, best, [a for a, _ in cells]
 
 
-@block("fofedavg_t4", R, ALPHA_JSON, FRACTIONAL_JSON, ALPHA_FMNIST_JSON, inline=True)
+@block("fofedavg_t4", R, ALPHA_JSON, FRACTIONAL_JSON, ALPHA_FMNIST_JSON, *MNIST_JSONS,
+       inline=True)
 def fofedavg_t4():
   paper = common.published("fofedavg")["Table IV"]
   p_best = max(paper, key=lambda r: paper[r]["mean"]).split("=")[1]
@@ -81,7 +93,8 @@ def fofedavg_t4():
       ALPHA_FMNIST_JSON, ("0.5", "0.8", "0.97", "1.0", "1.2", "1.5"))
   n = _summary(ALPHA_JSON)["fofedavg[alpha=0.5]"]["accuracy"]["n"]
   six = _summary(FRACTIONAL_JSON)["fofedavg[alpha=0.6]"]["accuracy"]
-  return (f"digits, {n} seeds: {d_acc} (published {published} on MNIST; the paper's "
+  return (f"{fofedavg_mnist.t4_text()}. Stand-ins: digits, {n} seeds: {d_acc} "
+          f"(published {published} on MNIST; the paper's "
           f"best is α = {p_best}, ours α = {d_best}), α 0.6 {ms(six['mean'], six['std'])} "
           f"in the fractional family's grid of the same setting "
           f"(`results/fractional_digits.md`; published {paper['alpha=0.6']['mean']}); "

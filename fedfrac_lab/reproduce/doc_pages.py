@@ -157,7 +157,10 @@ def standin_tables_block(paper: str) -> str:
     fig = figs.get(table)
     if fig is not None:
       parts.append(figure_rst(fig))
-    parts.append(f"{cells} published cells, {with_ours} with a number of ours: "
+    real = figure_data.real_tally(paper, table)
+    judged = (f"{sum(real.values())} rows on the paper's own data "
+              f"({verdicts.tally_text(real)}), " if any(real.values()) else "")
+    parts.append(f"{cells} published cells, {with_ours} with a number of ours: {judged}"
                  f"{counts[verdicts.STAND_IN]} rows *stand-in* (Δ shown, no verdict), "
                  f"{counts[verdicts.NOT_RUN]} cells *not run*"
                  + ("" if fig is not None else "; no figure") + ". The table: "

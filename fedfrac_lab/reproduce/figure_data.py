@@ -188,7 +188,8 @@ def standin_cells(paper: str, table: str) -> Dict[str, List[Cell]]:
   rows = published_tables.table_rows(table, doc["tables"][table], ours)
   by_label: Dict[str, list] = {}
   for label, _, _, o, c in rows:
-    if o is not None and o.mean is not None and c.published is not None:
+    if (o is not None and o.mean is not None and c.published is not None
+        and not o.real):        # runs on the paper's own data are not stand-ins
       by_label.setdefault(label, []).append((o, c))
   out: Dict[str, List[Cell]] = {}
   for label, entries in by_label.items():
@@ -227,10 +228,18 @@ def standin_figures(paper: str) -> List[Figure]:
 
 def standin_tally(paper: str, table: str) -> Tuple[int, int, dict]:
   """(published cells, cells with a number of ours, {verdict: rows}) of one
-  stand-in table, as its results table counts them."""
+  stand-in table, as its results table counts them (the rows run on the paper's
+  own data aside: :func:`real_tally`)."""
   doc = common.published_document(paper)
   body = doc["tables"][table]
   rows = published_tables.table_rows(table, body, published_tables.PAPERS[paper][2]())
   return (len(published_tables.table_cells(body)),
           len({label for label, _, _, o, _ in rows if o is not None}),
-          verdicts.tally(c.verdict for *_, c in rows))
+          published_tables.split_tally(rows)[1])
+
+
+def real_tally(paper: str, table: str) -> dict:
+  """{verdict: rows} of the rows of one table run on the paper's own data."""
+  body = common.published_document(paper)["tables"][table]
+  rows = published_tables.table_rows(table, body, published_tables.PAPERS[paper][2]())
+  return published_tables.split_tally(rows)[0]

@@ -16,12 +16,20 @@ from fedfrac_lab.reproduce import common, verdicts
 class Ours(NamedTuple):
   """A number of ours for one published cell, in the table's units: ``mean`` (and
   ``std`` over ``n`` seeds where it is a mean over seeds), or ``text`` for a
-  non-numeric cell ("NR"), and the ``setting`` it really comes from."""
+  non-numeric cell ("NR"), and the ``setting`` it really comes from.
+  ``comparison``: a :class:`fedfrac_lab.reproduce.verdicts.Comparison` for a run on
+  the paper's own data (judged by the rule); None for a stand-in."""
   mean: Optional[float]
   std: Optional[float]
   n: int
   setting: str
   text: str = ""
+  comparison: Optional[object] = None
+
+  @property
+  def real(self) -> bool:
+    """Whether this number comes from the paper's own data (not a stand-in)."""
+    return self.comparison is not None
 
 
 def from_values(values, setting, scale=1.0):
@@ -186,11 +194,13 @@ def _summary_ours(s, setting):
 
 
 def fofedavg_ours():
-  """{(table, row, column): [Ours]}: Tables II–III of every method from
+  """{(table, row, column): [Ours]}: first the runs on the real MNIST of Tables
+  II–IV that have finished (:mod:`fedfrac_lab.reproduce.fofedavg_mnist`, judged),
+  then the stand-ins: Tables II–III of every method from
   results/fofedavg_methods_digits.json and Table IV's α rows from the α grids of
-  ``ALPHA_SOURCES`` on digits and on the real Fashion-MNIST (all stand-ins for
-  MNIST)."""
-  out = {}
+  ``ALPHA_SOURCES`` on digits and on the real Fashion-MNIST."""
+  from fedfrac_lab.reproduce import fofedavg_mnist
+  out = {key: list(entries) for key, entries in fofedavg_mnist.ours().items()}
   methods = common.load_results_json("results/fofedavg_methods_digits.json")
   if methods:
     summary = methods[0]["summary"]

@@ -67,11 +67,14 @@ AGREES, DIFFERS, INCONCLUSIVE = "agrees", "differs", "inconclusive"
 TOO_FEW, BY_CONSTRUCTION = "too few seeds", "by construction"
 STAND_IN, NOT_RUN = "stand-in", "not run"
 COLLAPSED = "collapsed"
+# A statistic the paper does not define well enough to compare (an interval whose
+# n it does not state) or one the rule gives no interval (one std over seeds).
+NOT_DEFINED = "not defined"
 # The verdicts a summary counts, in the order it lists them; the others are tallied
 # apart (collapsed cells are named when there are any; the rest are no claim either
 # way).
 JUDGED = (AGREES, DIFFERS, INCONCLUSIVE, TOO_FEW)
-ORDER = JUDGED + (COLLAPSED, BY_CONSTRUCTION, STAND_IN, NOT_RUN)
+ORDER = JUDGED + (COLLAPSED, BY_CONSTRUCTION, NOT_DEFINED, STAND_IN, NOT_RUN)
 MIN_SEEDS = 3
 ONE_SIDED_LEVEL = 0.95    # each side of the equivalence test: the 90 % interval
 # A run whose final accuracy is at most chance (1 / classes) + this margin ended
@@ -93,7 +96,10 @@ RULE = (
     "favourable of their verdicts. *collapsed: k of n at chance*: k of our runs "
     "ended at chance (final accuracy ≤ chance + 2 pp); the cell gets no other "
     "verdict and is counted apart. *by construction*: equal because both sides "
-    "compute the same formula (not counted); *stand-in*: our data only stands in "
+    "compute the same formula (not counted); *not defined*: the paper leaves the "
+    "statistic undefined (an interval whose n it does not state) or the rule gives "
+    "it no interval (one std over our seeds): ours and Δ shown, no verdict; "
+    "*stand-in*: our data only stands in "
     "for the paper's (Δ shown, no verdict); *not run*: no number of ours. Each "
     "verdict is counted separately.")
 
