@@ -20,7 +20,7 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 run: $(STAMP)
 	$(PY) -m fedfrac.main --config=configs/quickstart.py --workdir=runs/quickstart
 
-# The 15 slowest tests are listed at the end: the suite is kept under about 30 min
+# The 15 slowest tests are listed at the end: the suite is kept under about 15 min
 # on a 2-core CPU.
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15 tests
