@@ -116,6 +116,16 @@ class RunRecord:
   params: Any = dataclasses.field(default=None, compare=False, repr=False)
   stopped: Optional[dict] = None
 
+  def __repr__(self) -> str:
+    """One line: the run, its status and its last evaluated round (the rows are
+    in ``.rows``; a whole dump of them ran to thousands of characters)."""
+    last = self.rows[-1] if self.rows else {}
+    score = next((f", {k} {last[k]:.4f}" for k in ("accuracy", "rmse")
+                  if isinstance(last.get(k), (int, float))), "")
+    at = f" at round {last['round']}" if "round" in last else ""
+    return (f"RunRecord(method={self.method!r}, seed={self.seed}, status={self.status!r}, "
+            f"{len(self.rows)} evaluated rounds{score}{at})")
+
   @property
   def diverged(self) -> bool:
     return self.status.startswith("diverged")
@@ -173,6 +183,16 @@ class Results:
   records: list
   failed: dict = dataclasses.field(default_factory=dict)
   data: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+  def __repr__(self) -> str:
+    """One line: the runs and how they ended (``.table()`` is the summary,
+    ``.rows`` every evaluated round)."""
+    name = getattr(self.config, "name", None)
+    ok = sum(rec.status == "ok" for rec in self.records)
+    seeds = sorted({rec.seed for rec in self.records})
+    return (f"Results({name!r}: {len(self.records)} runs of {', '.join(self.methods())} "
+            f"over seeds {seeds}, {ok} ok, {len(self.failed)} failed; .table() for the "
+            f"summary, .rows for every evaluated round)")
 
   @property
   def rows(self):

@@ -66,3 +66,19 @@ def test_regression_ranks_lowest_rmse_first():
   assert [r[0] for r in rows] == ["scaffold", "fo_ri_fedavg", "fedavg"]
   assert rows[0][3] == "-21" and rows[1][3] == "-2.5"
   assert np.isfinite(float(rows[0][2]))
+
+
+def test_results_and_records_print_as_one_short_line():
+  """``print(results)`` in a notebook gave every row of every run (thousands of
+  characters); it is one line naming the runs and how they ended."""
+  many = [dict(r, round=k) for k, r in enumerate(_record("fedavg", 0, 0.9).rows * 200, 1)]
+  records = [RunRecord("fedavg", "fedavg", 0, many, many, wall_s=1.0),
+             _record("fibfl", 1, 0.93, status="partial")]
+  config = helpers.tiny_config()
+  results = Results(config, records, failed={("moon", 0): ValueError("boom")})
+  text = repr(results)
+  assert "\n" not in text and len(text) < 300, text
+  assert "2 runs of fedavg, fibfl over seeds [0, 1], 1 ok, 1 failed" in text
+  record = repr(records[0])
+  assert "\n" not in record and len(record) < 200, record
+  assert "status='ok'" in record and "400 evaluated rounds, accuracy 0.9000 at round 400" in record
