@@ -24,16 +24,16 @@ cd "$(dirname "$0")/.."
 py=${PYTHON:-.venv/bin/python}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 i=0
-grep -v '^#' benchmarks/cpu/plan.tsv | while IFS=$'\t' read -r config arg method _; do
+grep -v '^#' benchmarks/cpu/plan.tsv | while IFS=$'\t' read -r config arg method _ _ _ flags; do
   if (( i++ % cores != core )); then continue; fi
-  wd="$root/$arg/$method"
+  wd="$root/${arg//,/_}/$method"
   mkdir -p "$wd"
   echo "$(date -u +%FT%TZ) start $arg/$method (core $core)"
   start=$(date +%s)
   nice -n 19 taskset -c "$core" "$py" -m fedfrac.main \
       --config="$config:$arg" --config.only="$method" \
       --config.data.source=files --config.data.dir="$data" \
-      --workdir="$wd" > "$wd.log" 2>&1
+      --workdir="$wd" ${flags:+$flags} > "$wd.log" 2>&1
   rc=$?
   echo "$(date -u +%FT%TZ) end $arg/$method rc=$rc wall_s=$(( $(date +%s) - start ))"
 done
