@@ -5,7 +5,6 @@ learning-rate-tuned studies (FO-RI-FedAvg's are in
 for the shared helpers."""
 from __future__ import annotations
 
-import math
 
 
 from fedfrac_lab.reproduce import (common, fofedavg_mnist, published_ours, published_tables,
@@ -22,13 +21,6 @@ MNIST_JSONS = (fofedavg_mnist.IID_JSON, fofedavg_mnist.ALPHA_JSON)
 
 def _summary(path):
   return common.load_results_json(path)[0]["summary"]
-
-
-def _difference(a, b):
-  """(Δ, 90 % half-width) of two independent means {"mean", "std", "n"}."""
-  n = min(a["n"], b["n"])
-  h = verdicts.t_one_sided(n - 1) * math.sqrt(a["std"] ** 2 / a["n"] + b["std"] ** 2 / b["n"])
-  return a["mean"] - b["mean"], h
 
 
 def _compared(d, h, unit="pp", scale=100.0):
@@ -58,7 +50,7 @@ def fofedavg_t2():
   ranked = sorted(rows.items(), key=lambda kv: -summary[kv[1]]["accuracy"]["mean"])
   listed = ", ".join(f"{name} {acc(summary[label]['accuracy']['mean'])}"
                      for name, label in ranked)
-  d, h = _difference(summary["fofedavg"]["accuracy"], summary["fedavg"]["accuracy"])
+  d, h = verdicts.difference(summary["fofedavg"]["accuracy"], summary["fedavg"]["accuracy"])
   paper = common.published("fofedavg")["Table II"]
   cells, with_ours, _ = published_tables.counts("fofedavg")
   n = summary["fedavg"]["accuracy"]["n"]
@@ -138,7 +130,7 @@ def readme_fractional():
   fm = dict(_alphas(_summary(ALPHA_FMNIST_JSON)))
   fm_above = [a for a in fm if a > 1 and fm[a]["mean"] > fm.get(1.0, {"mean": 1})["mean"]]
   tuned_grid = tuned_alphas()
-  over = ", ".join(f"α {a:g} {acc(e['mean'])} ({_compared(*_difference(e, base))} "
+  over = ", ".join(f"α {a:g} {acc(e['mean'])} ({_compared(*verdicts.difference(e, base))} "
                    f"FedAvg)" for a, e in above)
   big = max(a for a, _ in _alphas(factor))
   return (f"- **Fractional family** (digits, Dirichlet 0.3, {fedavg['n']} seeds; "

@@ -543,8 +543,7 @@ def versus_fedavg(doc: dict) -> str:
   a = [s["mean"] for s in round_stats(cells["fofedavg"])]
   b = [s["mean"] for s in round_stats(cells["fedavg"])]
   (ma, sa, na), (mb, sb, nb) = verdicts.seed_summary(a), verdicts.seed_summary(b)
-  d = ma - mb
-  h = verdicts.t_one_sided(min(na, nb) - 1) * math.sqrt(sa ** 2 / na + sb ** 2 / nb)
+  d, h = verdicts.difference({"mean": ma, "std": sa, "n": na}, {"mean": mb, "std": sb, "n": nb})
   where = ("above" if d - h > 0 else "below" if d + h < 0 else "not distinguishable from")
   return (f"FOFedAvg − FedAvg {d * 100:+.2f} pp, 90 % interval [{(d - h) * 100:+.2f}, "
           f"{(d + h) * 100:+.2f}]: FOFedAvg {where} FedAvg (the paper: 0.9812 against "

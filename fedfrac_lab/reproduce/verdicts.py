@@ -173,6 +173,14 @@ def t_one_sided(dof: int) -> float:
   return float(stats.t.ppf(ONE_SIDED_LEVEL, dof))
 
 
+def difference(a: dict, b: dict) -> Tuple[float, float]:
+  """(Δ = a − b, the half-width of its 90 % interval) of two independent means
+  ``{"mean", "std", "n"}`` (Welch's standard error, t at the smaller n − 1)."""
+  n = min(a["n"], b["n"])
+  h = t_one_sided(n - 1) * math.sqrt(a["std"] ** 2 / a["n"] + b["std"] ** 2 / b["n"])
+  return a["mean"] - b["mean"], h
+
+
 def judge(published, mean: Optional[float], std: Optional[float], n: int,
           margin: Margin, *, stand_in: bool = False,
           runs: Optional[int] = None) -> Comparison:

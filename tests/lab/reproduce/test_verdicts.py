@@ -157,3 +157,11 @@ def test_a_cell_run_more_than_once_takes_its_least_favourable_verdict():
   # A run without the seeds for a verdict adds none beside one that has them.
   assert v.least_favourable([v.TOO_FEW, v.AGREES]) == v.AGREES
   assert v.least_favourable([v.TOO_FEW, v.TOO_FEW]) == v.TOO_FEW
+
+
+def test_the_difference_of_two_means_and_its_interval():
+  d, h = v.difference({"mean": 0.5, "std": 0.1, "n": 3},
+                      {"mean": 0.4, "std": 0.1, "n": 5})
+  assert d == pytest.approx(0.1)
+  # t_{0.95, 2} = 2.919986 at the smaller n; Welch's standard error.
+  assert h == pytest.approx(2.919986 * (0.01 / 3 + 0.01 / 5) ** 0.5, rel=1e-5)
