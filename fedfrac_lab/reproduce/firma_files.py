@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import sys
 import time
 
 from fedfrac_lab.reproduce import common, firma, firma_variants
@@ -30,6 +32,7 @@ from fedfrac_lab.reproduce.firma_files_table import (  # noqa: F401  (re-exporte
     CHANCE, CHANCE_MARGIN, COLUMNS, DATASETS, INPUTS, PUBLISHED, ROWS, json_groups, at_chance,
     cell_comparison, cell_verdicts, client_counts, clients_text, json_cells, markdown,
     published_table, section_rows, tables, verdict, write_table)
+from fedfrac_lab.reproduce.firma_files_table import best_cells
 from fedfrac_lab.reproduce.item_files import unique_tmp
 
 
@@ -113,6 +116,30 @@ def run_scenarios(args, log=print, cache_dir=None, widths=None):
   return out
 
 
+def write_predictions(args):
+  """``--predict``: the variant's prediction for each cell of ``--scenarios`` x
+  ``--methods`` (:func:`firma_variants.predictions`), from the best-evidenced
+  authors'-draw cell of the ``--table`` files, written to ``--json`` with the
+  command that remade it."""
+  groups, _ = json_groups(args.table.split(","))
+  plain, _ = best_cells(groups.get(("reference_code", args.inputs), {}))
+  means = {k: sum(r["accuracy"] for r in c["runs"]) / len(c["runs"])
+           for k, c in plain.items()}
+  tables = {"fashion_mnist": "Table 7", "mnist": "Table 9"}
+  cells = [(s, m) for s in args.scenarios.split(",") for m in args.methods.split(",")]
+  out = {"variant": args.predict, "title": firma_variants.TITLES[args.predict],
+         "dataset": args.dataset, "published_table": tables[args.dataset],
+         "command": shlex.join(["fedfrac-reproduce", "firma_files", *args.argv]),
+         "rule": firma_variants.PREDICTION_RULE,
+         "cells": firma_variants.predictions(
+             firma_tables.published(tables[args.dataset]), means, cells)}
+  tmp = unique_tmp(args.json)
+  with open(tmp, "w") as f:
+    json.dump(out, f, indent=1)
+    f.write("\n")
+  os.replace(tmp, args.json)
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(prog="fedfrac-reproduce firma_files",
                               description=__doc__.split("\n")[0])
@@ -147,7 +174,18 @@ def main(argv=None):
   p.add_argument("--note", default="", help="a line about this run, kept in --json "
                  "and printed with its runs in the table")
   p.add_argument("--json", type=common.output_path("--json"), default="")
+  p.add_argument("--predict", default=None, choices=firma_variants.INITS,
+                 help="write what the variant predicts for --scenarios x --methods "
+                 "to --json, from the authors'-draw cells of the --table files "
+                 "(commit it before the variant's runs), instead of running")
   args = p.parse_args(argv)
+  args.argv = list(sys.argv[1:] if argv is None else argv)
+  if args.predict:
+    if not args.table or not args.json:
+      p.error("--predict needs --table (the result files with the authors'-draw "
+              "cells) and --json (where the predictions go)")
+    write_predictions(args)
+    return
   if args.table:
     write_table(args.table.split(","), args.out, args.published, args.dataset)
     return

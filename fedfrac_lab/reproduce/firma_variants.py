@@ -47,3 +47,50 @@ def apply(config, init) -> None:
   for name in RING_METHODS:
     if name in config.methods:
       config.methods[name].init = init
+
+
+# ------------------------------------------------------------------ predictions
+#
+# A variant is a hypothesis about the gap between the authors' code and the
+# published cells; its runs on cells it was not chosen from test it only if what
+# it predicts for each cell is written down, and committed, before they run.
+
+PREDICTION_RULE = ("confirmed when the variant's cell agrees with the published value "
+                   "(the verdict rule) or its mean closes at least half the gap between "
+                   "the authors' per-client draw and the published value (mean at or "
+                   "beyond `threshold`); refuted otherwise")
+
+
+def predictions(published, plain_means, cells):
+  """What the shared-start hypothesis predicts for each cell ``(scenario,
+  method)`` of ``cells``: ``published`` ``{(method, scenario): value}`` (the
+  paper's), ``plain_means`` ``{(scenario, method): mean}`` of the authors'
+  per-client draws (a cell without one predicts agreement only). ``threshold``
+  is the midpoint between the plain mean and the published value: the mean the
+  variant must reach (on the published side) to close half the gap."""
+  out = []
+  for scen, m in cells:
+    pub = float(published[(m, scen)])
+    plain = plain_means.get((scen, m))
+    entry = {"scenario": scen, "method": m, "published": pub,
+             "authors_draw_mean": None if plain is None else round(float(plain), 4),
+             "threshold": None if plain is None else round((float(plain) + pub) / 2, 4)}
+    entry["prediction"] = (
+        "agrees with the published value" if plain is None else
+        f"agrees with the published value, or mean "
+        f"{'>=' if pub >= plain else '<='} {entry['threshold']:.4f} "
+        f"(half the gap from {float(plain):.4f} to {pub:.4f} closed)")
+    out.append(entry)
+  return out
+
+
+def outcome(prediction, mean, verdict) -> str:
+  """``"confirmed"`` or ``"refuted"``: a variant cell's ``mean`` and ``verdict``
+  (the project's rule against the published value) against its ``prediction``."""
+  if verdict == "agrees":
+    return "confirmed"
+  threshold = prediction["threshold"]
+  if threshold is None:
+    return "refuted"
+  up = prediction["published"] >= prediction["authors_draw_mean"]
+  return "confirmed" if (mean >= threshold if up else mean <= threshold) else "refuted"

@@ -73,3 +73,35 @@ def test_a_firma_files_run_of_the_variant_says_so_in_its_args():
                             parallelism="vmap", init="shared")
   assert files_spec(args)["init"] == "shared"
   assert "init" not in files_spec(argparse.Namespace(**{**vars(args), "init": None}))
+
+
+def test_predictions_put_the_threshold_halfway_and_outcome_reads_it():
+  """A prediction's threshold is the midpoint between the authors'-draw mean and
+  the published value, on the published side; a cell without an authors'-draw
+  mean predicts agreement only."""
+  published = {("fibfl", "dir0.5"): 0.70, ("fibfl", "ls3"): 0.88}
+  [low, none] = firma_variants.predictions(
+      published, {("dir0.5", "fibfl"): 0.60}, [("dir0.5", "fibfl"), ("ls3", "fibfl")])
+  assert low["threshold"] == 0.65 and low["authors_draw_mean"] == 0.6
+  assert none["threshold"] is None and none["prediction"] == "agrees with the published value"
+  assert firma_variants.outcome(low, 0.66, "differs") == "confirmed"
+  assert firma_variants.outcome(low, 0.64, "differs") == "refuted"
+  assert firma_variants.outcome(low, 0.55, "agrees") == "confirmed"
+  assert firma_variants.outcome(none, 0.87, "inconclusive") == "refuted"
+  # a gap on the other side: the published value below the authors' draw
+  [above] = firma_variants.predictions({("fibfl", "iid"): 0.70}, {("iid", "fibfl"): 0.80},
+                                       [("iid", "fibfl")])
+  assert firma_variants.outcome(above, 0.74, "differs") == "confirmed"
+  assert firma_variants.outcome(above, 0.76, "differs") == "refuted"
+
+
+def test_the_committed_predictions_name_their_command_and_cells():
+  """The committed file says what each cell predicts, before the variant runs it,
+  and the command that remade it."""
+  import pathlib
+  root = pathlib.Path(__file__).resolve().parents[3]
+  d = json.loads((root / "results/firma_shared_variant_predictions.json").read_text())
+  assert d["command"].startswith("fedfrac-reproduce firma_files --predict=shared")
+  assert {(c["scenario"], c["method"]) for c in d["cells"]} == {
+      (s, m) for s in ("dir0.5", "dir0.1", "ls1", "ls2", "ls3")
+      for m in ("fibfl", "fibfl_plus")}
