@@ -125,14 +125,14 @@ def write_predictions(args):
   plain, _ = best_cells(groups.get(("reference_code", args.inputs), {}))
   means = {k: sum(r["accuracy"] for r in c["runs"]) / len(c["runs"])
            for k, c in plain.items()}
-  tables = {"fashion_mnist": "Table 7", "mnist": "Table 9"}
+  accuracy_table = DATASETS[args.dataset][1][0]
   cells = [(s, m) for s in args.scenarios.split(",") for m in args.methods.split(",")]
   out = {"variant": args.predict, "title": firma_variants.TITLES[args.predict],
-         "dataset": args.dataset, "published_table": tables[args.dataset],
+         "dataset": args.dataset, "published_table": accuracy_table,
          "command": shlex.join(["fedfrac-reproduce", "firma_files", *args.argv]),
          "rule": firma_variants.PREDICTION_RULE,
          "cells": firma_variants.predictions(
-             firma_tables.published(tables[args.dataset]), means, cells)}
+             firma_tables.published(accuracy_table), means, cells)}
   tmp = unique_tmp(args.json)
   with open(tmp, "w") as f:
     json.dump(out, f, indent=1)
