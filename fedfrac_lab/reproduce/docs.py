@@ -80,7 +80,7 @@ def registry():
   figures (doc_figures)."""
   from fedfrac_lab.reproduce import (doc_blocks, doc_blocks_design,  # noqa: F401
                                  doc_blocks_estimates, doc_blocks_firma_files,
-                                 doc_blocks_fo_ri, doc_blocks_fractional,
+                                 doc_blocks_fo_ri, doc_blocks_sensitivity, doc_blocks_fractional,
                                  doc_blocks_other, doc_blocks_readme, doc_figures,
                                  doc_pages)                    # (register on import)
   return BLOCKS, RESULT_TABLES
