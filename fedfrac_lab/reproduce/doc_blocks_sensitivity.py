@@ -6,16 +6,15 @@ Every cell the README's table judges on a paper's own data is judged again, from
 the same Δ and interval, at accuracy margins of 1, 2 and 3 points and at the Gini
 rule's relative margin beside absolute ones
 (:func:`fedfrac_lab.reproduce.verdicts.sensitivity`, the one function that counts
-it). What n covers is read from the config that made the runs: its ``data.seed``
-fixed (every seed of a cell on one partition: n covers the initial model and the
-batch order only) or -1 (each seed its own partition draw).
+it). What n covers is read from the config that made the runs
+(:func:`fedfrac_lab.reproduce.verdicts.n_covers` of its ``data.seed``).
 """
 from __future__ import annotations
 
 import functools
 from typing import List, NamedTuple, Sequence, Tuple
 
-from fedfrac_lab.reproduce import (common, doc_blocks_firma_files, firma_program, firma_tables,
+from fedfrac_lab.reproduce import (common, doc_blocks_firma_files, firma_tables, fofedavg_mnist,
                                    published_tables, verdicts)
 from fedfrac_lab.reproduce.doc_blocks import (FIRMA_JSON, FMNIST_JSONS, MNIST_JSONS, README,
                                               REPRODUCING, firma_digits)
@@ -25,34 +24,6 @@ REPRODUCTION = "REPRODUCTION.md"
 PAGE = "docs/api/guide/reproductions/{}.rst"
 FOFEDAVG_JSONS = ("results/fofedavg_mnist_iid.json", "results/fofedavg_mnist_alpha.json")
 SOURCES = (FIRMA_JSON, *FMNIST_JSONS, *MNIST_JSONS, *FOFEDAVG_JSONS)
-
-
-def covers(data_seed: int) -> str:
-  """What n seeds of a cell cover, from its config's ``data.seed``."""
-  if int(data_seed) < 0:
-    return ("each seed draws its own partition (`data.seed = -1`): n covers the "
-            "partition, the initial model and the batch order")
-  return (f"every seed shares one partition (`data.seed = {int(data_seed)}`): n covers "
-          f"the initial model and the batch order only, not the partition")
-
-
-def firma_data_seed(mode: str, dataset: str = "") -> int:
-  """``data.seed`` of the config FIRMA's runs of ``mode`` are made from (the real
-  data sets' through :func:`fedfrac_lab.reproduce.firma_program.config_module`)."""
-  files = None if not dataset else {"dataset": dataset, "dir": "", "rounds": 30,
-                                    "inputs": "authors", "parallelism": "vmap"}
-  return int(firma_program.config_module(files).firma_config(mode, "iid").data.seed)
-
-
-def fofedavg_data_seed() -> int:
-  """``data.seed`` of the FOFedAvg MNIST runs, as their workdirs' config.json
-  recorded it (one value over every collected cell; an error if they differ)."""
-  seeds = {int(cell["config"]["data"]["seed"]) for path in FOFEDAVG_JSONS
-           for cell in common.load_results_json(path)["cells"].values()}
-  if len(seeds) != 1:
-    raise ValueError(f"{', '.join(FOFEDAVG_JSONS)}: data.seed {sorted(seeds)}; "
-                     f"expected one value over the collected cells")
-  return seeds.pop()
 
 
 class Row(NamedTuple):
@@ -85,13 +56,15 @@ def rows() -> Tuple[Row, ...]:
   for dataset, what, paths in (
       ("fashion_mnist", "Tables 7–8, Fashion-MNIST, `reference_code`", FMNIST_JSONS),
       ("mnist", "Tables 9–10, MNIST-60k, `reference_code`", MNIST_JSONS)):
-    out.append(Row("firma", what, firma_data_seed("reference_code", dataset),
+    out.append(Row("firma", what, firma_tables.partition_seed("reference_code"),
                    doc_blocks_firma_files.cell_comparisons(paths, dataset)))
   for mode in ("reference_code", "paper"):
     out.append(Row("firma", f"Tables 11–12, MNIST-1797, `{mode}`",
-                   firma_data_seed(mode), _digits_cells(mode)))
-  out.append(Row("fofedavg", "Tables II–IV, MNIST (CPU)", fofedavg_data_seed(),
-                 _fofedavg_cells()))
+                   firma_tables.partition_seed(mode), _digits_cells(mode)))
+  seed = fofedavg_mnist.partition_seed(*(common.load_results_json(p) or {}
+                                          for p in FOFEDAVG_JSONS))
+  if seed is not None:
+    out.append(Row("fofedavg", "Tables II–IV, MNIST (CPU)", seed, _fofedavg_cells()))
   return tuple(out)
 
 
@@ -119,7 +92,7 @@ def table_rows(papers: Sequence[str] = ("firma", "fofedavg")) -> Tuple[List[str]
     s = verdicts.sensitivity(r.cells)
     total += list(r.cells)
     body.append([r.what] + [_counts(s[x]) for x in acc + gini]
-                + [covers(r.data_seed).split(":")[0]])
+                + [verdicts.n_covers(r.data_seed).split(":")[0]])
   if len(picked) > 1:
     s = verdicts.sensitivity(total)
     body.append(["all of the above"] + [_counts(s[x]) for x in acc + gini] + [""])

@@ -104,6 +104,17 @@ RULE = (
     "verdict is counted separately.")
 
 
+def n_covers(data_seed: int) -> str:
+  """What the n seeds of a cell (and so its interval) cover, from the ``data.seed``
+  of the config that made its runs: -1 draws each seed its own partition, a fixed
+  value puts every seed on one partition."""
+  if int(data_seed) < 0:
+    return ("each seed draws its own partition (`data.seed = -1`): n covers the "
+            "partition, the initial model and the batch order")
+  return (f"every seed shares one partition (`data.seed = {int(data_seed)}`): n covers "
+          f"the initial model and the batch order only, not the partition")
+
+
 class Margin(NamedTuple):
   """How far ours may sit from a published value p and still be the same result:
   max(``absolute``, ``relative`` × |p|), in the metric's own units."""

@@ -89,14 +89,39 @@ def test_the_page_table_counts_the_readme_rows_verdicts():
 @pytest.mark.parametrize("seed,covers", [(-1, "each seed draws its own partition"),
                                          (42, "every seed shares one partition")])
 def test_what_n_covers_follows_the_data_seed(seed, covers):
-  from fedfrac_lab.reproduce import doc_blocks_sensitivity as ds
-  assert ds.covers(seed).startswith(covers)
+  assert v.n_covers(seed).startswith(covers)
 
 
 def test_the_real_data_configs_pin_the_partition_in_reference_code_only():
-  from fedfrac_lab.reproduce import doc_blocks_sensitivity as ds
-  assert ds.firma_data_seed("reference_code", "fashion_mnist") == 42
-  assert ds.firma_data_seed("reference_code", "mnist") == 42
-  assert ds.firma_data_seed("reference_code") == 42
-  assert ds.firma_data_seed("paper") == -1
-  assert ds.fofedavg_data_seed() == -1
+  from fedfrac_lab.reproduce import common, firma_program, firma_tables, fofedavg_mnist
+  assert firma_tables.partition_seed("reference_code") == 42
+  assert firma_tables.partition_seed("paper") == -1
+  for dataset in ("fashion_mnist", "mnist"):      # the real data sets' configs
+    files = {"dataset": dataset, "dir": "", "rounds": 30, "inputs": "authors",
+             "parallelism": "vmap"}
+    module = firma_program.config_module(files)
+    assert module.firma_config("reference_code", "ls2").data.seed == 42
+    assert module.firma_config("paper", "ls2").data.seed == -1
+  docs = [common.load_results_json(p) for p in ("results/fofedavg_mnist_iid.json",
+                                                 "results/fofedavg_mnist_alpha.json")]
+  assert fofedavg_mnist.partition_seed(*docs) == -1
+  mixed = {"cells": {"a": {"config": {"data": {"seed": -1}}},
+                     "b": {"config": {"data": {"seed": 3}}}}}
+  with pytest.raises(ValueError, match="data.seed"):
+    fofedavg_mnist.partition_seed(mixed)
+
+
+def test_the_real_data_tables_say_what_their_n_covers():
+  """Each real-data results table carries the sentence its config gives."""
+  import os
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__)))))
+  shared, own = v.n_covers(42), v.n_covers(-1)
+  for path, expected in (("results/firma_fashion_mnist.md", [shared]),
+                         ("results/firma_mnist.md", [shared]),
+                         ("results/firma_digits.md", [own, shared]),
+                         ("results/fofedavg_mnist_cpu.md", [own])):
+    with open(os.path.join(root, path), encoding="utf-8") as f:
+      text = f.read()
+    for sentence in expected:
+      assert sentence in text, path
