@@ -157,5 +157,4 @@ def readme_sensitivity():
   s = verdicts.sensitivity(c for r in rows() for c in r.cells)
   parts = [f"{label.split(' (')[0].replace('accuracy ', '')}: {_counts(s[label])}"
            for label in s if label.startswith("accuracy")]
-  return (f"agrees / differs / inconclusive over the cells on the papers' own data at an "
-          f"accuracy margin of {'; '.join(parts)}")
+  return "; ".join(parts)
