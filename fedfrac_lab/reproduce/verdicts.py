@@ -2,7 +2,10 @@
 
 Every comparison table of ``fedfrac_lab.reproduce`` (FIRMA Tables 2, 7, 8, 11–13 and the
 ``published_*`` tables) judges a cell with :func:`compare`, and REPRODUCTION.md and
-every table quote :data:`RULE` (the statement) word for word.
+every table quote :data:`RULE` (the statement) word for word. How the verdicts
+move under another margin (accuracy at 1, 2 and 3 pp; the Gini coefficient at
+absolute margins beside the relative one) is :func:`sensitivity`, from the same Δ
+and interval (:func:`rejudge`); what a cell's n seeds cover is :func:`n_covers`.
 
 The rule, for our per-seed values x_1 … x_n (mean x̄, sample std s) against a
 published value p:
