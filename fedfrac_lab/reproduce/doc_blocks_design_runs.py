@@ -114,8 +114,13 @@ def design_paper_mode():
   curve = row["record"]["curve"]
   pub = firma_tables.published("Table 7")[("fibfl", "iid")]
   within = [i + 1 for i, v in enumerate(curve) if abs(v - pub) <= verdicts.ACCURACY.absolute]
-  reach = (f"within 2 pp of the published {pub:.4f} from round {within[0]}" if within
-           else f"never within 2 pp of the published {pub:.4f} in its {len(curve)} rounds")
+  if not within:
+    reach = f"never within 2 pp of the published {pub:.4f} in its {len(curve)} rounds"
+  elif within == list(range(within[0], len(curve) + 1)):
+    reach = f"within 2 pp of the published {pub:.4f} from round {within[0]} on"
+  else:
+    reach = (f"within 2 pp of the published {pub:.4f} at rounds "
+             f"{', '.join(map(str, within))}")
   return (f"{_acc(curve)} at rounds 1–{len(curve)}, {reach} (`{START_JSON}`, "
           f"`{row['command']}`)")
 
