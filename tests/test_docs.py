@@ -158,7 +158,8 @@ def test_readme_is_a_front_page_of_small_generated_tables():
   assert max(len(line) for line in lines) <= 300
   assert "make run" in text and "make test" in text
   names = [s[0] for s in docs.spans(text)]
-  assert names == ["readme_reproduces", "readme_firma_shared", "readme_speed"]
+  assert names == ["readme_reproduces", "readme_sensitivity", "readme_firma_shared",
+                   "readme_speed"]
   guide = {s[0] for s in docs.spans(_doc(docs.GUIDE_REPRODUCING))}
   assert {"readme_firma_fmnist", "readme_firma_digits", "readme_fractional", "readme_bev",
           "readme_kuramoto", "readme_robust", "readme_published_cells"} <= guide

@@ -2,9 +2,10 @@
 "FibFL / FibFL+ below Tables 7–8 on Fashion-MNIST") quote from the committed
 Fashion-MNIST runs — the gap to the published cells, the verdicts of the other
 methods, the rounds at which runs are best — so the design notes follow the
-files as the tables do. Measurements of design.md's own (the runs beside the
-authors' PyTorch code, the one-change runs) stay typed there with their
-commands. See :mod:`fedfrac_lab.reproduce.docs`."""
+files as the tables do. The runs beside the authors' PyTorch code, the one-change
+runs and the shared-start variant are rendered by
+:mod:`fedfrac_lab.reproduce.doc_blocks_design_runs`. See
+:mod:`fedfrac_lab.reproduce.docs`."""
 from __future__ import annotations
 
 from fedfrac_lab.reproduce import firma_notes, firma_tables, verdicts

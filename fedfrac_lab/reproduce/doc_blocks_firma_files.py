@@ -100,37 +100,60 @@ NOT_RUN_WHY = {"fashion_mnist": "needs compute (accelerator time)",
                "mnist": "needs compute (accelerator time)"}
 
 
+def best_comparisons(entries, paper_value, key):
+  """The comparisons of one published cell that decide its verdict, from its runs
+  (``[(cell, device)]``, any section): those of the runs with the most seeds (more
+  seeds beats fewer; several when the same cell ran on two devices or input
+  scalings); [] without any run."""
+  if not entries:
+    return []
+  most = max(len(cell["runs"]) for cell, _ in entries)
+  return [firma_files_table.cell_comparison(paper_value, cell, key)
+          for cell, _ in entries if len(cell["runs"]) == most]
+
+
+def verdict_of(found):
+  """The verdict of one published cell from :func:`best_comparisons`: the least
+  favourable of them (:func:`fedfrac_lab.reproduce.verdicts.least_favourable`);
+  *not run* without any."""
+  return verdicts.least_favourable(c.verdict for c in found) if found else verdicts.NOT_RUN
+
+
 def best_verdict(entries, paper_value, key):
   """The best-evidenced verdict of one published cell from its runs
-  (``[(cell, device)]``, any section): the runs with the most seeds decide (more
-  seeds beats fewer), and among those (the same cell on two devices or input
-  scalings) the least favourable verdict
-  (:func:`fedfrac_lab.reproduce.verdicts.least_favourable`); *not run* without any."""
-  if not entries:
-    return verdicts.NOT_RUN
-  most = max(len(cell["runs"]) for cell, _ in entries)
-  return verdicts.least_favourable(
-      firma_files_table.cell_comparison(paper_value, cell, key).verdict
-      for cell, _ in entries if len(cell["runs"]) == most)
+  (``[(cell, device)]``, any section): :func:`verdict_of` its
+  :func:`best_comparisons`."""
+  return verdict_of(best_comparisons(entries, paper_value, key))
 
 
-def tally(paths, dataset="fashion_mnist", variants=False, mode="reference_code"):
-  """Verdict counts over the published cells of the data set's two tables
-  (accuracy and Gini), each counted exactly once (:func:`best_verdict` over every
-  section and device of ``mode`` that ran it, *not run* for the rest), so the
-  counts add up to the published cell count: of the authors' code as published
-  (``variants=False``) or of its labelled variants (``True``), never the two
-  together. This is the one count every page quotes."""
+def cell_comparisons(paths, dataset="fashion_mnist", variants=False, mode="reference_code"):
+  """[(the rule's margin, :func:`best_comparisons`)] of every published cell of
+  the data set's two tables (accuracy, then Gini), from the runs of ``mode``: of
+  the authors' code as published (``variants=False``) or of its labelled
+  variants (``True``), never the two together; [] comparisons for a cell not run."""
   groups, _ = firma_files_table.json_groups(list(paths))
   picked = [cells for (m, inputs), cells in groups.items()
             if m == mode and firma_notes.is_variant(inputs) == variants]
-  total = verdicts.tally([])
+  out = []
   for table, key in zip(firma_files_table.DATASETS[dataset][1], ("accuracy", "gini")):
     for (method, scen), value in firma_tables.published(table).items():
       if value is None:
         continue
       entries = [e for cells in picked for e in cells.get((scen, method), [])]
-      total[best_verdict(entries, value, key)] += 1
+      out.append((firma_tables.MARGINS[key], best_comparisons(entries, value, key)))
+  return out
+
+
+def tally(paths, dataset="fashion_mnist", variants=False, mode="reference_code"):
+  """Verdict counts over the published cells of the data set's two tables
+  (accuracy and Gini), each counted exactly once (:func:`best_verdict` over every
+  section and device of ``mode`` that ran it, *not run* for the rest;
+  :func:`cell_comparisons`), so the counts add up to the published cell count: of
+  the authors' code as published (``variants=False``) or of its labelled variants
+  (``True``), never the two together. This is the one count every page quotes."""
+  total = verdicts.tally([])
+  for _, found in cell_comparisons(paths, dataset, variants, mode):
+    total[verdict_of(found)] += 1
   return total
 
 

@@ -79,8 +79,9 @@ def registry():
   """BLOCKS and RESULT_TABLES, filled (the blocks live in doc_blocks), and the
   figures (doc_figures)."""
   from fedfrac_lab.reproduce import (doc_blocks, doc_blocks_design,  # noqa: F401
+                                 doc_blocks_design_runs,
                                  doc_blocks_estimates, doc_blocks_firma_files,
-                                 doc_blocks_fo_ri, doc_blocks_fractional,
+                                 doc_blocks_fo_ri, doc_blocks_sensitivity, doc_blocks_fractional,
                                  doc_blocks_other, doc_blocks_readme, doc_figures,
                                  doc_pages)                    # (register on import)
   return BLOCKS, RESULT_TABLES

@@ -211,18 +211,17 @@ def markdown(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
             f"clients each run kept), data through the `files` source ({files}), made by "
             f"`fedfrac-reproduce firma_files --dataset={dataset} --dir=DIR --modes=MODE "
             "--inputs=INPUTS --scenarios=... --methods=... --seeds=S --json=...` "
-            "(one scenario at a time), then `--table`. n = seeds, and in `reference_code` "
-            "every seed of a cell uses the one partition the authors' code draws (its "
-            "fixed seed 42), so "
-            "an interval covers the initial models and the batch order only, not the "
-            "partition; a cell run more "
+            "(one scenario at a time), then `--table`. n = seeds; a cell run more "
             "than once (another device or input scaling) has a row per run. A cell "
             "without ours was not run: on the 2-core CPU one run of 30 rounds takes "
             "about 45 min for FibFL / FibFL+ / FibFL++ (E_e = 20) and 4–11 min for "
             "FedRep, FedAvg and RDFL (measured, two runs side by side).", "",
             f"Rendered by `fedfrac-reproduce firma_files --dataset={dataset} "
             f"--table={','.join(json_paths)} --out={out}`.", "",
-            verdicts.RULE, "", firma_tables.RECONSTRUCTED_NOTE, "", "## Summary", "",
+            verdicts.RULE, "",
+            firma_tables.covers_text(sorted({mode for mode, _ in groups}, key=lambda m: (
+                m != "reference_code", m))), "",
+            firma_tables.RECONSTRUCTED_NOTE, "", "## Summary", "",
             "One count per published cell of ours: a cell run more than once (another "
             "device or file) counts once, with the least favourable verdict of its "
             "runs that have the seeds for one.", "",

@@ -10,7 +10,7 @@ import numpy as np
 
 from fedfrac_lab.reproduce import common, verdicts
 from fedfrac_lab.reproduce.firma_tables import (
-    CHANGE_NOTE, LABELS, METHODS, RECONSTRUCTED_NOTE, SCENARIO_LABELS, SCENARIOS,
+    CHANGE_NOTE, LABELS, METHODS, RECONSTRUCTED_NOTE, SCENARIO_LABELS, SCENARIOS, covers_text,
     has_ablation, ablation_table, accuracy_table, clients_text, detail_table, grid_of,
     hyperparameter_table, load_json, summary, traffic_table)
 
@@ -40,7 +40,8 @@ def markdown(all_results, timings, scenarios, methods, seeds, command, total,
            "MNIST-1797 row of Table 13 beside ours: mean ± sample std over seeds "
            f"{list(seeds)} of the final-round value. The paper states no seed count "
            "and prints single values, so its own spread is unknown and its numbers "
-           "are taken as exact.", "", verdicts.RULE, "", RECONSTRUCTED_NOTE, "",
+           "are taken as exact.", "", verdicts.RULE, "", covers_text(all_results), "",
+           RECONSTRUCTED_NOTE, "",
            "| mode | rows | Table 11 (accuracy) | Table 12 (Gini) | Table 13 "
            "(Dir 0.1 ablation) |", "|---|---|---|---|---|"]
   for mode, groups in counts.items():

@@ -77,6 +77,21 @@ PAPER_ACCURACY = published("Table 11")
 PAPER_GINI = published("Table 12")
 
 
+def partition_seed(mode):
+  """``data.seed`` of ``configs/firma/digits.py``'s ``firma_config(mode)``, the
+  config every FIRMA run is made from (MNIST-1797, and the real data sets through
+  :func:`fedfrac_lab.reproduce.firma_program.config_module`): 42, the authors' fixed
+  partition seed, in ``reference_code``; -1, a partition per run seed, in ``paper``."""
+  return int(common.config_module("firma/digits.py").firma_config(mode, "iid").data.seed)
+
+
+def covers_text(modes):
+  """"**What n covers.** `paper`: …; `reference_code`: …" for ``modes``, from the
+  config (:func:`partition_seed`, :func:`fedfrac_lab.reproduce.verdicts.n_covers`)."""
+  return "**What n covers.** " + "; ".join(
+      f"`{mode}`: {verdicts.n_covers(partition_seed(mode))}" for mode in modes) + "."
+
+
 def row_label(method, mode):
   """The method's name, marked *(reconstructed)* where the authors' code lacks it."""
   name = LABELS.get(method, method)

@@ -220,6 +220,29 @@ def load(scenario: str) -> dict:
   return common.load_results_json(JSONS[scenario]) or {}
 
 
+def partition_seed(*docs: dict) -> Optional[int]:
+  """``data.seed`` of the config every collected cell of ``docs`` ran with (as its
+  workdir's config.json recorded it; a config without the key ran with the
+  default, ``base_config().data.seed``); None without a cell; an error when the
+  cells disagree (a table would then mix what its n covers)."""
+  from fedfrac.config_base import base_config
+  default = int(base_config().data.seed)
+  seeds = {int(cell.get("config", {}).get("data", {}).get("seed", default)) for doc in docs
+           for cell in doc.get("cells", {}).values()}
+  if len(seeds) > 1:
+    raise ValueError(f"data.seed {sorted(seeds)} across the collected cells; expected "
+                     f"one value")
+  return seeds.pop() if seeds else None
+
+
+def covers_text(*docs: dict) -> str:
+  """"**What n covers.** …" from :func:`partition_seed` of the collected cells."""
+  seed = partition_seed(*docs)
+  if seed is None:
+    return "**What n covers.** no cell collected yet."
+  return f"**What n covers.** {verdicts.n_covers(seed)}."
+
+
 def round_stats(cell: dict) -> List[dict]:
   """Per seed: :func:`fedfrac.metrics.statistics.seed_stats` of the test accuracy
   over the run's evaluated rounds (mean, sample std, 95 % t half-width, n), with
@@ -412,7 +435,7 @@ def markdown(command: str = "fedfrac-reproduce fofedavg_mnist --table") -> str:
            f"(`{iid.get('collect_command') or alpha.get('collect_command') or '–'}`). "
            "Only a method whose every seed has a verified record with status ok and "
            "every round counts; each cell's command, config and CPU time are in the "
-           "JSON files.", "", verdicts.RULE, "",
+           "JSON files.", "", verdicts.RULE, "", covers_text(iid, alpha), "",
            "Readings: Table II's mean, variance and std run " +
            OVER_ROUNDS.format(rounds=25) + "; the variance is judged on its square "
            "root (the rule's margin is one of an accuracy). Table III's n is not stated "

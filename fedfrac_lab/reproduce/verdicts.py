@@ -2,7 +2,10 @@
 
 Every comparison table of ``fedfrac_lab.reproduce`` (FIRMA Tables 2, 7, 8, 11–13 and the
 ``published_*`` tables) judges a cell with :func:`compare`, and REPRODUCTION.md and
-every table quote :data:`RULE` (the statement) word for word.
+every table quote :data:`RULE` (the statement) word for word. How the verdicts
+move under another margin (accuracy at 1, 2 and 3 pp; the Gini coefficient at
+absolute margins beside the relative one) is :func:`sensitivity`, from the same Δ
+and interval (:func:`rejudge`); what a cell's n seeds cover is :func:`n_covers`.
 
 The rule, for our per-seed values x_1 … x_n (mean x̄, sample std s) against a
 published value p:
@@ -59,7 +62,7 @@ Why this rule (the one before it called a cell agreeing when |Δ| ≤ max(2 pp,
 from __future__ import annotations
 
 import math
-from typing import Iterable, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterable, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -102,6 +105,17 @@ RULE = (
     "*stand-in*: our data only stands in "
     "for the paper's (Δ shown, no verdict); *not run*: no number of ours. Each "
     "verdict is counted separately.")
+
+
+def n_covers(data_seed: int) -> str:
+  """What the n seeds of a cell (and so its interval) cover, from the ``data.seed``
+  of the config that made its runs: -1 draws each seed its own partition, a fixed
+  value puts every seed on one partition."""
+  if int(data_seed) < 0:
+    return ("each seed draws its own partition (`data.seed = -1`): n covers the "
+            "partition, the initial model and the batch order")
+  return (f"every seed shares one partition (`data.seed = {int(data_seed)}`): n covers "
+          f"the initial model and the batch order only, not the partition")
 
 
 class Margin(NamedTuple):
@@ -352,3 +366,63 @@ def markdown_table(rows: Sequence[Tuple[str, Comparison, str]], digits: int,
                  f"{interval_text(c, delta_digits, delta_scale)} | {margin} | "
                  f"{verdict_text(c)} | {notes} |")
   return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ sensitivity
+
+# The margins the sensitivity view judges every cell at again: accuracy (and a
+# difference of accuracies) at 1, 2 and 3 points, the rule's 2 among them; the Gini
+# coefficient at the rule's relative margin and at absolute ones beside it (the
+# relative margin lets a gap of 0.1 agree where the published value is 0.5).
+ACCURACY_MARGINS_PP = (1.0, 2.0, 3.0)
+GINI_ABSOLUTE = (0.01, 0.02, 0.03)
+# An accuracy margin -> the size of one percentage point in its units.
+POINT = {ACCURACY: 0.01, ACCURACY_PERCENT: 1.0, GAIN_PP: 1.0}
+# What the view tallies: the verdicts a margin can move between.
+MOVABLE = (AGREES, DIFFERS, INCONCLUSIVE)
+
+
+def rejudge(c: Comparison, margin: Margin) -> str:
+  """The verdict of ``c`` had its margin been ``margin`` (the same Δ and interval
+  half-width h, rule 4 of :data:`RULE`): only *agrees*, *differs* and *inconclusive*
+  move; every other verdict (too few seeds, collapsed, not run, ...) is kept."""
+  if c.verdict not in MOVABLE or c.delta is None or c.half_width is None:
+    return c.verdict
+  if c.published is None:
+    return c.verdict
+  m = margin.of(c.published.value)
+  if abs(c.delta) + c.half_width <= m:
+    return AGREES
+  if abs(c.delta) - c.half_width > m:
+    return DIFFERS
+  return INCONCLUSIVE
+
+
+def margin_variants() -> Tuple[Tuple[str, Margin, Margin], ...]:
+  """[(column label, the rule's margin it replaces, the margin it judges at)]: the
+  accuracy margins at :data:`ACCURACY_MARGINS_PP` for each accuracy unit, then the
+  Gini rule and :data:`GINI_ABSOLUTE`."""
+  out = []
+  for pp in ACCURACY_MARGINS_PP:
+    label = f"accuracy ±{pp:g} pp" + (" (the rule)" if pp == ACCURACY.absolute * 100 else "")
+    out += [(label, rule, Margin(rule.name, pp * point)) for rule, point in POINT.items()]
+  out.append(("Gini max(25 % of p, 0.005) (the rule)", GINI, GINI))
+  out += [(f"Gini ±{g:g}", GINI, Margin(GINI.name, g)) for g in GINI_ABSOLUTE]
+  return tuple(out)
+
+
+def sensitivity(cells: Iterable[Tuple[Margin, Sequence[Comparison]]]) -> Dict[str, dict]:
+  """The verdict tallies of ``cells`` at every margin of :func:`margin_variants`:
+  {column label: {verdict: cells}}. A cell is (the rule's margin it was judged at,
+  its comparisons: one per run of it); it counts once per column whose rule margin
+  is its own, with the least favourable verdict of its runs at that margin
+  (:func:`least_favourable`, as the pages count a cell run more than once). Cells
+  with no comparison are not counted (not run)."""
+  cells = [(rule, list(cs)) for rule, cs in cells]
+  out: Dict[str, dict] = {}
+  for label, rule, margin in margin_variants():
+    counts = out.setdefault(label, tally([]))
+    for own, cs in cells:
+      if own == rule and cs:
+        counts[least_favourable(rejudge(c, margin) for c in cs)] += 1
+  return out
