@@ -45,6 +45,8 @@ def files_spec(args) -> dict:
     spec["step_buckets"] = int(args.step_buckets)
   if getattr(args, "init", None):
     spec["init"] = args.init
+  if getattr(args, "partition", None):
+    spec["partition"] = args.partition
   return spec
 
 
@@ -81,7 +83,7 @@ def run_scenarios(args, log=print, cache_dir=None, widths=None):
   flags = {k: v for k, v in vars(args).items()
            if k not in ("json", "table", "out", "published", "workers")}
   flags["parallelism"] = parallelism(args.parallelism)
-  for key in ("step_buckets", "init"):      # defaults: files written before them match
+  for key in ("step_buckets", "init", "partition"):   # defaults: older files match
     if flags.get(key) is None:
       flags.pop(key, None)
   dev = jax.devices()[0]
@@ -171,6 +173,10 @@ def main(argv=None):
   p.add_argument("--init", default=None, choices=firma_variants.INITS,
                  help="a labelled variant of reference_code: shared = one shared "
                  "initial model for the ring methods (its own table section)")
+  p.add_argument("--partition", default=None, choices=firma_variants.PARTITIONS,
+                 help="a labelled variant of reference_code: per_seed = each seed draws "
+                 "its own partition (data.seed = -1) where the authors' code pins one, "
+                 "so n covers the partition draw (its own table section)")
   p.add_argument("--note", default="", help="a line about this run, kept in --json "
                  "and printed with its runs in the table")
   p.add_argument("--json", type=common.output_path("--json"), default="")

@@ -220,7 +220,7 @@ def markdown(json_paths, out, published=PUBLISHED, dataset="fashion_mnist"):
             f"--table={','.join(json_paths)} --out={out}`.", "",
             verdicts.RULE, "",
             firma_tables.covers_text(sorted({mode for mode, _ in groups}, key=lambda m: (
-                m != "reference_code", m))), "",
+                m != "reference_code", m))) + per_seed_text(groups), "",
             firma_tables.RECONSTRUCTED_NOTE, "", "## Summary", "",
             "One count per published cell of ours: a cell run more than once (another "
             "device or file) counts once, with the least favourable verdict of its "
@@ -299,6 +299,14 @@ def beyond_section(groups, order, names, published=PUBLISHED):
 
 TABLE13_TITLE = "Table 13, the Fashion-MNIST row (Dir 0.1 ablation)"
 TABLE13_ANCHOR = "#table-13-the-fashion-mnist-row-dir-01-ablation"
+
+
+def per_seed_text(groups) -> str:
+  """What n covers in the sections run with ``--partition=per_seed`` (none: "")."""
+  if not any("per_seed" in inputs.split("+") for _, inputs in groups):
+    return ""
+  return (f" Sections with “{firma_variants.TITLES['per_seed'].split(' (')[0]}”: "
+          f"{verdicts.n_covers(-1)}.")
 
 
 def best_cells(group_cells):

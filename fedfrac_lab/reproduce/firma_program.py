@@ -43,8 +43,8 @@ def config_module(files=None):
   authors' input normalisation in ``reference_code``; ``unit``: [0, 1]),
   ``parallelism`` (``engine.client_parallelism``) and, when present,
   ``step_buckets`` (``engine.step_buckets``; absent: the engine's automatic
-  choice, which depends on the clients' sizes) and ``init`` (a labelled variant,
-  :mod:`fedfrac_lab.reproduce.firma_variants`); N = 10."""
+  choice, which depends on the clients' sizes), ``init`` and ``partition``
+  (labelled variants, :mod:`fedfrac_lab.reproduce.firma_variants`); N = 10."""
   import types
   from fedfrac import config_base
   digits = load_digits_config()
@@ -61,7 +61,7 @@ def config_module(files=None):
     c.engine.client_parallelism = files["parallelism"]
     if files.get("step_buckets") is not None:
       c.engine.step_buckets = int(files["step_buckets"])
-    firma_variants.apply(c, files.get("init"))
+    firma_variants.apply(c, files.get("init"), files.get("partition"))
     return c
   return types.SimpleNamespace(firma_config=firma_config, __file__=digits.__file__)
 

@@ -16,30 +16,42 @@ so the tables and the campaign's coverage keep the variant's cells apart.
 from __future__ import annotations
 
 INITS = ("shared",)
+# ``--partition=per_seed``: each seed draws its own partition (``data.seed = -1``)
+# where the authors' code pins one (seed 42) for every run, so a cell's n covers
+# the partition draw too (:func:`fedfrac_lab.reproduce.verdicts.n_covers`).
+PARTITIONS = ("per_seed",)
 # The methods whose initial models the variant changes (their ``init`` option).
 RING_METHODS = ("rdfl", "fedrep", "fibfl", "fibfl_plus", "fibfl_pp")
-TITLES = {"shared": "one shared initial model (a labelled variant of the authors' code)"}
+TITLES = {"shared": "one shared initial model (a labelled variant of the authors' code)",
+          "per_seed": "each seed its own partition (`data.seed = -1`, a labelled variant "
+                      "of the authors' code)"}
 
 
 def cell_inputs(mode, args) -> str:
   """The grouping key of a result's cells: ``args["inputs"]`` in
   ``reference_code`` (``"unit"`` in ``paper``, which always uses [0, 1]), with
-  ``+init`` for a variant (``args["init"]``)."""
+  ``+init`` for a variant (``args["init"]``) and ``+per_seed`` for a partition per
+  seed (``args["partition"]``)."""
   if mode != "reference_code":
     return "unit"
-  inputs = args.get("inputs", "unit")
-  init = args.get("init")
-  return f"{inputs}+{init}" if init else inputs
+  extras = [v for v in (args.get("init"), args.get("partition")) if v]
+  return "+".join([args.get("inputs", "unit"), *extras])
 
 
 def title(inputs, base_titles) -> str:
   """A section's title: the input scaling's (``base_titles``), and the variant's."""
-  base, _, init = inputs.partition("+")
-  return base_titles[base] + (f", {TITLES[init]}" if init else "")
+  base, *extras = inputs.split("+")
+  return base_titles[base] + "".join(f", {TITLES[e]}" for e in extras)
 
 
-def apply(config, init) -> None:
-  """Set ``init`` on every ring method of a FIRMA config (the variant)."""
+def apply(config, init, partition=None) -> None:
+  """Set ``init`` on every ring method of a FIRMA config (the variant), and
+  ``data.seed = -1`` for ``partition="per_seed"``."""
+  if partition is not None:
+    if partition not in PARTITIONS:
+      raise ValueError(f"partition={partition!r}: allowed values are None, "
+                       f"{', '.join(PARTITIONS)}")
+    config.data.seed = -1
   if init is None:
     return
   if init not in INITS:

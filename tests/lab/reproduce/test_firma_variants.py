@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
 import pytest
 
 from fedfrac_lab.campaign import plan as plan_lib
@@ -105,3 +106,35 @@ def test_the_committed_predictions_name_their_command_and_cells():
   assert {(c["scenario"], c["method"]) for c in d["cells"]} == {
       (s, m) for s in ("dir0.5", "dir0.1", "ls1", "ls2", "ls3")
       for m in ("fibfl", "fibfl_plus")}
+
+
+def test_a_partition_per_seed_gives_each_seed_its_own_draw_and_its_own_section(tmp_path):
+  """--partition=per_seed sets data.seed = -1 (the authors' code pins 42), so two
+  seeds build different partitions; its cells are keyed and titled apart, and the
+  table says what their n covers."""
+  from tests.data.test_files import write_mnist_idx
+  write_mnist_idx(tmp_path, n_train=600, n_test=100, gz=True)
+  spec = {"dataset": "fashion_mnist", "dir": str(tmp_path), "rounds": 2,
+          "inputs": "authors", "parallelism": "vmap"}
+  module = firma_program.config_module(dict(spec, partition="per_seed"))
+  assert module.firma_config("reference_code", "dir0.5").data.seed == -1
+  assert firma_program.config_module(spec).firma_config(
+      "reference_code", "dir0.5").data.seed == 42
+  _, (a, b) = firma_program.build_feds(module, "reference_code", ("dir0.5",), (0, 1))["dir0.5"]
+  _, (c, d) = firma_program.build_feds(firma_program.config_module(spec), "reference_code",
+                                       ("dir0.5",), (0, 1))["dir0.5"]
+  assert c is d                                     # one pinned draw for both seeds
+  assert a is not b and not np.array_equal(a.class_counts, b.class_counts)
+  assert firma_variants.cell_inputs(
+      "reference_code", {"inputs": "authors", "partition": "per_seed"}) == "authors+per_seed"
+  cell = {"runs": [{"accuracy": 0.8, "gini": 0.1}] * 3}
+  path = tmp_path / "per_seed.json"
+  path.write_text(json.dumps({"args": {"inputs": "authors", "partition": "per_seed",
+                                       "seeds": 3, "rounds": 30, "device": "CPU"},
+                              "scenarios": {"iid": {"results": {"reference_code": {
+                                  "iid/fibfl": cell}}}}}))
+  text = firma_files.markdown([str(path)], str(tmp_path / "t.md"))
+  assert "each seed its own partition (`data.seed = -1`, a labelled variant" in text
+  assert "Sections with “each seed its own partition”: each seed draws its own" in text
+  with pytest.raises(ValueError, match="partition='fixed': allowed values are None, per_seed"):
+    firma_variants.apply(module.firma_config("reference_code", "iid"), None, "fixed")
