@@ -19,9 +19,8 @@ from typing import Callable, Optional
 
 from fedfrac import config as config_lib
 from fedfrac import _validation, config_base
-from fedfrac.runner import (factories, lengths, outputs, signals, stored, user_inputs,
-                            written)
-from fedfrac.runner import workdir as workdir_lib
+from fedfrac.runner import factories, lengths, outputs, signals, user_inputs, written
+from fedfrac.runner.workdir import Workdir, check_name
 from fedfrac.runner.chunked import build_data, data_seed, use_compile_cache
 from fedfrac.runner.records import Results
 
@@ -36,7 +35,7 @@ class Experiment:
   config and data seed (a sweep passes one dict to many experiments)."""
   config: object
   own: user_inputs.UserInputs
-  workdir: Optional[str]
+  workdir: Optional[Workdir]
   runs: list
   left_out: set
   data_cache: dict
@@ -65,15 +64,14 @@ class Experiment:
       return results, None
     with signals.deferred() as writing:
       for rec in records:
-        stored.save_record(self.workdir, rec, self.config.rounds)
+        self.workdir.save_record(rec, self.config.rounds)
       # The fingerprint's methods in the order first run, kept grid runs
       # (``label[option=value]``) by name, then this command's.
-      grid = [l for l in workdir_lib.kept_labels(self.workdir) if "[" in l]
-      order = list(dict.fromkeys(workdir_lib.stored_labels(self.workdir) + grid
+      grid = [l for l in self.workdir.kept_labels() if "[" in l]
+      order = list(dict.fromkeys(self.workdir.stored_labels() + grid
                                  + [r.method for r in records]
                                  + config_base.method_labels(self.config)))
-      kept = stored.load_records(self.workdir, order,
-                                 reported=set(self.left_out) | set(quiet))
+      kept = self.workdir.load_records(order, reported=set(self.left_out) | set(quiet))
       outputs.write_outputs(Results(self.config, kept), self.workdir)
     return results, writing.requested
 
@@ -100,7 +98,7 @@ def prepare(config, workdir=None, stop_after_round=None, overwrite=False, *, dat
   own = user_inputs.prepare(config, data, algorithms, model, digest=bool(workdir))
   config = own.config
   config_lib.validate(config)
-  workdir_lib.check_name(workdir)
+  check_name(workdir)
   use_compile_cache(compile_cache)
   if stop_after_round is not None:
     _validation.check(_validation.is_int(stop_after_round) and stop_after_round >= 1,
@@ -117,23 +115,23 @@ def prepare(config, workdir=None, stop_after_round=None, overwrite=False, *, dat
     data_cache = {}
   if own.data is not None:
     data_key = "data="
-  experiment = Experiment(config, own, workdir, jobs, set(), data_cache, data_key)
+  wd = Workdir(workdir) if workdir else None
+  experiment = Experiment(config, own, wd, jobs, set(), data_cache, data_key)
 
   def check_continued(restart):   # a kept run continues only at its own length
-    lengths.check_continued(config, workdir, [
+    lengths.check_continued(config, wd, [
         j for j in jobs if j[0].split("[", 1)[0] not in restart],
         experiment.data_for_seed)
-  if workdir:
+  if wd is not None:
     base = list(dict.fromkeys((label.split("[", 1)[0], seed) for label, seed in jobs))
-    workdir_lib.prepare(config, workdir, overwrite=overwrite, runs=base,
-                        extra=own.fingerprint, check=check_continued)
+    wd.prepare(config, overwrite=overwrite, runs=base, extra=own.fingerprint,
+               check=check_continued)
     # Kept records that fail verification and have no checkpoint run again here.
-    again, experiment.left_out = stored.check_records(
-        workdir, workdir_lib.stored_labels(workdir),
-        lambda label, seed: (label, seed) in jobs or (
-            rerun_kept and workdir_lib.can_rerun(config, workdir, label)))
+    again, experiment.left_out = wd.check_records(
+        wd.stored_labels(), lambda label, seed: (label, seed) in jobs or (
+            rerun_kept and wd.can_rerun(config, label)))
     jobs += [j for j in again if j not in jobs]
-    written.register(workdir, runs=[stored.checkpoint_run(l, s) for l, s in jobs])
+    written.register(wd, runs=[wd.checkpoint_run(l, s) for l, s in jobs])
   for _, seed in jobs:   # every split up front: a bad data request stops before compute
     experiment.data_for_seed(seed)
   # every method, before any runs

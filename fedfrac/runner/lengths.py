@@ -21,7 +21,8 @@ import jax
 import numpy as np
 
 from fedfrac._validation import ConfigError
-from fedfrac.runner import factories, stored
+from fedfrac.runner import factories
+from fedfrac.runner.workdir import Workdir
 
 
 def _program(config, label, fed_data):
@@ -54,8 +55,9 @@ def check_continued(config, workdir, jobs, data_for_seed) -> None:
   program depends on it
   (``data_for_seed(seed)``: the run's data)."""
   verdicts = {}
+  wd = Workdir(workdir)
   for label, seed in jobs:
-    found = stored.latest_history(workdir, label, seed, stored.binding(workdir, label))
+    found = wd.latest_history(label, seed, wd.binding(label))
     if found is None:
       continue
     step, history = found

@@ -15,13 +15,13 @@ import numpy as np
 
 from fedfrac import algorithms
 from fedfrac import _validation, config_base
-from fedfrac.runner import factories, signals, stored
-from fedfrac.runner.checkpoint import Checkpointer
+from fedfrac.runner import factories, signals
 from fedfrac.runner.experiment import prepare
 from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.chunked import RunInterrupted, resume_hint, slice_run, to_host, chunk_loop
 from fedfrac.runner.records import Results, final_params, stop_target, stopped_entry
 from fedfrac.runner.validate import check_seeds
+from fedfrac.runner.workdir import BINDING, Workdir, binding_differences, history_seed
 from fedfrac.sim.batched import BatchedSimulation
 
 
@@ -122,7 +122,7 @@ class BatchCheckpoints:
   :class:`fedfrac.runner.checkpoint.Checkpointer` as a run of :func:`run`
   (verified steps, one commit point each), with the run's own history, so
   its record can be rebuilt from them like any run's
-  (:func:`fedfrac.runner.stored.from_checkpoint`).
+  (:meth:`fedfrac.runner.workdir.Workdir.from_checkpoint`).
 
   The runs of a batch advance in lockstep and are saved at the same chunk
   boundaries; a batch resumes from the newest step every one of them has
@@ -135,11 +135,9 @@ class BatchCheckpoints:
 
   def __init__(self, workdir, runs, config):
     """``runs``: ``[(run label, seed)]`` in batch order."""
-    self.workdir, self.runs, self.config = workdir, list(runs), config
-    self.checkpointers = [Checkpointer(stored.checkpoint_dir(workdir, label, seed),
-                                       label=label.split("[", 1)[0])
-                          for label, seed in self.runs]
-    self.bound = [stored.binding(workdir, label) for label, _ in self.runs]
+    self.workdir, self.runs, self.config = Workdir(workdir), list(runs), config
+    self.checkpointers = [self.workdir.checkpointer(label, seed) for label, seed in self.runs]
+    self.bound = [self.workdir.binding(label) for label, _ in self.runs]
     self.frozen: set = set()   # runs whose final (stopped-at-target) state is saved
 
   def _intact(self, i):
@@ -157,13 +155,13 @@ class BatchCheckpoints:
               file=sys.stderr)
         continue
       bound = self.bound[i]
-      if bound is not None and stored.BINDING in history and stored.binding_differences(
-          history[stored.BINDING], bound, label):
+      if bound is not None and BINDING in history and binding_differences(
+          history[BINDING], bound, label):
         print(f"checkpoints in {ckpt.directory} are of another experiment; restarting "
               f"{label} seed {seed} from round 0", file=sys.stderr)
         return {}
-      if stored.history_seed(history) not in (None, seed):
-        print(f"checkpoints in {ckpt.directory} are of seed {stored.history_seed(history)}"
+      if history_seed(history) not in (None, seed):
+        print(f"checkpoints in {ckpt.directory} are of seed {history_seed(history)}"
               f", not seed {seed}; restarting {label} seed {seed} from round 0",
               file=sys.stderr)
         return {}
@@ -228,7 +226,7 @@ class BatchCheckpoints:
       label, seed = self.runs[i]
       extra = {"rounds": self.config.rounds, "method": label, "seed": int(seed)}
       if self.bound[i] is not None:
-        extra[stored.BINDING] = self.bound[i]
+        extra[BINDING] = self.bound[i]
       ckpt.save(r, to_host(slice_run(states, i)), {**log.history(), **extra})
       if stopped:
         self.frozen.add(i)
