@@ -18,7 +18,7 @@ with its own class mix (``test_split="like_train"``) and the run logs its mean a
   python -m fedfrac.main --config=configs/kuramoto/digits.py:K=20,s=5 --workdir=...
 
 A κ0 sweep over seeds runs as one program with
-``ff.run_many(config, seeds, grid={"kappa0": [0.005, 0.1, 0.3]})``; the committed
+``ff.run_many(config, seeds=seeds, grid={"kappa0": [0.005, 0.1, 0.3]})``; the committed
 digits table (results/kuramoto_digits.md) comes from ``fedfrac-reproduce kuramoto``.
 
 ``mode=reference_code`` (``--config=configs/kuramoto/digits.py:mode=reference_code``,

@@ -2,15 +2,18 @@
 
 * :mod:`~fedfrac.runner.factories`: config sections -> task, training, engine
   settings, :class:`fedfrac.sim.Simulation`.
-* :mod:`~fedfrac.runner.loop`: :func:`run` and its :func:`chunk_loop`;
+* :mod:`~fedfrac.runner.experiment`: one experiment prepared once (config, data,
+  methods, workdir) and finished once (records and outputs), whatever executes it:
+  :mod:`~fedfrac.runner.loop`: :func:`run` and its :func:`chunk_loop`;
   :mod:`~fedfrac.runner.many`: :func:`run_many` (vmapped seeds and grids).
 * :mod:`~fedfrac.runner.log`: per-run rows, traffic and divergence between chunks.
 * :mod:`~fedfrac.runner.records`: :class:`RunRecord`, :class:`Results`, summaries, tables.
 * :mod:`~fedfrac.runner.checkpoint`: verified checkpoints, atomic writes, full disks.
-* :mod:`~fedfrac.runner.workdir`: one experiment per workdir (fingerprint, overwrite);
+* :mod:`~fedfrac.runner.workdir`: :class:`~fedfrac.runner.workdir.Workdir`, one
+  experiment per workdir: its layout, fingerprint and overwrite, its run records
+  (verified when read) and its runs' checkpoints;
   :mod:`~fedfrac.runner.lengths`: a kept run continued only at its own length.
-* :mod:`~fedfrac.runner.stored`: run records on disk, verified when read;
-  :mod:`~fedfrac.runner.sealed`: JSON records sealed with their SHA-256;
+* :mod:`~fedfrac.runner.sealed`: JSON records sealed with their SHA-256;
   :mod:`~fedfrac.runner.written`: the files fedfrac wrote in a workdir.
 * :mod:`~fedfrac.runner.signals`: SIGINT and SIGTERM handled alike.
 * :mod:`~fedfrac.runner.points`, :mod:`~fedfrac.runner.local_devices`,

@@ -17,10 +17,12 @@ import numpy as np
 
 from fedfrac import _validation
 from fedfrac import data as data_lib
-from fedfrac.runner import compile_cache, factories, stored
-from fedfrac.runner.checkpoint import Checkpointer, NoIntactCheckpoint
+from fedfrac.runner import compile_cache, factories
+from fedfrac.runner.checkpoint import NoIntactCheckpoint
 from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.records import RunRecord, final_params, stop_target
+from fedfrac.runner.workdir import (BINDING, Workdir, binding_differences, history_seed,
+                                    shown_differences)
 
 
 def to_host(tree):
@@ -163,8 +165,9 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   state = sim.init(seed)
   history, ckpt, bound = None, None, None
   if workdir:
-    ckpt = Checkpointer(stored.checkpoint_dir(workdir, label, seed), label=label)
-    bound = stored.binding(workdir, label)
+    wd = Workdir(workdir)
+    ckpt = wd.checkpointer(label, seed)
+    bound = wd.binding(label)
     # Checkpoints hold K client rows as host arrays whatever the placement
     # (replicated or sharded by client); place_state puts them back.
     try:
@@ -173,18 +176,18 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
       print(f"{e.found}; restarting {label} seed {seed} from round 0", file=sys.stderr)
       ckpt.remove_steps()
       restored = None
-    if restored is not None and bound is not None and stored.BINDING in restored[2]:
-      diffs = stored.binding_differences(restored[2][stored.BINDING], bound, label)
+    if restored is not None and bound is not None and BINDING in restored[2]:
+      diffs = binding_differences(restored[2][BINDING], bound, label)
       if diffs:   # copied in from another experiment: never continued
         print(f"checkpoints in {ckpt.directory} are of another experiment "
-              f"({stored.shown_differences(diffs)}); restarting {label} seed {seed} "
+              f"({shown_differences(diffs)}); restarting {label} seed {seed} "
               f"from round 0", file=sys.stderr)
         ckpt.remove_steps()
         restored = None
-    if restored is not None and stored.history_seed(restored[2]) not in (None, seed):
+    if restored is not None and history_seed(restored[2]) not in (None, seed):
       # copied in from another seed's folder: never continued as this seed's
       print(f"checkpoints in {ckpt.directory} are of seed "
-            f"{stored.history_seed(restored[2])}, not seed {seed}; restarting {label} "
+            f"{history_seed(restored[2])}, not seed {seed}; restarting {label} "
             f"seed {seed} from round 0", file=sys.stderr)
       ckpt.remove_steps()
       restored = None
@@ -210,7 +213,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
         config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
       extra = {"rounds": config.rounds, "method": label, "seed": int(seed)}
       if bound is not None:
-        extra[stored.BINDING] = bound
+        extra[BINDING] = bound
       ckpt.save(r, sim.host_state(state), {**log.history(), **extra})
   done = start_round
   try:

@@ -21,7 +21,8 @@ import jax
 import numpy as np
 
 from fedfrac._validation import ConfigError
-from fedfrac.runner import factories, stored
+from fedfrac.runner import factories
+from fedfrac.runner.workdir import Workdir
 
 
 def _program(config, label, fed_data):
@@ -49,12 +50,14 @@ def depends_on_rounds(config, label, fed_data, other_rounds) -> bool:
 
 def check_continued(config, workdir, jobs, data_for_seed) -> None:
   """Refuse (:class:`ConfigError`, one line) to continue a run of ``jobs``
-  [(label, seed)] whose checkpoint was written for another length than
-  ``config.rounds`` when the method's program depends on it
+  [(label, seed)] (grid runs ``label[option=value]`` included) whose checkpoint
+  was written for another length than ``config.rounds`` when the method's
+  program depends on it
   (``data_for_seed(seed)``: the run's data)."""
   verdicts = {}
+  wd = Workdir(workdir)
   for label, seed in jobs:
-    found = stored.latest_history(workdir, label, seed, stored.binding(workdir, label))
+    found = wd.latest_history(label, seed, wd.binding(label))
     if found is None:
       continue
     step, history = found
@@ -62,10 +65,11 @@ def check_continued(config, workdir, jobs, data_for_seed) -> None:
     if not step or asked is None or int(asked) == config.rounds:
       continue
     asked = int(asked)
-    if (label, asked) not in verdicts:
-      verdicts[(label, asked)] = depends_on_rounds(config, label, data_for_seed(seed),
-                                                   asked)
-    if not verdicts[(label, asked)]:
+    method = label.split("[", 1)[0]   # a grid run ``label[option=value]``: its method's
+    if (method, asked) not in verdicts:
+      verdicts[(method, asked)] = depends_on_rounds(config, method, data_for_seed(seed),
+                                                    asked)
+    if not verdicts[(method, asked)]:
       continue
     done = step >= asked or bool(history.get("stopped"))   # finished, or at its target
     ran = (f"ran {step} rounds of a {asked}-round run" if step >= asked else
@@ -77,4 +81,4 @@ def check_continued(config, workdir, jobs, data_for_seed) -> None:
         f"warm-up over the rounds), so its rounds are not those of a "
         f"{config.rounds}-round run; give --config.rounds={asked} to "
         f"{'report' if done else 'finish'} it, another --workdir, or "
-        f"--overwrite={label} to run it for {config.rounds} rounds")
+        f"--overwrite={method} to run it for {config.rounds} rounds")

@@ -1,31 +1,29 @@
 """Config -> data -> engine -> results: ``run`` (one compiled program per method
-and seed, checkpointed) and ``run_many`` (every seed and grid point of a method
-vmapped into one program), both driving the same :func:`chunk_loop`.
+and seed) and ``run_many`` (every seed and grid point of a method vmapped into
+one program), both checkpointed and driving the same :func:`chunk_loop`.
 
 ``run(config, workdir=None)`` runs every method in ``config.methods`` for every
 seed in ``config.seeds`` on the same split, the same initial model and the same
 client-sampling stream, and returns :class:`Results`. With a ``workdir`` it
 writes (atomically, :mod:`fedfrac.runner.outputs`) ``metrics.csv`` /
 ``metrics.jsonl`` (one row per evaluated round), ``rounds.csv`` (every round's
-training-side metrics), ``summary.json``, ``config.json``, plots, and orbax
-checkpoints at chunk boundaries; re-running with the same workdir resumes from
-the last checkpoint and gives the same numbers as an uninterrupted run.
+training-side metrics), ``summary.json``, ``config.json``, plots, and verified
+checkpoints at chunk boundaries (:mod:`fedfrac.runner.checkpoint`); re-running
+with the same workdir resumes from the last checkpoint and gives the same
+numbers as an uninterrupted run.
 """
 from __future__ import annotations
 
 import sys
 from typing import Optional
 
-from fedfrac import config as config_lib
-from fedfrac import _validation, config_base
-from fedfrac.runner import (factories, lengths, outputs, parallel, signals, stored,
-                            user_inputs, written)
-from fedfrac.runner import workdir as workdir_lib
+from fedfrac.runner import parallel, signals
 from fedfrac.runner.checkpoint import DiskFullError
 from fedfrac.runner.chunked import (RunInterrupted, build_data, data_seed,  # noqa: F401
                                     slice_run, to_host, whole, chunk_loop,
                                     failure_line, resume_hint, run_one,
                                     use_compile_cache)
+from fedfrac.runner.experiment import prepare
 from fedfrac.runner.records import Results
 
 
@@ -80,43 +78,9 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   run and are returned and written, and ``Results.failed`` holds its error
   (``results.raise_failed()`` raises it again).
   """
-  own = user_inputs.prepare(config, data, algorithms, model, digest=bool(workdir))
-  config = own.config
-  config_lib.validate(config)
-  workdir_lib.check_name(workdir)
-  use_compile_cache(compile_cache)
-  if stop_after_round is not None:
-    _validation.check(_validation.is_int(stop_after_round) and stop_after_round >= 1,
-                     "stop_after_round", stop_after_round, "must be an integer >= 1")
-  factories.apply_cpu_devices(config)
-  labels = config_base.method_labels(config)
-  seeds = (config.seeds,) if isinstance(config.seeds, int) else tuple(config.seeds)
-  jobs = [(label, seed) for label in labels for seed in seeds]
-  left_out = set()
-  data_cache = {}
-
-  def data_for_seed(seed):
-    ds = data_seed(config, seed)
-    if ds not in data_cache:
-      data_cache[ds] = build_data(config, ds, own.data)
-    return data_cache[ds]
-
-  def check_continued(restart):   # a kept run continues only at its own length
-    lengths.check_continued(config, workdir, [j for j in jobs if j[0] not in restart],
-                            data_for_seed)
-  if workdir:
-    workdir_lib.prepare(config, workdir, overwrite=overwrite, runs=jobs,
-                        extra=own.fingerprint, check=check_continued)
-    # Kept records that fail verification and have no checkpoint run again here.
-    again, left_out = stored.check_records(
-        workdir, workdir_lib.stored_labels(workdir),
-        lambda label, seed: workdir_lib.can_rerun(config, workdir, label))
-    jobs += [j for j in again if j not in jobs]
-    written.register(workdir, runs=[stored.checkpoint_run(l, s) for l, s in jobs])
-  for _, seed in jobs:   # every split up front: a bad data request stops before compute
-    data_for_seed(seed)
-  # every method, before any runs
-  factories.check_methods(config, data_cache[data_seed(config, seeds[0])])
+  experiment = prepare(config, workdir, stop_after_round, overwrite, data=data,
+                       algorithms=algorithms, model=model, compile_cache=compile_cache)
+  config, jobs = experiment.config, experiment.runs
   records, failed = [], {}
 
   held = []    # a signal that arrived while the outputs were written
@@ -124,30 +88,21 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   def finish(quiet=()):
     """Write every record and the outputs (``quiet``: runs lost with their worker,
     rebuilt from their checkpoints without a line each); a signal waits."""
-    results = Results(config, records, failed, {
-        seed: data_cache[data_seed(config, seed)] for seed in dict.fromkeys(
-            s for _, s in jobs)})
-    if workdir:
-      with signals.deferred() as writing:
-        for rec in records:
-          stored.save_record(workdir, rec, config.rounds)
-        order = list(dict.fromkeys(workdir_lib.stored_labels(workdir) + labels))
-        kept = stored.load_records(workdir, order, reported=set(left_out) | set(quiet))
-        outputs.write_outputs(Results(config, kept), workdir)
-      if writing.requested is not None:
-        held.append(writing.requested)
+    results, requested = experiment.finish(records, failed, quiet)
+    if requested is not None:
+      held.append(requested)
     return results
 
   workers = parallel.worker_count(config, len(jobs))
   if workers > 1:
     results = parallel.run_in_workers(config, jobs, workdir, stop_after_round, progress,
-                                      workers, records, finish, own.data, keep_params,
-                                      failed)
+                                      workers, records, finish, experiment.own.data,
+                                      keep_params, failed)
     return _outputs_whole(results, held, workdir)
   with signals.Signals(graceful=True) as stop:
     for label, seed in jobs:
       try:
-        rec = run_one(config, label, seed, data_cache[data_seed(config, seed)], workdir,
+        rec = run_one(config, label, seed, experiment.data_for_seed(seed), workdir,
                       stop_after_round, progress, stop=lambda: stop.requested is not None,
                       keep_params=keep_params)
       except FloatingPointError as e:

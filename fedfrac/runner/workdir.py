@@ -1,4 +1,18 @@
-"""A workdir belongs to one experiment (docs/design.md §2.4).
+"""A workdir belongs to one experiment (docs/design.md §2.4); :class:`Workdir`
+owns everything fedfrac keeps in it and every operation on it.
+
+Layout (the one vocabulary of paths; a method label's folder name is
+:func:`fedfrac.runner.written.label_dir`)::
+
+  experiment.json                     the experiment's fingerprint (sealed)
+  config.json, written.json           the resolved config; what fedfrac wrote
+  runs/<label>/seed_<s>.json          each run's record (sealed, verified when read)
+  checkpoints/<label>/seed_<s>/step_<round>/   each run's checkpoint steps
+  metrics.csv, metrics.jsonl, rounds.csv, summary.json, summary.md, *.png,
+  tensorboard/<label>/seed_<s>/       the outputs, written from every kept record
+
+Both drivers (:func:`fedfrac.runner.loop.run`, :func:`fedfrac.runner.many.run_many`)
+and the modules below them take a :class:`Workdir`; none computes a path of its own.
 
 ``experiment.json`` in a workdir holds the fingerprint of the config that wrote
 it: every resolved setting that changes results, split into the settings shared
@@ -22,14 +36,27 @@ and nothing is deleted.
 
 A missing or damaged ``experiment.json`` is rebuilt from the runs kept in the
 workdir when every one of them is bound to this command's settings (each record
-and checkpoint carries its experiment's settings, :func:`fedfrac.runner.stored.binding`),
+and checkpoint carries its experiment's settings, :meth:`Workdir.binding`),
 saying so in one line; otherwise the runs that differ are named, with
 ``--overwrite=<method>`` to rerun only those.
 
 Methods and seeds not run before are added; every run's record is kept in
-``runs/<method>/seed_<s>.json`` (sealed and verified, :mod:`fedfrac.runner.stored`),
-so metrics and summaries cover every method and seed ever run in the workdir,
-not only the last command's.
+``runs/<method>/seed_<s>.json`` (sealed and verified), so metrics and summaries
+cover every method and seed ever run in the workdir, not only the last command's.
+
+Records are verified when read: the metrics files, summaries and plots of a
+workdir are built from them; one that is truncated, not JSON, or does not match
+its checksum is reported in one line on stderr and recomputed from the run's
+newest verified checkpoint (whose ``history.json`` holds the same rows), or,
+with no checkpoint, left out of the tables until its run is rerun. A run whose
+record is missing but whose checkpoint is intact is named and recomputed the
+same way. Nothing is recomputed silently.
+
+Each record and checkpoint is bound to its experiment (:meth:`Workdir.binding`):
+it carries the settings shared by every method of the workdir's
+``experiment.json`` and its method's entry there (algorithm, resolved options,
+own sections). One bound to other settings (a record copied in from another
+workdir) fails verification like a damaged one, naming the settings that differ.
 
 A run is never reported at a length it was not run for: asking for fewer rounds
 than a run of the workdir already ran is refused before compute, in one line.
@@ -46,14 +73,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
+from typing import Optional
 
 from fedfrac import algorithms
 from fedfrac.algorithms import server_optimizer
 from fedfrac import config_base
 from fedfrac._validation import ConfigError
-from fedfrac.runner import sealed, stored, written
-from fedfrac.runner.checkpoint import atomic_write, json_default
-from fedfrac.runner.stored import load_records, save_record  # noqa: F401  (re-exported)
+from fedfrac.runner import sealed, written
+from fedfrac.runner.checkpoint import Checkpointer, atomic_write, json_default
+from fedfrac.runner.records import RunRecord
 
 FINGERPRINT_FILE = written.FINGERPRINT
 OUTPUT_KEYS = ("name", "progress", "eval_every", "checkpoint_every", "target_accuracy",
@@ -62,6 +91,10 @@ OUTPUT_KEYS = ("name", "progress", "eval_every", "checkpoint_every", "target_acc
 # Everything a run writes into its workdir (``overwrite`` removes what of it
 # fedfrac wrote, :mod:`fedfrac.runner.written`).
 WORKDIR_ITEMS = written.TOP_FILES + written.TREES
+RECORD_KEYS = ("method", "algorithm", "seed", "rows", "round_rows", "status", "compile_s",
+               "wall_s", "nonfinite_allowed")
+BINDING = "experiment"   # a record's or checkpoint history's key of its binding
+SHOWN = 3                # differing settings named in a line
 
 
 def _plain(value):
@@ -128,53 +161,6 @@ def check_name(workdir) -> None:
                       f"--workdir out to keep nothing")
 
 
-def check_writable(workdir) -> None:
-  """Create ``workdir`` and check a file can be written in it (one-line error)."""
-  try:
-    os.makedirs(workdir, exist_ok=True)
-    probe = os.path.join(workdir, f".write_probe{os.getpid()}")
-    with open(probe, "w") as f:
-      f.write("")
-    os.remove(probe)
-  except OSError as e:
-    reason = e.strerror or type(e).__name__
-    raise ConfigError(f"--workdir={workdir}: cannot write there ({reason})") from None
-
-
-def clear(workdir) -> None:
-  """Remove every result and checkpoint fedfrac wrote in ``workdir`` (only
-  those; refuses, naming them, when files of one's own are in the way)."""
-  written.remove(workdir)
-
-
-def overwrite_labels(config, workdir, overwrite):
-  """``None`` (keep everything), ``"all"``, or the tuple of method labels whose
-  runs ``overwrite`` restarts (``True`` / ``"all"``: every method; a label, a
-  comma-separated string or a sequence of labels: those)."""
-  if overwrite is None or overwrite is False:
-    return None
-  if overwrite is True or overwrite == "all":
-    return "all"
-  names = overwrite.split(",") if isinstance(overwrite, str) else list(overwrite)
-  labels = tuple(dict.fromkeys(str(n).strip() for n in names if str(n).strip()))
-  known = list(dict.fromkeys(list(config.methods) + kept_labels(workdir)))
-  unknown = [l for l in labels if l not in known]
-  if not labels or unknown:
-    shown = unknown[0] if unknown else overwrite
-    raise ConfigError(f"--overwrite={shown}: no such method in the config or the "
-                      f"workdir (methods: {', '.join(known)}); give --overwrite alone "
-                      f"to start afresh")
-  running = config_base.method_labels(config)
-  idle = [l for l in labels if l not in running]
-  if idle:
-    raise ConfigError(
-        f"--overwrite={','.join(labels)}: this command does not run {', '.join(idle)} "
-        f"(it runs {', '.join(running)}), so its results would be deleted and not "
-        f"computed again; add {'it' if len(idle) == 1 else 'them'} to --config.only, or "
-        f"name only methods the command runs (nothing was deleted)")
-  return labels
-
-
 def _read_fingerprint(path):
   """``(shared, methods, rounds)`` of the fingerprint file ``path``; raises
   ``ValueError`` saying why it cannot be used."""
@@ -187,171 +173,567 @@ def _read_fingerprint(path):
     raise ValueError(f"is unreadable ({type(e).__name__})") from None
 
 
-def _rebuilt(config, workdir, new, restart, problem):
-  """``((shared, methods, rounds), note)``: a fingerprint rebuilt from the runs
-  kept in ``workdir`` (but those of ``restart``) when every one is bound to the
-  settings of ``new`` (this command's fingerprint; methods it does not run
-  keep their own entry), and the line saying so; ``(None, note)`` when no run
-  is kept. Otherwise raises
-  :class:`ConfigError` naming the runs that differ. ``problem``: what is wrong
-  with the file (``is missing``, ``failed verification (...)``)."""
-  kept = [k for k in stored.kept_runs(workdir)
-          if k[0] not in restart and k[0].split("[", 1)[0] not in restart]
-  head = f"--workdir={workdir}: {FINGERPRINT_FILE} {problem}"
-  if not kept:
-    return None, f"{head} and no run is kept there; wrote it afresh for this config"
-  methods, unbound, differing = {}, [], {}
-  for label, seed, bound, where in kept:
-    base = label.split("[", 1)[0]
-    if bound is None:
-      unbound.append((base, where))
-      continue
-    entry = new["methods"].get(base, methods.get(base, bound["method"]))
-    diffs = stored.binding_differences(bound, {"shared": new["shared"], "method": entry},
-                                       base)
-    if diffs:
-      differing.setdefault(base, diffs)
+def _flat(tree, prefix=""):
+  out = {}
+  for k, v in (tree or {}).items():
+    if isinstance(v, dict):
+      out.update(_flat(v, f"{prefix}{k}."))
     else:
-      methods.setdefault(base, entry)
-  if unbound or differing:
-    labels = list(dict.fromkeys([b for b, _ in unbound] + list(differing)))
-    if differing:
-      diffs = next(iter(differing.values()))
-      what = (f"the runs of {', '.join(differing)} kept there are of another config "
-              f"({stored.shown_differences(diffs)})")
-    else:
-      what = (f"{unbound[0][1]} does not say which config it belongs to (written by an "
-              f"older fedfrac)")
-    rerun = [l for l in labels if l in config_base.method_labels(config)]
-    fix = (f"--overwrite={','.join(rerun)} to rerun "
-           f"{'that method' if len(rerun) == 1 else 'those methods'} (the others' "
-           f"results are kept), " if rerun and len(rerun) == len(labels) else "")
-    raise ConfigError(f"{head}, and {what}; give {fix}another --workdir, or --overwrite "
-                      f"to start afresh")
-  rounds = max([int(config.rounds)] + [stored.stored_rounds(workdir, l, s)
-                                       for l, s, _, _ in kept])
-  order = list(dict.fromkeys(l.split("[", 1)[0] for l, _, _, _ in kept))
-  note = (f"{head}; rebuilt it from the {len(kept)} runs kept there, whose records and "
-          f"checkpoints match this config")
-  return (new["shared"], {l: methods[l] for l in order}, rounds), note
+      out[f"{prefix}{k}"] = v
+  return out
 
 
-def check_lengths(config, workdir, runs, skip=()) -> None:
-  """Refuse (one line) when a run of ``runs`` [(label, seed)] already ran more
-  rounds than ``config.rounds`` (grid runs ``label[option=value]`` included)."""
-  for label, seed in runs:
-    if label in skip:
-      continue
-    names = [label] + [n for n in kept_labels(workdir) if n.startswith(label + "[")]
-    for name in names:
-      done = stored.stored_rounds(workdir, name, seed)
-      if done > config.rounds:
-        raise ConfigError(
-            f"--workdir={workdir}: {name} seed {seed} already ran {done} rounds, more "
-            f"than config.rounds={config.rounds} (its first {config.rounds} are not a "
-            f"{config.rounds}-round run when anything depends on the length); give "
-            f"--config.rounds={done} to report it, another --workdir, or "
-            f"--overwrite={label} to run it again for {config.rounds} rounds")
+def binding_differences(bound: dict, current: dict, label: str) -> list:
+  """``key old -> new`` for every setting in which the binding ``bound`` differs
+  from ``current`` (method settings as ``methods.<label>.<key>``)."""
+  missing = object()
+  show = lambda v: "(absent)" if v is missing else repr(v)   # noqa: E731
+  out = []
+  for part, prefix in (("shared", ""), ("method", f"methods.{label}.")):
+    old, new = _flat((bound or {}).get(part)), _flat((current or {}).get(part))
+    for k in sorted(set(old) | set(new)):
+      a, b = old.get(k, missing), new.get(k, missing)
+      if a != b:
+        out.append(f"{prefix}{k} {show(a)} -> {show(b)}")
+  return out
 
 
-def prepare(config, workdir, overwrite=False, runs=(), extra=None, check=None) -> None:
-  """Make ``workdir`` ready for ``config``, before any compute.
+def shown_differences(diffs: list) -> str:
+  return "; ".join(diffs[:SHOWN]) + ("; ..." if len(diffs) > SHOWN else "")
 
-  Checks it is writable; with ``overwrite`` (see :func:`overwrite_labels`)
-  clears earlier results of every method or of the named ones; otherwise
-  compares the stored fingerprint and raises :class:`ConfigError` (one line
-  naming the keys that differ) on a mismatch; refuses a run of ``runs``
-  [(label, seed)] that already ran more than ``config.rounds``, and calls
-  ``check(restarted labels)`` (more checks that may refuse). Only then does it
-  delete the restarted methods' files and store the merged fingerprint and the
-  resolved ``config.json``. ``extra``: see :func:`fingerprint`.
-  """
-  check_name(workdir)
-  check_writable(workdir)
-  mode = overwrite_labels(config, workdir, overwrite)
-  if mode == "all":
-    written.remove(workdir)
-  restart = () if mode in (None, "all") else mode
-  new = fingerprint(config, extra)
-  path = os.path.join(workdir, FINGERPRINT_FILE)
-  old, problem, note = None, None, None
-  if os.path.exists(path):
+
+def _check_binding(data: dict, current: Optional[dict], label: str) -> None:
+  """Raise :class:`sealed.Damaged` when the record or history ``data`` is bound
+  to settings other than ``current`` (one written before records were bound,
+  without a binding, is taken as it is)."""
+  if current is None or BINDING not in data:
+    return
+  diffs = binding_differences(data[BINDING], current, label)
+  if diffs:
+    raise sealed.Damaged(f"a record of another experiment: {shown_differences(diffs)}")
+
+
+def _record(data) -> RunRecord:
+  return RunRecord(data["method"], data["algorithm"], data["seed"], data["rows"],
+                   data["round_rows"], data["status"], data["compile_s"], data["wall_s"],
+                   {}, tuple(data["nonfinite_allowed"]), stopped=data.get("stopped"))
+
+
+def history_seed(history: dict) -> Optional[int]:
+  """The seed a checkpoint's history was written by (its own ``seed``, else its
+  rows'; None when it says neither)."""
+  if "seed" in history:
+    return int(history["seed"])
+  rows = history.get("rows") or []
+  return int(rows[0]["seed"]) if rows and "seed" in rows[0] else None
+
+
+def _seed_of(name, suffix=""):
+  if not (name.startswith("seed_") and name.endswith(suffix)):
+    return None
+  try:
+    return int(name[len("seed_"):len(name) - len(suffix)])
+  except ValueError:
+    return None
+
+
+def _stderr(line):
+  print(line, file=sys.stderr)
+
+
+class Workdir:
+  """One experiment's directory (``path``): the paths of its records,
+  checkpoints and outputs (the layout above) and the operations on them, the
+  experiment's fingerprint (:meth:`prepare`), its kept records (verified when
+  read, :meth:`load_records`) and its runs' checkpoints (:meth:`checkpointer`).
+  ``Workdir(path)`` takes a path or a Workdir; it is a path-like object
+  (``os.fspath``, ``str``), so file functions take it as they take a path."""
+
+  def __init__(self, path):
+    self.path = path.path if isinstance(path, Workdir) else os.fspath(path)
+
+  def __fspath__(self) -> str:
+    return self.path
+
+  def __str__(self) -> str:
+    return self.path
+
+  def __repr__(self) -> str:
+    return f"Workdir({self.path!r})"
+
+  def __eq__(self, other) -> bool:
+    return isinstance(other, Workdir) and other.path == self.path
+
+  def __hash__(self) -> int:
+    return hash(self.path)
+
+  def file(self, name) -> str:
+    """A top-level file of the workdir (``experiment.json``, ``metrics.csv``...)."""
+    return os.path.join(self.path, name)
+
+  def checkpointer(self, label, seed, keep: int = 2) -> Checkpointer:
+    """The verified checkpoints of run (``label``, ``seed``) (a grid run
+    ``label[option=value]``: its method named in what an error advises)."""
+    return Checkpointer(self.checkpoint_dir(label, seed), keep=keep,
+                        label=label.split("[", 1)[0])
+
+  def record_path(self, label, seed) -> str:
+    return os.path.join(self.path, "runs", written.label_dir(label), f"seed_{seed}.json")
+
+  def checkpoint_dir(self, label, seed) -> str:
+    return os.path.join(self.path, "checkpoints", written.label_dir(label), f"seed_{seed}")
+
+  def checkpoint_run(self, label, seed) -> str:
+    """``checkpoints/<label>/seed_<s>`` (relative to the workdir; the label's
+    folder name as under ``runs/``, :func:`fedfrac.runner.written.label_dir`)."""
+    return f"checkpoints/{written.label_dir(label)}/seed_{seed}"
+
+  def binding(self, label) -> Optional[dict]:
+    """``{"shared": ..., "method": ...}``: the settings every method of ``workdir``
+    shares and method ``label``'s entry (a grid run ``label[option=value]``: its
+    method's), from its ``experiment.json``; None when that cannot be read."""
     try:
-      old = _read_fingerprint(path)
-    except ValueError as e:
-      problem = str(e)
-  elif stored.kept_runs(workdir):
-    problem = "is missing"
-  elif any(os.path.exists(os.path.join(workdir, item)) for item in written.RESULT_FILES):
-    raise ConfigError(f"--workdir={workdir} holds results without {FINGERPRINT_FILE} "
-                      f"(an unknown config); use another --workdir, or --overwrite to "
-                      f"start afresh")
-  if problem is not None:
-    old, note = _rebuilt(config, workdir, new, restart, problem)
-  if old is not None:
-    old_shared, all_old, old_rounds = old
-    old_methods = {k: v for k, v in all_old.items() if k not in restart}
-    new["rounds"] = max(old_rounds, new["rounds"])
-    diffs = _differences(old_shared, new["shared"])
-    shared_differs = bool(diffs)
-    differing = []
-    for label, entry in new["methods"].items():
-      if label in old_methods and old_methods[label] != entry:
-        differing.append(label)
-        diffs += _differences(_flatten(old_methods[label]), _flatten(entry),
-                              f"methods.{label}.")
-    if diffs:
-      shown = "; ".join(diffs[:6]) + ("; ..." if len(diffs) > 6 else "")
-      if restart:
-        fix = (f"--overwrite to start afresh (--overwrite={','.join(restart)} keeps the "
-               f"other methods' results, so what they share must not change)")
-      elif shared_differs:
-        fix = "--overwrite to start afresh"
+      fingerprint = sealed.read(os.path.join(self.path, written.FINGERPRINT), legacy=True)
+      shared, methods = fingerprint["shared"], fingerprint["methods"]
+    except (OSError, ValueError, KeyError, TypeError):
+      return None
+    base = label if label in methods else label.split("[", 1)[0]
+    return {"shared": shared, "method": methods.get(base)}
+
+  def save_record(self, record: RunRecord, rounds: Optional[int] = None) -> None:
+    """Keep ``record`` (without per-client arrays), sealed and bound to the
+    workdir's experiment, as its result of its method and seed (``rounds``: the
+    length its run was asked for)."""
+    path = self.record_path(record.method, record.seed)
+    written.register(self.path, files=[os.path.relpath(path, self.path).replace(os.sep, "/")])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = {"method": record.method, "algorithm": record.algorithm, "seed": record.seed,
+            "rows": record.rows, "round_rows": record.round_rows, "status": record.status,
+            "compile_s": record.compile_s, "wall_s": record.wall_s,
+            "nonfinite_allowed": list(record.nonfinite_allowed)}
+    if record.stopped is not None:
+      data["stopped"] = record.stopped
+    if rounds is not None:
+      data["rounds"] = int(rounds)
+    bound = self.binding(record.method)
+    if bound is not None:
+      data[BINDING] = bound
+    sealed.write(path, data)
+
+  def read_record(self, label, seed, current=None) -> RunRecord:
+    """The verified record of one run (``current``: the binding it must carry,
+    :func:`binding`); :class:`fedfrac.runner.sealed.Damaged` (or ``OSError``)
+    when it cannot be used."""
+    data = sealed.read(self.record_path(label, seed))
+    if not all(k in data for k in RECORD_KEYS):
+      raise sealed.Damaged("fields missing")
+    if data["method"] != label or data["seed"] != seed:
+      raise sealed.Damaged(f"the record of {data['method']} seed {data['seed']}")
+    _check_binding(data, current, label)
+    return _record(data)
+
+  def latest_history(self, label, seed, current=None):
+    """``(step, history)`` of the run's newest verified checkpoint bound to
+    ``current`` (None: no such step)."""
+    directory = self.checkpoint_dir(label, seed)
+    if not os.path.isdir(directory):
+      return None
+    found = Checkpointer(directory, label=label).latest_history()
+    if found is None:
+      return None
+    try:
+      _check_binding(found[1], current, label)
+    except sealed.Damaged:
+      return None
+    if history_seed(found[1]) not in (None, int(seed)):
+      return None   # another seed's steps, copied in: not this run's result
+    return found
+
+  def from_checkpoint(self, label, seed, current=None) -> Optional[RunRecord]:
+    """The run's record rebuilt from its newest verified checkpoint's history
+    (``None`` without one, or when it is bound to other settings than
+    ``current``). A run stopped before the rounds it was asked for is
+    ``partial``, one that stopped at its target is not; the compile time is not
+    kept in checkpoints (0)."""
+    found = self.latest_history(label, seed, current)
+    if found is None:
+      return None
+    step, h = found
+    rows = h.get("rows", [])
+    status = h.get("status", "ok")
+    stopped = h.get("stopped")
+    if status == "ok" and stopped is None and step < int(h.get("rounds", step)):
+      status = "partial"
+    algorithm = h.get("algorithm") or (rows[0].get("algorithm", label) if rows else label)
+    return RunRecord(label, algorithm, int(seed), rows, h.get("round_rows", []), status,
+                     0.0, float(h.get("wall_s", 0.0)), {},
+                     tuple(h.get("nonfinite_allowed", ())), stopped=stopped)
+
+  def stored_seeds(self, label) -> list:
+    """Seeds of ``label`` kept in ``workdir``: those with a record, and those
+    with a checkpoint step (a record deleted, or never written)."""
+    seeds = set()
+    d = os.path.dirname(self.record_path(label, 0))
+    for n in os.listdir(d) if os.path.isdir(d) else ():
+      seed = _seed_of(n, ".json")
+      if seed is not None:
+        seeds.add(seed)
+    d = os.path.dirname(self.checkpoint_dir(label, 0))
+    for n in os.listdir(d) if os.path.isdir(d) else ():
+      seed = _seed_of(n)
+      if seed is not None and seed not in seeds and Checkpointer(os.path.join(d, n)).steps():
+        seeds.add(seed)
+    return sorted(seeds)
+
+  def _verified(self, label, seed, log, rerun=None):
+    """``(record or None, state)`` of one kept run: ``"ok"``, ``"rebuilt"`` (from
+    its checkpoint, written again), ``"rerun"`` (damaged or missing, no
+    checkpoint, ``rerun(label, seed)`` says this command runs it again) or
+    ``"left out"``."""
+    current = self.binding(label)
+    try:
+      return self.read_record(label, seed, current), "ok"
+    except FileNotFoundError:
+      problem = "is missing"
+    except (OSError, sealed.Damaged) as e:
+      reason = str(e) if isinstance(e, sealed.Damaged) else (e.strerror or "unreadable")
+      problem = f"failed verification ({reason})"
+    where = f"{self.path}: {os.path.relpath(self.record_path(label, seed), self.path)}"
+    found = self.latest_history(label, seed, current)
+    rec = self.from_checkpoint(label, seed, current) if found is not None else None
+    if rec is not None:
+      done = rec.round_rows[-1]["round"] if rec.round_rows else 0
+      log(f"{where} {problem}; recomputed it from its checkpoint at round {done}")
+      self.save_record(rec, found[1].get("rounds"))
+      return rec, "rebuilt"
+    if rerun is not None and rerun(label, seed):
+      log(f"{where} {problem}; no intact checkpoint, so {label} seed {seed} runs again "
+          f"from round 0")
+      return None, "rerun"
+    log(f"{where} {problem}; left out of the tables (no intact checkpoint to recompute "
+        f"it from): rerun {label} seed {seed} to recompute it")
+    return None, "left out"
+
+  def check_records(self, labels, rerun, log=None):
+    """Before compute: verify every kept record of the method ``labels``; a
+    damaged one is recomputed from its checkpoint, or queued to run again when
+    ``rerun(label, seed)`` allows it, or left out of the tables; each says so in
+    one line. Returns ``(runs to run again, runs left out)`` as (label, seed)."""
+    log = log or _stderr
+    again, left_out = [], set()
+    for label in labels:
+      for seed in self.stored_seeds(label):
+        _, state = self._verified(label, seed, log, rerun)
+        if state == "rerun":
+          again.append((label, seed))
+        elif state == "left out":
+          left_out.add((label, seed))
+    return again, left_out
+
+  def load_records(self, labels, log=None, reported=()) -> list:
+    """Every kept record of the method ``labels`` (in that order, then by seed),
+    each verified; a damaged one is recomputed from its checkpoint (and written
+    again) or left out, saying so in one line (``log``, default stderr; not
+    again for the runs in ``reported``)."""
+    log = log or _stderr
+    records = []
+    for label in labels:
+      for seed in self.stored_seeds(label):
+        quiet = (label, seed) in reported
+        rec, _ = self._verified(label, seed, (lambda line: None) if quiet else log)
+        if rec is not None:
+          records.append(rec)
+    return records
+
+  def stored_rounds(self, label, seed) -> int:
+    """Rounds run so far by one run of ``workdir``: its newest verified
+    checkpoint step or its verified record's last round, whichever is larger (0:
+    none; a stray or damaged ``step_<round>`` folder does not count)."""
+    current = self.binding(label)
+    found = self.latest_history(label, seed, current)
+    done = found[0] if found is not None else 0
+    try:
+      rec = self.read_record(label, seed, current)
+      if rec.round_rows:
+        done = max(done, int(rec.round_rows[-1]["round"]))
+    except (OSError, sealed.Damaged):
+      pass
+    return done
+
+  def kept_runs(self) -> list:
+    """``[(label, seed, bound, where)]`` of every run kept in ``workdir`` (a record,
+    or a checkpoint step): the binding its verified record (else its newest
+    verified checkpoint) carries (None: neither can be read, or it was written
+    before records were bound) and the file that says so. Labels from the
+    records themselves (a checkpoint-only run: its folder name)."""
+    out, seen = [], set()
+    runs = os.path.join(self.path, "runs")
+    for folder in sorted(os.listdir(runs)) if os.path.isdir(runs) else ():
+      for name in sorted(os.listdir(os.path.join(runs, folder))):
+        seed = _seed_of(name, ".json")
+        if seed is None:
+          continue
+        rel = f"runs/{folder}/{name}"
+        try:
+          data = sealed.read(os.path.join(runs, folder, name))
+          label = str(data["method"])
+        except (OSError, sealed.Damaged, KeyError):
+          label, data = folder, {}
+        seen.add((written.label_dir(label), seed))
+        bound = data.get(BINDING)
+        if bound is None:
+          found = self.latest_history(label, seed)
+          if found is not None and BINDING in found[1]:
+            bound, rel = found[1][BINDING], self.checkpoint_run(label, seed) + f"/step_{found[0]}"
+        out.append((label, seed, bound, rel))
+    checkpoints = os.path.join(self.path, "checkpoints")
+    for folder in sorted(os.listdir(checkpoints)) if os.path.isdir(checkpoints) else ():
+      for name in sorted(os.listdir(os.path.join(checkpoints, folder))):
+        seed = _seed_of(name)
+        if seed is None or (folder, seed) in seen:
+          continue
+        found = self.latest_history(folder, seed)
+        history = found[1] if found is not None else {}
+        out.append((str(history.get("method", folder)), seed, history.get(BINDING),
+                    f"checkpoints/{folder}/{name}"))
+    return out
+
+  def check_writable(self) -> None:
+    """Create ``workdir`` and check a file can be written in it (one-line error)."""
+    try:
+      os.makedirs(self.path, exist_ok=True)
+      probe = os.path.join(self.path, f".write_probe{os.getpid()}")
+      with open(probe, "w") as f:
+        f.write("")
+      os.remove(probe)
+    except OSError as e:
+      reason = e.strerror or type(e).__name__
+      raise ConfigError(f"--workdir={self.path}: cannot write there ({reason})") from None
+
+  def clear(self) -> None:
+    """Remove every result and checkpoint fedfrac wrote in ``workdir`` (only
+    those; refuses, naming them, when files of one's own are in the way)."""
+    written.remove(self.path)
+
+  def overwrite_labels(self, config, overwrite):
+    """``None`` (keep everything), ``"all"``, or the tuple of method labels whose
+    runs ``overwrite`` restarts (``True`` / ``"all"``: every method; a label, a
+    comma-separated string or a sequence of labels: those)."""
+    if overwrite is None or overwrite is False:
+      return None
+    if overwrite is True or overwrite == "all":
+      return "all"
+    names = overwrite.split(",") if isinstance(overwrite, str) else list(overwrite)
+    labels = tuple(dict.fromkeys(str(n).strip() for n in names if str(n).strip()))
+    known = list(dict.fromkeys(list(config.methods) + self.kept_labels()))
+    unknown = [l for l in labels if l not in known]
+    if not labels or unknown:
+      shown = unknown[0] if unknown else overwrite
+      raise ConfigError(f"--overwrite={shown}: no such method in the config or the "
+                        f"workdir (methods: {', '.join(known)}); give --overwrite alone "
+                        f"to start afresh")
+    running = config_base.method_labels(config)
+    idle = [l for l in labels if l not in running]
+    if idle:
+      raise ConfigError(
+          f"--overwrite={','.join(labels)}: this command does not run {', '.join(idle)} "
+          f"(it runs {', '.join(running)}), so its results would be deleted and not "
+          f"computed again; add {'it' if len(idle) == 1 else 'them'} to --config.only, or "
+          f"name only methods the command runs (nothing was deleted)")
+    return labels
+
+  def _rebuilt(self, config, new, restart, problem):
+    """``((shared, methods, rounds), note)``: a fingerprint rebuilt from the runs
+    kept in ``workdir`` (but those of ``restart``) when every one is bound to the
+    settings of ``new`` (this command's fingerprint; methods it does not run
+    keep their own entry), and the line saying so; ``(None, note)`` when no run
+    is kept. Otherwise raises
+    :class:`ConfigError` naming the runs that differ. ``problem``: what is wrong
+    with the file (``is missing``, ``failed verification (...)``)."""
+    kept = [k for k in self.kept_runs()
+            if k[0] not in restart and k[0].split("[", 1)[0] not in restart]
+    head = f"--workdir={self.path}: {FINGERPRINT_FILE} {problem}"
+    if not kept:
+      return None, f"{head} and no run is kept there; wrote it afresh for this config"
+    methods, unbound, differing = {}, [], {}
+    for label, seed, bound, where in kept:
+      base = label.split("[", 1)[0]
+      if bound is None:
+        unbound.append((base, where))
+        continue
+      entry = new["methods"].get(base, methods.get(base, bound["method"]))
+      diffs = binding_differences(bound, {"shared": new["shared"], "method": entry},
+                                         base)
+      if diffs:
+        differing.setdefault(base, diffs)
       else:
-        fix = (f"--overwrite={','.join(differing)} to restart only "
-               f"{'that method' if len(differing) == 1 else 'those methods'}")
-      raise ConfigError(f"--workdir={workdir} holds results of a different config "
-                        f"({shown}); use another --workdir, or {fix}")
-    # Methods keep the order they were first run in (a restarted one its place).
-    merged = {**old_methods, **new["methods"]}
-    new["methods"] = {k: merged[k] for k in list(all_old) + list(merged) if k in merged}
-  check_lengths(config, workdir, runs, skip=restart)
-  if check is not None:
-    check(restart)
-  if restart:
-    written.remove(workdir, restart)
-  written.register(workdir, files=[FINGERPRINT_FILE, "config.json"])
-  if note:
-    print(note, file=sys.stderr)
-  sealed.write(path, new, indent=2)
-  atomic_write(os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2))
+        methods.setdefault(base, entry)
+    if unbound or differing:
+      labels = list(dict.fromkeys([b for b, _ in unbound] + list(differing)))
+      if differing:
+        diffs = next(iter(differing.values()))
+        what = (f"the runs of {', '.join(differing)} kept there are of another config "
+                f"({shown_differences(diffs)})")
+      else:
+        what = (f"{unbound[0][1]} does not say which config it belongs to (written by an "
+                f"older fedfrac)")
+      rerun = [l for l in labels if l in config_base.method_labels(config)]
+      fix = (f"--overwrite={','.join(rerun)} to rerun "
+             f"{'that method' if len(rerun) == 1 else 'those methods'} (the others' "
+             f"results are kept), " if rerun and len(rerun) == len(labels) else "")
+      raise ConfigError(f"{head}, and {what}; give {fix}another --workdir, or --overwrite "
+                        f"to start afresh")
+    rounds = max([int(config.rounds)] + [self.stored_rounds(l, s)
+                                         for l, s, _, _ in kept])
+    order = list(dict.fromkeys(l.split("[", 1)[0] for l, _, _, _ in kept))
+    note = (f"{head}; rebuilt it from the {len(kept)} runs kept there, whose records and "
+            f"checkpoints match this config")
+    return (new["shared"], {l: methods[l] for l in order}, rounds), note
+
+  def check_lengths(self, config, runs, skip=()) -> None:
+    """Refuse (one line) when a run of ``runs`` [(label, seed)] already ran more
+    rounds than ``config.rounds`` (grid runs ``label[option=value]`` included)."""
+    for label, seed in runs:
+      if label in skip:
+        continue
+      names = [label] + [n for n in self.kept_labels() if n.startswith(label + "[")]
+      for name in names:
+        done = self.stored_rounds(name, seed)
+        if done > config.rounds:
+          raise ConfigError(
+              f"--workdir={self.path}: {name} seed {seed} already ran {done} rounds, more "
+              f"than config.rounds={config.rounds} (its first {config.rounds} are not a "
+              f"{config.rounds}-round run when anything depends on the length); give "
+              f"--config.rounds={done} to report it, another --workdir, or "
+              f"--overwrite={label} to run it again for {config.rounds} rounds")
+
+  def prepare(self, config, overwrite=False, runs=(), extra=None, check=None) -> None:
+    """Make ``workdir`` ready for ``config``, before any compute.
+
+    Checks it is writable; with ``overwrite`` (see :func:`overwrite_labels`)
+    clears earlier results of every method or of the named ones; otherwise
+    compares the stored fingerprint and raises :class:`ConfigError` (one line
+    naming the keys that differ) on a mismatch; refuses a run of ``runs``
+    [(label, seed)] that already ran more than ``config.rounds``, and calls
+    ``check(restarted labels)`` (more checks that may refuse). Only then does it
+    delete the restarted methods' files and store the merged fingerprint and the
+    resolved ``config.json``. ``extra``: see :func:`fingerprint`.
+    """
+    check_name(self.path)
+    self.check_writable()
+    mode = self.overwrite_labels(config, overwrite)
+    if mode == "all":
+      written.remove(self.path)
+    restart = () if mode in (None, "all") else mode
+    new = fingerprint(config, extra)
+    path = os.path.join(self.path, FINGERPRINT_FILE)
+    old, problem, note = None, None, None
+    if os.path.exists(path):
+      try:
+        old = _read_fingerprint(path)
+      except ValueError as e:
+        problem = str(e)
+    elif self.kept_runs():
+      problem = "is missing"
+    elif any(os.path.exists(os.path.join(self.path, item)) for item in written.RESULT_FILES):
+      raise ConfigError(f"--workdir={self.path} holds results without {FINGERPRINT_FILE} "
+                        f"(an unknown config); use another --workdir, or --overwrite to "
+                        f"start afresh")
+    if problem is not None:
+      old, note = self._rebuilt(config, new, restart, problem)
+    if old is not None:
+      old_shared, all_old, old_rounds = old
+      old_methods = {k: v for k, v in all_old.items() if k not in restart}
+      new["rounds"] = max(old_rounds, new["rounds"])
+      diffs = _differences(old_shared, new["shared"])
+      shared_differs = bool(diffs)
+      differing = []
+      for label, entry in new["methods"].items():
+        if label in old_methods and old_methods[label] != entry:
+          differing.append(label)
+          diffs += _differences(_flatten(old_methods[label]), _flatten(entry),
+                                f"methods.{label}.")
+      if diffs:
+        shown = "; ".join(diffs[:6]) + ("; ..." if len(diffs) > 6 else "")
+        if restart:
+          fix = (f"--overwrite to start afresh (--overwrite={','.join(restart)} keeps the "
+                 f"other methods' results, so what they share must not change)")
+        elif shared_differs:
+          fix = "--overwrite to start afresh"
+        else:
+          fix = (f"--overwrite={','.join(differing)} to restart only "
+                 f"{'that method' if len(differing) == 1 else 'those methods'}")
+        raise ConfigError(f"--workdir={self.path} holds results of a different config "
+                          f"({shown}); use another --workdir, or {fix}")
+      # Methods keep the order they were first run in (a restarted one its place).
+      merged = {**old_methods, **new["methods"]}
+      new["methods"] = {k: merged[k] for k in list(all_old) + list(merged) if k in merged}
+    self.check_lengths(config, runs, skip=restart)
+    if check is not None:
+      check(restart)
+    if restart:
+      written.remove(self.path, restart)
+    written.register(self.path, files=[FINGERPRINT_FILE, "config.json"])
+    if note:
+      print(note, file=sys.stderr)
+    sealed.write(path, new, indent=2)
+    atomic_write(os.path.join(self.path, "config.json"), config.to_json_best_effort(indent=2))
+
+  def can_rerun(self, config, label) -> bool:
+    """Whether ``config`` can run ``label`` again as the workdir ran it: the method
+    is in the config with the options the workdir's fingerprint stores."""
+    if label not in config.methods:
+      return False
+    try:
+      entry = sealed.read(os.path.join(self.path, FINGERPRINT_FILE))["methods"].get(label)
+    except (OSError, ValueError, KeyError, TypeError):
+      return False
+    return entry == method_fingerprint(config, label)
+
+  def stored_labels(self) -> list:
+    """Method labels in the workdir's fingerprint, in the order first run."""
+    try:
+      return list(sealed.read(os.path.join(self.path, FINGERPRINT_FILE), legacy=True)["methods"])
+    except (OSError, ValueError, KeyError, TypeError):
+      return []
+
+  def kept_labels(self) -> list:
+    """Labels of every run kept in ``workdir``: the fingerprint's methods in the
+    order first run, then any other kept label (e.g. ``run_many`` grid values,
+    ``fofedavg[alpha=0.5]``) in name order."""
+    labels = self.stored_labels()
+    runs = os.path.join(self.path, "runs")
+    extra = sorted(os.listdir(runs)) if os.path.isdir(runs) else []
+    return list(dict.fromkeys(labels + extra))
 
 
-def can_rerun(config, workdir, label) -> bool:
-  """Whether ``config`` can run ``label`` again as the workdir ran it: the method
-  is in the config with the options the workdir's fingerprint stores."""
-  if label not in config.methods:
-    return False
-  try:
-    entry = sealed.read(os.path.join(workdir, FINGERPRINT_FILE))["methods"].get(label)
-  except (OSError, ValueError, KeyError, TypeError):
-    return False
-  return entry == method_fingerprint(config, label)
+# Module functions of a workdir (and those of ``fedfrac.runner.stored``) became
+# Workdir methods: the old names keep working for one release, with a warning.
+MOVED = ("check_writable", "clear", "overwrite_labels", "check_lengths", "prepare",
+         "can_rerun", "stored_labels", "kept_labels", "load_records", "save_record")
+CONFIG_FIRST = ("overwrite_labels", "check_lengths", "prepare", "can_rerun")
 
 
-def stored_labels(workdir) -> list:
-  """Method labels in the workdir's fingerprint, in the order first run."""
-  try:
-    return list(sealed.read(os.path.join(workdir, FINGERPRINT_FILE), legacy=True)["methods"])
-  except (OSError, ValueError, KeyError, TypeError):
-    return []
+def moved(name, module="fedfrac.runner.workdir"):
+  """The old module function ``name(workdir, ...)`` (``name(config, workdir, ...)``)
+  as a call of :class:`Workdir`'s method, with a DeprecationWarning."""
+  shown = ("(config, workdir, ...)" if name in CONFIG_FIRST else "(workdir, ...)")
+  new = ("(config, ...)" if name in CONFIG_FIRST else "(...)")
+
+  def call(*args, **kwargs):
+    warnings.warn(f"{module}.{name}{shown} is deprecated: use "
+                  f"fedfrac.runner.workdir.Workdir(workdir).{name}{new}",
+                  DeprecationWarning, stacklevel=2)
+    if name in CONFIG_FIRST:
+      config, workdir, *rest = args
+      return getattr(Workdir(workdir), name)(config, *rest, **kwargs)
+    workdir, *rest = args
+    return getattr(Workdir(workdir), name)(*rest, **kwargs)
+  call.__name__ = name
+  return call
 
 
-def kept_labels(workdir) -> list:
-  """Labels of every run kept in ``workdir``: the fingerprint's methods in the
-  order first run, then any other kept label (e.g. ``run_many`` grid values,
-  ``fofedavg[alpha=0.5]``) in name order."""
-  labels = stored_labels(workdir)
-  runs = os.path.join(workdir, "runs")
-  extra = sorted(os.listdir(runs)) if os.path.isdir(runs) else []
-  return list(dict.fromkeys(labels + extra))
+def __getattr__(name):
+  if name in MOVED:
+    return moved(name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -94,18 +94,20 @@ def read_cell(workdir: str, label: str) -> Tuple[Optional[dict], str]:
   """``(cell, "")`` of a finished workdir, else ``(None, why not)``: every seed of
   its config.json needs a verified record of ``label`` with status ``ok`` that
   reached the config's rounds."""
-  from fedfrac.runner import sealed, stored
+  from fedfrac.runner import sealed
+  from fedfrac.runner.workdir import Workdir
   try:
     with open(os.path.join(workdir, "config.json")) as f:
       config = json.load(f)
   except (OSError, ValueError) as e:
     return None, f"no readable config.json ({e.__class__.__name__})"
   rounds = int(config["rounds"])
-  current = stored.binding(workdir, label)
+  kept = Workdir(workdir)
+  current = kept.binding(label)
   seeds = {}
   for seed in config["seeds"]:
     try:
-      rec = stored.read_record(workdir, label, int(seed), current)
+      rec = kept.read_record(label, int(seed), current)
     except FileNotFoundError:
       return None, f"seed {seed}: no record yet"
     except (OSError, sealed.Damaged) as e:
