@@ -28,8 +28,10 @@ from fedfrac.algorithms.local_training import LocalTraining
 from fedfrac.algorithms.tasks import Task
 from fedfrac.data.federated_data import FederatedData
 from fedfrac.models.base import Model
-from fedfrac.sim import attacks, churn, communication, devices, evaluate, execution
-from fedfrac.sim.client_rows import ClientRows, check_shard_client_state, rows_by_client
+from fedfrac.sim import (attacks, churn, communication, deadlines, devices, evaluate,
+                         execution)
+from fedfrac.sim.client_rows import (ClientRows, CohortRows, check_shard_client_state,
+                                     rows_by_client)
 from fedfrac.sim import precision as precision_lib
 from fedfrac.sim import round as round_lib
 from fedfrac.sim.state import INIT_TAG, EngineConfig, SimState, cohort_size, data_arrays
@@ -100,16 +102,30 @@ class Simulation:
     self.evaluation = evaluate.task_evaluation(task)
     self.attack = attacks.active_attack(config.attack, self.evaluation.classification)
     self.plan = round_lib.RoundPlan(
-        cohort=self.cohort, availability=config.availability,
-        cohort_perm=self._cohort_perm, attack=self.attack,
-        num_classes=data.num_classes, execute=self._execute, cohort_sizes=sizes,
-        system=config.system, cohort_data=self.client_rows is not None)
+        cohort=self.cohort, execute=self._execute, cohort_perm=self._cohort_perm,
+        cohort_sizes=sizes, stages=self.round_stages(config, data.num_classes))
     self._run_chunk_jit = jax.jit(self._run_chunk, static_argnums=(3,))
     self._compiled = {}
     self._evaluate_jit = jax.jit(self._evaluate)
     self._eval_params_jit = jax.jit(self._eval_params)
     self._eval_program = None
     self._comm = None
+
+  def round_stages(self, config: EngineConfig, num_classes: int) -> tuple:
+    """The stages of a round the config asks for (:mod:`fedfrac.sim.stages`),
+    in the order their hooks run; none for a plain run."""
+    stages = []
+    if config.availability is not None:
+      stages.append(churn.Churn(config.availability))
+    if config.system is not None:
+      stages.append(deadlines.Deadlines(config.system, self.algorithm.elastic,
+                                        self.algorithm.name))
+    attack = attacks.attack_stage(self.attack, num_classes)
+    if attack is not None:
+      stages.append(attack)
+    if self.client_rows is not None:
+      stages.append(CohortRows())
+    return tuple(stages)
 
   # ------------------------------------------------------------------ state
   def init(self, seed, data: Optional[FederatedData] = None) -> SimState:
