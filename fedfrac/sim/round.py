@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from fedfrac.algorithms.client_view import ClientView
+from fedfrac.algorithms.contract import server_update
 from fedfrac.sim import churn
 from fedfrac.sim.stages import Cohort, algorithm_stages
 from fedfrac.sim.state import AGGREGATE, AVAILABILITY, CLIENT, SAMPLE, SimState
@@ -150,13 +151,14 @@ def run_round(plan: RoundPlan, algorithm, arrays, state: SimState):
   mask = cohort.mask
   clients = scatter(state.clients, ids, new_states, mask)
   weights = arrays["client_size"][ids].astype(jnp.float32) * mask
-  out = algorithm.aggregate(state.server, clients, messages, weights, mask,
-                            jax.random.fold_in(key_t, AGGREGATE))
-  server, clients = out[0], out[1]
+  update = server_update(algorithm.aggregate(state.server, clients, messages, weights,
+                                             mask, jax.random.fold_in(key_t, AGGREGATE)),
+                         algorithm.name)
+  server, clients = update.server, update.clients
   for stage in stages:
     server, clients = stage.server((server, clients), (state.server, state.clients),
                                    cohort)
-  server_metrics = out[2] if len(out) > 2 else {}
+  server_metrics = dict(update.metrics)
   for stage in stages:
     server_metrics = {**server_metrics, **stage.server_metrics(client_metrics, weights,
                                                                mask)}
