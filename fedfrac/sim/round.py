@@ -106,32 +106,24 @@ def round_metrics(client_metrics, server_metrics, weights, mask, ids):
   return out
 
 
-def sample(plan: RoundPlan, stages, arrays, state: SimState, key_t):
-  """The round's availability ``[K]`` and its :class:`Cohort` after every
-  stage's ``availability`` and ``cohort`` hooks."""
-  available = state.available
-  for stage in stages:
-    available = stage.availability(available, jax.random.fold_in(key_t, AVAILABILITY),
-                                   state.round)
-  ids, mask = churn.sample_cohort(jax.random.fold_in(key_t, SAMPLE), available,
-                                  plan.cohort, plan.cohort_perm, plan.cohort_sizes)
-  client_key = jax.random.fold_in(key_t, CLIENT)
-  keys = jax.vmap(lambda i: jax.random.fold_in(client_key, i))(ids)
-  cohort = Cohort(ids, mask, mask, arrays["num_steps"][ids], keys, values={})
-  for stage in stages:
-    cohort = stage.cohort(cohort, arrays, state)
-  return available, cohort
-
-
 def run_round(plan: RoundPlan, algorithm, arrays, state: SimState):
   """One round: ``(next state, metrics)`` (the path in the module docstring)."""
   t = state.round
   key_t = jax.random.fold_in(state.key, t)
   stages = plan.stages + algorithm_stages(algorithm)
-  available, cohort = sample(plan, stages, arrays, state, key_t)
-  ids = cohort.ids
+  available = state.available
+  for stage in stages:
+    available = stage.availability(available, jax.random.fold_in(key_t, AVAILABILITY), t)
+  ids, mask = churn.sample_cohort(jax.random.fold_in(key_t, SAMPLE), available,
+                                  plan.cohort, plan.cohort_perm, plan.cohort_sizes)
+  anyone_sampled = jnp.any(mask)
+  client_key = jax.random.fold_in(key_t, CLIENT)
+  keys = jax.vmap(lambda i: jax.random.fold_in(client_key, i))(ids)
   payload = algorithm.broadcast(state.server)
   cohort_states = gather(state.clients, ids)
+  cohort = Cohort(ids, mask, arrays["num_steps"][ids], keys, values={})
+  for stage in stages:
+    cohort = stage.cohort(cohort, arrays, state)
   for stage in stages:
     arrays = stage.data(arrays, cohort)
   for stage in stages:
@@ -165,8 +157,8 @@ def run_round(plan: RoundPlan, algorithm, arrays, state: SimState):
   metrics = round_metrics(client_metrics, server_metrics, weights, mask, ids)
   # An empty cohort (every sampled slot unavailable) trains nobody: its masked
   # work is discarded, so it counts no executed steps.
-  metrics["executed_steps"] = jnp.where(jnp.any(cohort.sampled),
-                                        jnp.asarray(done, jnp.float32), 0.0)
+  metrics["executed_steps"] = jnp.where(anyone_sampled, jnp.asarray(done, jnp.float32),
+                                        0.0)
   for stage in stages:
     metrics.update(stage.metrics(cohort))
   return SimState(server, clients, available, state.key, t + 1,

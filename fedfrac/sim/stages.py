@@ -33,9 +33,8 @@ class Cohort(NamedTuple):
 
   Attributes:
     ids: ``[S]`` int32 client ids (S = the static cohort slots).
-    sampled: ``[S]`` bool, the slots that hold an available client (the
-      sampling mask, before any stage removes clients from the upload).
-    mask: ``[S]`` bool, the clients whose upload is aggregated.
+    mask: ``[S]`` bool, the clients whose upload is aggregated (after sampling:
+      the slots that hold an available client).
     num_steps: ``[S]`` local steps each client runs (0: it trains nothing).
     keys: ``[S, 2]`` the clients' round keys ``fold_in(fold_in(root_t, CLIENT), k)``.
     budget: ``None`` or ``[S]`` each client's step budget (``ClientView.step_budget``).
@@ -44,7 +43,6 @@ class Cohort(NamedTuple):
       one, keyed by the stage's name.
   """
   ids: jax.Array
-  sampled: jax.Array
   mask: jax.Array
   num_steps: jax.Array
   keys: jax.Array
