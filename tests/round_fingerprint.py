@@ -3,15 +3,16 @@ round leaves them bit for bit as they were.
 
 Usage (from a clone)::
 
-  python scripts/round_fingerprint.py save  /tmp/before.npz
-  python scripts/round_fingerprint.py check /tmp/before.npz
+  python -m tests.round_fingerprint save  /tmp/before.npz    # on the old code
+  python -m tests.round_fingerprint check /tmp/before.npz    # on the new code
 
 ``save`` runs every case (3 rounds each on a few digits clients; the sharded
 cases in a subprocess with the CPU split into two XLA devices) and stores every
 round metric and every leaf of the final state; ``check`` runs them again and
 compares each array with ``np.array_equal``, printing the cases that differ and
-exiting 1 if any does. About a minute on one CPU core; not part of the test
-suite (tests/sim/ covers the same features one by one).
+exiting 1 if any does. About 2 CPU-minutes (7 minutes of wall time on the
+shared 2-core machine), so it is not part of the test suite (the files of
+tests/sim/ test the same features one by one).
 """
 from __future__ import annotations
 
