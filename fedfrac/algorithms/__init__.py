@@ -19,7 +19,8 @@ mistake in what they return is named in one line (:class:`ContractError`, a
 """
 from __future__ import annotations
 
-from fedfrac.algorithms.contract import AlgorithmEntry, BuildContext, FedAlgorithm
+from fedfrac.algorithms.contract import (AlgorithmEntry, BuildContext, FedAlgorithm,
+                                         ServerUpdate)
 from fedfrac.algorithms.client_view import ClientView
 from fedfrac.algorithms.check import ContractError, check_algorithm
 from fedfrac.algorithms.local_training import LocalTraining, local_train

@@ -10,18 +10,19 @@ compiled —
 and checks what each function returns against the contract of
 :mod:`fedfrac.algorithms.contract`: ``init`` gives ``(server_state,
 client_states)`` with one row per client; ``client_update`` gives ``(message,
-client_state, metrics)`` with the client state unchanged in structure, shape
-and dtype and the metrics a dict; ``aggregate`` gives ``(server_state,
-client_states[, metrics])`` whose states match what ``init`` made (they are the
-``lax.scan`` carry of the rounds); ``eval_params`` gives parameters shaped like
-the model's and, for an algorithm without ``personalized=True``, independent
-of the client state (else every client would be evaluated with client 0's
-model). A mismatch raises :class:`ContractError` in one line naming the
-function, what it returned and what was expected, instead of an error from
-deep inside the engine (an ``IndexError`` in the cohort's vmap, ``KeyError: 0``
-after ``aggregate``, a scan-carry mismatch). The runner checks every algorithm
-registered with :func:`fedfrac.algorithms.register` this way before any
-method compiles; the built-in ones are covered by their tests.
+client_state, metrics)`` with the client state unchanged in structure, shape and
+dtype and the metrics a dict; ``aggregate`` gives a ``ServerUpdate(server_state,
+client_states, metrics)`` (the older 2- and 3-tuples warn) whose states match
+what ``init`` made (they are the ``lax.scan`` carry of the rounds);
+``eval_params`` gives parameters shaped like the model's and, for an algorithm
+without ``personalized=True``, independent of the client state (else every
+client would be evaluated with client 0's model). A mismatch raises
+:class:`ContractError` in one line naming the function, what it returned and
+what was expected, instead of an error from deep inside the engine (an
+``IndexError`` in the cohort's vmap, ``KeyError: 0`` after ``aggregate``, a
+scan-carry mismatch). The runner checks every algorithm registered with
+:func:`fedfrac.algorithms.register` this way before any method compiles; the
+built-in ones are covered by their tests.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedfrac._validation import ConfigError
-from fedfrac.algorithms.contract import BuildContext, FedAlgorithm
+from fedfrac.algorithms.contract import BuildContext, FedAlgorithm, ServerUpdate, server_update
 from fedfrac.algorithms.client_view import ClientView
 
 _MAX_TEXT = 240
@@ -204,19 +205,19 @@ def check_algorithm(algorithm: FedAlgorithm, ctx: BuildContext, data: Any,
                           f"{wrong} (the cohort_states it was given)")
   out = _traced(name, "aggregate(server_state, client_states, messages, weights, mask, "
                 "key)", algorithm.aggregate, server, clients, messages, weights, mask, key)
-  if not (isinstance(out, tuple) and len(out) in (2, 3)):
+  out = server_update(out, name)
+  if not isinstance(out, ServerUpdate):
     raise ContractError(f"algorithm {name!r}: aggregate returned {describe(out)}; "
-                        f"expected (server_state, client_states) or (server_state, "
-                        f"client_states, metrics)")
-  for position, got, expected in (("server_state", out[0], server),
-                                  ("client_states", out[1], clients)):
+                        f"expected ServerUpdate(server_state, client_states, metrics) "
+                        f"(fedfrac.algorithms.contract)")
+  for position, got, expected in (("server_state", out.server, server),
+                                  ("client_states", out.clients, clients)):
     wrong = difference(got, expected)
     if wrong:
       raise ContractError(f"algorithm {name!r}: aggregate returned a {position} {wrong} "
                           f"(what init made: the state carried from round to round "
                           f"keeps its structure, shapes and dtypes)")
-  if len(out) == 3:
-    _check_metrics(name, "aggregate", out[2], "third value")
+  _check_metrics(name, "aggregate", out.metrics, "ServerUpdate.metrics")
   if algorithm.cohort_metrics is not None:
     got = _traced(name, "cohort_metrics(client_metrics, weights, mask)",
                   algorithm.cohort_metrics, _stack(metrics, s), weights, mask)

@@ -12,7 +12,7 @@ An algorithm is a value, :class:`FedAlgorithm`, of pure functions:
   client_update(payload, client_state, client_view, key, round)
       -> (message, client_state, client_metrics)           # message = uplink
   aggregate(server_state, client_states, messages, weights, mask, key)
-      -> (server_state, client_states) or (server_state, client_states, metrics)
+      -> ServerUpdate(server, clients, metrics)            # metrics: server/<name>
   eval_params(server_state, client_state) -> params used to evaluate that client
 
 Two optional hooks (``None`` = not used):
@@ -47,7 +47,7 @@ with one line,
 registers with ``robust_aggregation=True`` (:class:`AlgorithmEntry`); the config's ``server``
 section then selects the mean, coordinate median, trimmed mean or (Multi-)Krum
 for it (the mean is the default and gives identical numbers). ``info`` holds
-server metrics to return as ``aggregate``'s third value.
+server metrics to return in ``ServerUpdate.metrics``.
 
 Adversarial clients (``config.attack``) are simulated by the engine, not by the
 algorithms: Byzantine clients' uploaded messages are transformed after
@@ -58,6 +58,7 @@ label-flipping clients see poisoned labels in ``ClientView.y``.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import jax
@@ -77,6 +78,42 @@ def star_communication(payload_bytes: ArrayLike, message_bytes: ArrayLike,
   its message. Returns ``(bytes_up, bytes_down)`` for the round."""
   return message_bytes * participants, payload_bytes * participants
 
+
+class ServerUpdate(NamedTuple):
+  """What ``aggregate`` returns, the one shape for every algorithm.
+
+  Attributes:
+    server: the new server state (the structure ``init`` made; part of the
+      scan carry).
+    clients: the new client states, leaves ``[K, ...]`` (the structure ``init``
+      made).
+    metrics: dict of round diagnostics, each recorded as ``server/<name>``
+      (scalars, or ``[S]`` per cohort slot); empty when there are none. A new
+      dict each call: never mutate the default.
+  """
+  server: Any
+  clients: Any
+  metrics: Mapping[str, Any] = {}
+
+
+def server_update(out: Any, name: str = "") -> Any:
+  """``aggregate``'s result ``out`` as a :class:`ServerUpdate`.
+
+  ``(server_state, client_states)`` and ``(server_state, client_states,
+  metrics)`` tuples, the shapes before :class:`ServerUpdate`, are accepted for
+  one release with a ``DeprecationWarning``; anything else is returned as it is
+  (the contract check, :mod:`fedfrac.algorithms.check`, names what is wrong).
+  """
+  if isinstance(out, ServerUpdate):
+    return out
+  if isinstance(out, tuple) and len(out) in (2, 3):
+    warnings.warn(
+        f"algorithm {name!r}: aggregate returned a tuple of {len(out)}; return "
+        "fedfrac.algorithms.contract.ServerUpdate(server_state, client_states, "
+        "metrics) instead (tuples are deprecated and stop working in the next release)",
+        DeprecationWarning, stacklevel=2)
+    return ServerUpdate(out[0], out[1], out[2] if len(out) == 3 else {})
+  return out
 
 
 class FedAlgorithm(NamedTuple):

@@ -73,7 +73,7 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     params = trees.tree_add(server_state["params"], trees.tree_scale(delta, server_lr))
     metrics = {"clip_fraction": info["clip_fraction"], "mean_norm": info["mean_norm"],
                "noise_std": info["noise_std"]}
-    return {"params": params}, client_states, metrics
+    return contract.ServerUpdate({"params": params}, client_states, metrics)
 
   host_metrics = None
   if not (is_traced(noise_multiplier) or is_traced(hp["delta"])):

@@ -154,8 +154,8 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     mean_delta, info = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
-    return ({"params": trees.tree_add(server_state["params"], mean_delta)}, client_states,
-            info)
+    return contract.ServerUpdate(
+        {"params": trees.tree_add(server_state["params"], mean_delta)}, client_states, info)
 
   host_metrics = None
   if not (is_traced(noise_multiplier) or is_traced(hp["delta"])):

@@ -57,8 +57,8 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
       # w ← w + η_g (Δ̄ + β v)   (Nesterov)
       step = trees.tree_add(mean_delta, trees.tree_scale(v, beta))
     params = trees.tree_add(server_state["params"], trees.tree_scale(step, server_lr))
-    return ({"params": params, "momentum": v}, client_states,
-            {"momentum_norm": trees.tree_norm(v)})
+    return contract.ServerUpdate({"params": params, "momentum": v}, client_states,
+                                 {"momentum_norm": trees.tree_norm(v)})
 
   return contract.FedAlgorithm("fedavgm", init, contract.broadcast_params,
                            client_update, aggregate, contract.eval_global_params)

@@ -80,7 +80,8 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     mean_delta = weighted_sum(messages, p)
     params = jax.tree.map(lambda w, d, hh: w + d - hh / alpha,
                           server_state["params"], mean_delta, h)
-    return {"params": params, "h": h}, client_states, {"h_norm": trees.tree_norm(h)}
+    return contract.ServerUpdate({"params": params, "h": h}, client_states,
+                                 {"h_norm": trees.tree_norm(h)})
 
   return contract.FedAlgorithm("feddyn", init, contract.broadcast_params,
                            client_update, aggregate, contract.eval_global_params)

@@ -191,8 +191,9 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     importance = jnp.where(jnp.sum(w) > 0,
                            jnp.einsum("s,sl->l", w, messages["importance"]) / total,
                            server_state["importance"])
-    return ({"params": jax.tree.unflatten(treedef, new), "importance": importance},
-            client_states, {"trained_tensor_fraction": jnp.mean(per_tensor > 0)})
+    return contract.ServerUpdate(
+        {"params": jax.tree.unflatten(treedef, new), "importance": importance},
+        client_states, {"trained_tensor_fraction": jnp.mean(per_tensor > 0)})
 
   return contract.FedAlgorithm("fedel", init, broadcast, client_update, aggregate,
                                lambda server_state, client_state: server_state["params"],

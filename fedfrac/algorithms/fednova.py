@@ -170,13 +170,14 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
                         messages["delta"])
     if not use_momentum:
       params = trees.tree_add(server_state["params"], step)
-      return {"params": params}, client_states, {"tau_eff": tau_eff}
+      return contract.ServerUpdate({"params": params}, client_states, {"tau_eff": tau_eff})
     lr = training.lr_schedule(server_state["round"])   # η_t
     # v ← β v + step/η_t;  w ← w + η_t v   (server momentum, authors' gmf)
     v = jax.tree.map(lambda m, s: beta * m + s / lr, server_state["momentum"], step)
     params = jax.tree.map(lambda w, m: w + lr * m, server_state["params"], v)
-    return ({"params": params, "momentum": v, "round": server_state["round"] + 1},
-            client_states, {"tau_eff": tau_eff, "momentum_norm": trees.tree_norm(v)})
+    return contract.ServerUpdate(
+        {"params": params, "momentum": v, "round": server_state["round"] + 1},
+        client_states, {"tau_eff": tau_eff, "momentum_norm": trees.tree_norm(v)})
 
   return contract.FedAlgorithm("fednova", init, contract.broadcast_params,
                            client_update, aggregate, contract.eval_global_params)

@@ -47,7 +47,8 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     mean_delta, _ = server.combine_deltas(messages, weights, mask, key, ctx.aggregator)
-    return {"params": trees.tree_add(server_state["params"], mean_delta)}, client_states
+    return contract.ServerUpdate(
+        {"params": trees.tree_add(server_state["params"], mean_delta)}, client_states)
 
   init = contract.init_global_model
   tx = server_opt.transformation(hp.get("server_optimizer"))

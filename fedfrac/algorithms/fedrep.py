@@ -55,7 +55,8 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 
   def aggregate(server_state, client_states, messages, weights, mask, key):
     del key
-    return {"extractor": agg.weighted_mean(messages, weights, mask)}, client_states
+    return contract.ServerUpdate({"extractor": agg.weighted_mean(messages, weights, mask)},
+                                 client_states)
 
   def eval_params(server_state, client_state):
     return {"extractor": server_state["extractor"], "head": client_state["head"]}

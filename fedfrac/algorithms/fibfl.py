@@ -106,7 +106,8 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     if gated:
       out = firma.gated_out(client_states["acc"], hp["tau"], server_state["order"])
       metrics["gated_out"] = out if gate_on is None else jnp.where(gate_on, out, 0.0)
-    return server_state, firma.mix_extractors(client_states, m), metrics
+    return contract.ServerUpdate(server_state, firma.mix_extractors(client_states, m),
+                                 metrics)
 
   def eval_params(server_state, client_state):
     del server_state

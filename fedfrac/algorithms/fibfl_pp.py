@@ -179,7 +179,7 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
                "ring_cost_before": server_state["ring_cost_before"],
                "ring_cost_after": server_state["ring_cost_after"],
                "ring_saving_pct": server_state["ring_saving_pct"]}
-    return {**server_state, "round": t + 1}, new_states, metrics
+    return contract.ServerUpdate({**server_state, "round": t + 1}, new_states, metrics)
 
   def eval_params(server_state, client_state):
     del server_state

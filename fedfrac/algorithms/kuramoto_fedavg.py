@@ -133,12 +133,13 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     }
     server = {"params": params, "round": server_state["round"] + 1}
     if base is not None:   # SCAFFOLD's server control variate c ← c + Σ q_k Δc_k
-      scaffold_state, client_states, scaffold_metrics = base.aggregate(
+      update = base.aggregate(
           {"params": server_state["params"], "c": server_state["c"]}, client_states,
           messages, weights, mask, key)
-      server["c"] = scaffold_state["c"]
-      metrics["control_norm"] = scaffold_metrics["control_norm"]
-    return server, client_states, metrics
+      client_states = update.clients
+      server["c"] = update.server["c"]
+      metrics["control_norm"] = update.metrics["control_norm"]
+    return contract.ServerUpdate(server, client_states, metrics)
 
   return contract.FedAlgorithm("kuramoto_fedavg", init, broadcast,
                            client_update, aggregate, contract.eval_global_params)

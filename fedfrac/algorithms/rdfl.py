@@ -70,8 +70,8 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
                                         order=server_state["order"])
     # RDFL shares the whole model (no private head).
     params = ring.apply_mixing(m, client_states["params"])
-    return (server_state, {**client_states, "params": params},
-            {"spectral_gap": firma.spectral_gap(m)})
+    return contract.ServerUpdate(server_state, {**client_states, "params": params},
+                                 {"spectral_gap": firma.spectral_gap(m)})
 
   def eval_params(server_state, client_state):
     del server_state

@@ -221,8 +221,8 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     params = trees.tree_add(server_state["params"], trees.tree_scale(mean_delta,
                                                                      server_lr))
     c = trees.tree_add(server_state["c"], weighted_sum(messages["delta_c"], q))
-    return ({"params": params, "c": c}, client_states,
-            {"control_norm": trees.tree_norm(c)})
+    return contract.ServerUpdate({"params": params, "c": c}, client_states,
+                                 {"control_norm": trees.tree_norm(c)})
 
   return contract.FedAlgorithm("scaffold", init, broadcast, client_update, aggregate,
                            contract.eval_global_params)

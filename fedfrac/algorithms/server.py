@@ -34,7 +34,7 @@ import math
 
 import jax
 
-from fedfrac.algorithms import trees
+from fedfrac.algorithms import contract, trees
 from fedfrac.ops import aggregate as agg
 
 AGGREGATORS = ("mean", "median", "trimmed_mean", "krum", "multi_krum")
@@ -139,5 +139,5 @@ def global_delta_aggregate(spec: AggregatorSpec | None, server_lr):
   def aggregate(server_state, client_states, messages, weights, mask, key):
     delta, info = combine_deltas(messages, weights, mask, key, spec)
     params = trees.tree_add(server_state["params"], trees.tree_scale(delta, server_lr))
-    return {"params": params}, client_states, info
+    return contract.ServerUpdate({"params": params}, client_states, info)
   return aggregate

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedfrac.algorithms import server, trees
+from fedfrac.algorithms import contract, server, trees
 
 # optax optimizers usable by name (each takes the learning rate first).
 NAMES = ("sgd", "adam", "adamw", "adagrad", "adabelief", "adamax", "amsgrad", "lamb",
@@ -186,8 +186,8 @@ def aggregate_with(tx: optax.GradientTransformation, spec=None):
     updates, opt_state = tx.update(pseudo_grad, server_state["opt_state"],
                                    server_state["params"])
     params = optax.apply_updates(server_state["params"], updates)
-    return ({"params": params, "opt_state": opt_state}, client_states,
-            {**info, "server_step_norm": trees.tree_norm(updates)})
+    return contract.ServerUpdate({"params": params, "opt_state": opt_state}, client_states,
+                                 {**info, "server_step_norm": trees.tree_norm(updates)})
   return aggregate
 
 

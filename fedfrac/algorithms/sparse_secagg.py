@@ -182,7 +182,7 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
     flat_params, unravel = ravel_pytree(server_state["params"])
     total = unmask_sum(messages, flat_params.shape[0], frac_bits)
     params = trees.tree_add(server_state["params"], unravel(server_lr * total))
-    return {"params": params, "pair_seed": key}, client_states
+    return contract.ServerUpdate({"params": params, "pair_seed": key}, client_states)
 
   def eval_params(server_state, client_state):
     del client_state

@@ -2,11 +2,17 @@
 
 * :mod:`~fedfrac.sim.state`: :class:`SimState` (scan carry), :class:`EngineConfig`,
   key tags, data arrays.
-* :mod:`~fedfrac.sim.churn`: client availability and cohort sampling.
-* :mod:`~fedfrac.sim.attacks`: Byzantine clients (:class:`AttackConfig`).
+* :mod:`~fedfrac.sim.round`: one round, FedAvg's path.
+* :mod:`~fedfrac.sim.stages`: the stage contract (what composes around the path)
+  and the algorithm's cohort hooks.
+* :mod:`~fedfrac.sim.churn`: client availability (a stage) and cohort sampling.
+* :mod:`~fedfrac.sim.deadlines`: client speeds and round deadlines (a stage).
+* :mod:`~fedfrac.sim.attacks`: Byzantine clients (:class:`AttackConfig`; stages).
+* :mod:`~fedfrac.sim.client_rows`: client state and rows sharded by client.
+* :mod:`~fedfrac.sim.placement`: where arrays live and how the cohort runs,
+  chosen once (single device | sharded cohort | sharded rows).
 * :mod:`~fedfrac.sim.execution`: vmap | map | step buckets | shard_map.
 * :mod:`~fedfrac.sim.devices`: CPU device count, client mesh.
-* :mod:`~fedfrac.sim.round`: one round.
 * :mod:`~fedfrac.sim.evaluate`: test metrics per task kind.
 * :mod:`~fedfrac.sim.communication`: bytes per client.
 * :mod:`~fedfrac.sim.simulation`: :class:`Simulation`.

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from fedfrac.ops import attacks as attacks_lib
+from fedfrac.sim.stages import Cohort, Stage
 
 ATTACKS = ("none", "sign_flip", "gaussian", "scaled", "label_flip")
 MESSAGE_ATTACKS = ("sign_flip", "gaussian", "scaled")
@@ -100,23 +101,58 @@ def attack_message(message, attack: AttackConfig, byzantine, key):
 
 def cohort_poisoned_labels(arrays, ids, byzantine, num_classes):
   """Train labels ``[N]`` with every row owned by a label-flipping client of the
-  cohort flipped (the shared ``y`` of ``prepare_cohort``'s views; partitions
-  give each row to one client)."""
+  cohort flipped (y -> C − 1 − y). Partitions give each row to one client and a
+  client's index row is padded with its own first row, so a Byzantine client
+  reads only flipped labels and an honest one only its own, clean labels."""
   rows = arrays["client_index"][ids]                                # [S, n_max]
   owned = jnp.broadcast_to(byzantine[:, None], rows.shape).astype(jnp.int32)
   hit = jnp.zeros(arrays["y"].shape, jnp.int32).at[rows].max(owned) > 0
   return jnp.where(hit, attacks_lib.label_flip(arrays["y"], num_classes), arrays["y"])
 
 
-def flipped_labels(attack, y, num_classes):
-  """All train labels flipped when ``attack`` is label flipping, else None."""
-  if attack is not None and attack.kind == "label_flip":
-    return attacks_lib.label_flip(y, num_classes)
-  return None
+class Byzantine(Stage):
+  """Byzantine clients as a stage of the round: the cohort's flags (from
+  ``SimState.byzantine``, fixed per seed) and their count in the round metrics.
+  The two kinds of attack are the two subclasses below."""
+
+  def __init__(self, attack: AttackConfig):
+    self.attack = attack
+
+  def cohort(self, cohort: Cohort, arrays, state) -> Cohort:
+    return cohort._replace(byzantine=state.byzantine[cohort.ids])
+
+  def metrics(self, cohort: Cohort) -> dict:
+    return {"clients/byzantine": cohort.byzantine,
+            "byzantine_clients": jnp.sum((cohort.byzantine & cohort.mask)
+                                         .astype(jnp.float32))}
 
 
-def attacked_output(attack, out, byzantine, key):
-  """``client_update``'s output with the message attacked (message attacks)."""
-  if attack is not None and attack.kind in MESSAGE_ATTACKS:
-    return (attack_message(out[0], attack, byzantine, key),) + tuple(out[1:])
-  return out
+class MessageAttack(Byzantine):
+  """``sign_flip``, ``gaussian``, ``scaled``: a Byzantine client's uploaded
+  message is transformed after its ``client_update`` (:func:`attack_message`)."""
+
+  def client(self, out, byzantine, key):
+    return (attack_message(out[0], self.attack, byzantine, key),) + tuple(out[1:])
+
+
+class LabelFlip(Byzantine):
+  """``label_flip``: the cohort's Byzantine clients train on labels C − 1 − y,
+  flipped once per round in the shared train labels (:func:`cohort_poisoned_labels`),
+  which the cohort hook (``prepare_cohort``) and ``client_update`` both read."""
+
+  def __init__(self, attack: AttackConfig, num_classes: int):
+    super().__init__(attack)
+    self.num_classes = num_classes
+
+  def data(self, arrays, cohort: Cohort):
+    y = cohort_poisoned_labels(arrays, cohort.ids, cohort.byzantine, self.num_classes)
+    return {**arrays, "y": y}
+
+
+def attack_stage(attack: Optional[AttackConfig], num_classes: int):
+  """The stage of an active attack (:func:`active_attack`), ``None`` without one."""
+  if attack is None:
+    return None
+  if attack.kind == "label_flip":
+    return LabelFlip(attack, num_classes)
+  return MessageAttack(attack)

@@ -36,7 +36,7 @@ class BatchedSimulation:
   """
 
   def __init__(self, sim: Simulation, run_data, run_hps=None):
-    if sim.client_rows is not None:
+    if not sim.placement.batchable:
       raise ValueError("engine.shard_client_state=True: batched runs (several seeds "
                        "or options vmapped into one program) keep their client state "
                        "replicated; allowed value here is False")

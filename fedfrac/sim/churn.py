@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedfrac.sim.stages import Stage
+
 
 def check_availability(availability, num_clients):
   """Raise unless each rate is a scalar or one rate per client."""
@@ -93,3 +95,15 @@ def next_availability(availability, available, key, t):
   u = jax.random.uniform(key, available.shape)
   stay = jnp.where(available, u >= p_leave, u < p_join)
   return jnp.where(t == 0, available, stay)
+
+
+class Churn(Stage):
+  """Client availability as a stage of the round: before sampling, each
+  client's two-state Markov chain with rates ``availability = (p_leave,
+  p_join)`` moves one step (:func:`next_availability`)."""
+
+  def __init__(self, availability):
+    self.availability_rates = availability
+
+  def availability(self, available, key, t):
+    return next_availability(self.availability_rates, available, key, t)

@@ -32,6 +32,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from fedfrac.sim.devices import CLIENT_AXIS
+from fedfrac.sim.stages import Stage
 from fedfrac.sim.state import SimState
 
 # Arrays of :func:`fedfrac.sim.state.data_arrays` with one row per client.
@@ -196,3 +197,15 @@ class ClientRows:
         out[name] = jax.lax.with_sharding_constraint(out[name][:self.num_clients],
                                                      self.rows)
     return out
+
+
+class CohortRows(Stage):
+  """The cohort's train rows gathered before its clients run
+  (``engine.shard_client_state``): each device gathers the rows it holds, and
+  the ``[S, n_max, ...]`` cohort rows then go to the devices that train them;
+  each client's view reads its own rows (index ``0..n_max-1``) instead of the
+  shared ``x``, which stays sharded by row."""
+
+  def rows(self, arrays, index, rows):
+    rows = (arrays["x"][index], arrays["y"][index])
+    return jnp.broadcast_to(jnp.arange(index.shape[1], dtype=index.dtype), index.shape), rows

@@ -28,8 +28,8 @@ from fedfrac.algorithms.local_training import LocalTraining
 from fedfrac.algorithms.tasks import Task
 from fedfrac.data.federated_data import FederatedData
 from fedfrac.models.base import Model
-from fedfrac.sim import attacks, churn, communication, devices, evaluate, execution
-from fedfrac.sim.client_rows import ClientRows, check_shard_client_state, rows_by_client
+from fedfrac.sim import attacks, churn, communication, deadlines, evaluate, execution
+from fedfrac.sim import placement as placement_lib
 from fedfrac.sim import precision as precision_lib
 from fedfrac.sim import round as round_lib
 from fedfrac.sim.state import INIT_TAG, EngineConfig, SimState, cohort_size, data_arrays
@@ -68,30 +68,13 @@ class Simulation:
           np.random.default_rng(config.cohort_permutation_seed).permutation(self.cohort))
     self.parallelism = execution.resolve_parallelism(config.client_parallelism, model)
     precision_lib.check_matmul_precision(config.matmul_precision)
-    shard = config.shard_clients
-    devices.check_shard_clients(shard)
-    if shard == "auto":
-      shard = jax.device_count() > 1
-    self.mesh = devices.client_mesh() if shard else None
-    self.num_shards = 1 if self.mesh is None else self.mesh.devices.size
+    host = data_arrays(data, training)
+    self.placement = placement_lib.choose_placement(
+        config.shard_clients, config.shard_client_state, host)
     self.step_buckets = execution.choose_step_buckets(
         config.step_buckets, self.parallelism, training, self.num_steps,
         -(-self.cohort // self.num_shards))
-    check_shard_client_state(config.shard_client_state, config.shard_clients)
-    # engine.shard_client_state: per-client state and data sharded by client
-    # over the mesh (fedfrac.sim.client_rows); without a mesh (shard_clients="auto"
-    # on one device) there is nothing to shard.
-    self.client_rows = None
-    if config.shard_client_state and self.mesh is not None:
-      host = rows_by_client(data_arrays(data, training), self.num_shards)
-      self.client_rows = ClientRows(self.mesh, self.num_clients, host["x"].shape[0])
-      self.arrays = self.client_rows.place_arrays(host)
-    elif self.mesh is not None:
-      # Data and state live replicated on every device of the mesh (on several
-      # hosts: global arrays built from each process's identical copy).
-      self.arrays = self.replicate(data_arrays(data, training))
-    else:
-      self.arrays = {k: jnp.asarray(v) for k, v in data_arrays(data, training).items()}
+    self.arrays = self.placement.place_arrays(host)
     churn.check_availability(config.availability, self.num_clients)
     churn.check_cohort_rule(config.cohort_rule)
     sizes = None
@@ -100,16 +83,44 @@ class Simulation:
     self.evaluation = evaluate.task_evaluation(task)
     self.attack = attacks.active_attack(config.attack, self.evaluation.classification)
     self.plan = round_lib.RoundPlan(
-        cohort=self.cohort, availability=config.availability,
-        cohort_perm=self._cohort_perm, attack=self.attack,
-        num_classes=data.num_classes, execute=self._execute, cohort_sizes=sizes,
-        system=config.system, cohort_data=self.client_rows is not None)
+        cohort=self.cohort, execute=self._execute, cohort_perm=self._cohort_perm,
+        cohort_sizes=sizes, stages=self.round_stages(config, data.num_classes))
     self._run_chunk_jit = jax.jit(self._run_chunk, static_argnums=(3,))
     self._compiled = {}
     self._evaluate_jit = jax.jit(self._evaluate)
     self._eval_params_jit = jax.jit(self._eval_params)
     self._eval_program = None
     self._comm = None
+
+  @property
+  def mesh(self):
+    """The ``clients`` device mesh (``None`` on one device)."""
+    return self.placement.mesh
+
+  @property
+  def num_shards(self) -> int:
+    """Devices the cohort is split over."""
+    return self.placement.num_shards
+
+  @property
+  def client_rows(self):
+    """The :class:`~fedfrac.sim.client_rows.ClientRows` of a state sharded by
+    client (``engine.shard_client_state``), else ``None``."""
+    return self.placement.client_rows
+
+  def round_stages(self, config: EngineConfig, num_classes: int) -> tuple:
+    """The stages of a round the config asks for (:mod:`fedfrac.sim.stages`),
+    in the order their hooks run; none for a plain run."""
+    stages = []
+    if config.availability is not None:
+      stages.append(churn.Churn(config.availability))
+    if config.system is not None:
+      stages.append(deadlines.Deadlines(config.system, self.algorithm.elastic,
+                                        self.algorithm.name))
+    attack = attacks.attack_stage(self.attack, num_classes)
+    if attack is not None:
+      stages.append(attack)
+    return tuple(stages) + self.placement.stages()
 
   # ------------------------------------------------------------------ state
   def init(self, seed, data: Optional[FederatedData] = None) -> SimState:
@@ -133,24 +144,19 @@ class Simulation:
 
   def replicate(self, tree):
     """Place ``tree`` replicated over the client mesh (identity without one)."""
-    return devices.replicate(self.mesh, tree)
+    return self.placement.replicate(tree)
 
   def place_state(self, state: SimState) -> SimState:
     """Place a state with K client rows (e.g. restored from a checkpoint) as
     this simulation's compiled functions take it: replicated over the mesh, or
     with ``shard_client_state`` padded to a multiple of the device count and
-    sharded by client (:class:`fedfrac.sim.client_rows.ClientRows`)."""
-    if self.client_rows is not None:
-      return self.client_rows.place_state(state)
-    return self.replicate(state)
+    sharded by client (:mod:`fedfrac.sim.placement`)."""
+    return self.placement.place_state(state)
 
   def host_state(self, state: SimState) -> SimState:
     """``state`` as host NumPy arrays with K client rows, whatever the placement
     (what a checkpoint stores; :meth:`place_state` places it back)."""
-    if self.client_rows is not None:
-      return self.client_rows.host_state(state)
-    from fedfrac.sim import distributed
-    return distributed.to_host(state)
+    return self.placement.host_state(state)
 
   # ------------------------------------------------------------------ rounds
   def _algorithm_for(self, hp):
@@ -165,13 +171,7 @@ class Simulation:
     def local(payload, arrays, t, args):
       return execution.run_local(make_one(payload, arrays, t), args, self.parallelism,
                                  self.step_buckets, self.training)
-    if self.mesh is None:
-      return local(payload, arrays, t, args)
-    if self.client_rows is not None:
-      # The cohort's data rows travel in ``args``; the sharded data arrays stay
-      # where they are instead of being replicated into every device's share.
-      arrays = {}
-    return execution.run_sharded(local, self.mesh, payload, arrays, t, args)
+    return self.placement.execute(local, payload, arrays, t, args)
 
   def run_round(self, algorithm, arrays, state: SimState):
     """One round of ``algorithm`` on ``arrays`` (traceable; for custom scans):
@@ -185,19 +185,9 @@ class Simulation:
 
   def _run_chunk_traced(self, arrays, state, hp, num_rounds):
     algorithm = self._algorithm_for(hp)
-    rows = self.client_rows
-    if rows is None:
-      step = functools.partial(round_lib.run_round, self.plan, algorithm, arrays)
-      return jax.lax.scan(lambda s, _: step(s), state, None, length=num_rounds)
-    # Sharded client state: K rows inside (padding cut off), the carry pinned to
-    # the row sharding after every round, padded back for the caller.
-    arrays, state = rows.unpad_arrays(arrays), rows.unpad_state(state)
-
-    def body(s, _):
-      s, metrics = round_lib.run_round(self.plan, algorithm, arrays, s)
-      return rows.constrain_state(s), metrics
-    state, metrics = jax.lax.scan(body, state, None, length=num_rounds)
-    return rows.pad_state(state), metrics
+    return self.placement.scan_rounds(
+        functools.partial(round_lib.run_round, self.plan, algorithm), arrays, state,
+        num_rounds)
 
   def compile(self, num_rounds: int, state: Optional[SimState] = None) -> float:
     """Compile the chunk of ``num_rounds`` rounds ahead of time; returns seconds
@@ -206,10 +196,7 @@ class Simulation:
     if num_rounds in self._compiled:
       return 0.0
     if state is None:
-      state = jax.eval_shape(self.init, 0)
-      if self.client_rows is not None:
-        state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                             state, self.client_rows.state_shardings(state))
+      state = self.placement.abstract_state(jax.eval_shape(self.init, 0))
     t0 = time.perf_counter()
     self._compiled[num_rounds] = self._run_chunk_jit.lower(
         self.arrays, state, None, num_rounds).compile()
@@ -232,9 +219,7 @@ class Simulation:
       return self._evaluate_traced(arrays, state, hp)
 
   def _evaluate_traced(self, arrays, state, hp=None):
-    if self.client_rows is not None:
-      arrays = self.client_rows.unpad_arrays(arrays)
-      state = self.client_rows.unpad_state(state)
+    arrays, state = self.placement.unpadded(arrays, state)
     return evaluate.evaluate(self._algorithm_for(hp), self.model, self.task, arrays,
                              state, self.config.eval_batch_size)
 
@@ -262,7 +247,7 @@ class Simulation:
     own), then their metrics, one program shared by every simulation in the
     process whose evaluated parameters have the same structure
     (:func:`fedfrac.sim.evaluate.shared_program`)."""
-    if self.client_rows is not None:   # rows sharded by client: one program of its own
+    if not self.placement.shared_evaluation:   # a program of its own
       return self._evaluate_jit(self.arrays, state)
     params = self._eval_params_jit(state)
     if self._eval_program is None:

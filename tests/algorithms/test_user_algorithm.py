@@ -8,6 +8,7 @@ import types
 
 import jax
 import ml_collections
+import numpy as np
 import pytest
 
 import fedfrac as ff
@@ -30,7 +31,8 @@ def build_mean_of_deltas(ctx, hp):
 
   def aggregate(server, clients, deltas, weights, mask, key):
     mean = ff.ops.weighted_mean(deltas, weights, mask)
-    return {"params": jax.tree.map(lambda p, d: p + d, server["params"], mean)}, clients
+    return contract.ServerUpdate(
+        {"params": jax.tree.map(lambda p, d: p + d, server["params"], mean)}, clients)
 
   return contract.FedAlgorithm("mean_of_deltas", contract.init_global_model,
                                contract.broadcast_params, client_update, aggregate,
@@ -90,8 +92,9 @@ def _broken(kind):
       return good._replace(aggregate=lambda *a: good.aggregate(*a)[0])
     if kind == "server_state":       # changes the carried state's structure
       def aggregate(*a):
-        server, clients = good.aggregate(*a)
-        return {"params": server["params"], "step": 0.0}, clients
+        update = good.aggregate(*a)
+        return contract.ServerUpdate({"params": update.server["params"], "step": 0.0},
+                                     update.clients)
       return good._replace(aggregate=aggregate)
     if kind == "init":               # client state without a row per client
       def init(key, params0, num_clients, info):
@@ -104,8 +107,8 @@ def _broken(kind):
 @pytest.mark.parametrize("kind,match", [
     ("client_update", r"client_update returned a tuple of 2 .*expected \(message, "
                       r"client_state, metrics\)"),
-    ("aggregate", r"aggregate returned \{params: .*expected \(server_state, "
-                  r"client_states\)"),
+    ("aggregate", r"aggregate returned \{params: .*expected ServerUpdate\(server_state, "
+                  r"client_states, metrics\)"),
     ("server_state", r"aggregate returned a server_state \{params: .*step: float32\[\]\} "
                      r"where \{params: .*\} was expected"),
     ("init", r"init returned client_states with float32\[\] at \['count'\]; expected a "
@@ -119,6 +122,29 @@ def test_contract_mistakes_are_named_before_compiling(kind, match):
     _check(_config("broken"))
   assert str(info.value).startswith("config.methods.mine: algorithm 'broken': ")
   assert "\n" not in str(info.value)
+
+
+def test_aggregate_returning_the_old_tuples_warns_and_runs_the_same():
+  """``(server_state, client_states)`` and the 3-tuple with metrics, the shapes
+  before ServerUpdate, still run for one release, with a DeprecationWarning,
+  and give the numbers of the same algorithm returning a ServerUpdate."""
+  def as_tuple(ctx, hp):
+    good = build_mean_of_deltas(ctx, hp)
+    return good._replace(aggregate=lambda *a: tuple(good.aggregate(*a))[:2])
+
+  def as_triple(ctx, hp):
+    good = build_mean_of_deltas(ctx, hp)
+    return good._replace(aggregate=lambda *a: (*tuple(good.aggregate(*a))[:2],
+                                               {"seen": a[4].sum()}))
+  new = ff.run(_config("mean_of_deltas"), algorithms={"mean_of_deltas": build_mean_of_deltas})
+  for build in (as_tuple, as_triple):
+    with pytest.warns(DeprecationWarning, match=r"aggregate returned a tuple of [23]; "
+                                                r"return .*ServerUpdate"):
+      old = ff.run(_config("old"), algorithms={"old": build})
+    for a, b in zip(jax.tree.leaves(old.final_params("mine")),
+                    jax.tree.leaves(new.final_params("mine"))):
+      np.testing.assert_array_equal(a, b)
+  assert "server/seen" in old.round_rows[0]
 
 
 def test_a_function_that_raises_while_traced_is_named():
@@ -198,7 +224,8 @@ def _own_heads(personalized):
 
     def aggregate(server, cs, deltas, weights, mask, key):
       mean = ff.ops.weighted_mean(deltas, weights, mask)
-      return {"extractor": jax.tree.map(lambda p, d: p + d, server["extractor"], mean)}, cs
+      return contract.ServerUpdate(
+          {"extractor": jax.tree.map(lambda p, d: p + d, server["extractor"], mean)}, cs)
 
     return contract.FedAlgorithm(
         "own_heads", init, lambda server: server["extractor"], client_update, aggregate,
