@@ -15,7 +15,7 @@ from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.chunked import (build_data, data_seed, slice_run, to_host, chunk_loop,
                                     use_compile_cache)
 from fedfrac.runner.records import Results, final_params, stop_target
-from fedfrac.runner.validate import check_seeds
+from fedfrac.runner.schema import check_seeds
 from fedfrac.sim.batched import BatchedSimulation
 
 
