@@ -21,8 +21,8 @@ from fedfrac._validation import (ConfigError, check, fail, get, int_at_least,  #
 from fedfrac.config_base import (METHOD_SECTIONS, aggregator_spec,  # noqa: F401
                                  aggregator_spec_of, attack_config, base_config,
                                  check_key, client_config, config_section, files_source,
-                                 method_labels, method_options, schema, section_config,
-                                 server_config, sibling_config)
+                                 import_config_file, method_labels, method_options,
+                                 schema, section_config, server_config, sibling_config)
 
 
 def validate(config) -> None:

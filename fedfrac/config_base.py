@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import sys
+import warnings
 
 import ml_collections
 
@@ -19,16 +21,58 @@ from fedfrac.algorithms import server as server_lib
 from fedfrac.config_schema import Section
 
 
-def sibling_config(config_file, name):
-  """Import the config module ``name`` that sits beside ``config_file`` (pass
-  ``__file__``), so one config file can build on another: config files are loaded
-  by path (``--config=configs/x/y.py``), not imported as a package."""
-  path = os.path.join(os.path.dirname(os.path.abspath(config_file)), name)
-  label = os.path.relpath(path).replace(os.sep, "_").replace(".", "_")
-  spec = importlib.util.spec_from_file_location(f"fedfrac_config_{label}", path)
+def import_config_file(path):
+  """Import the config file ``path`` afresh and return the module (its
+  ``get_config()`` builds the config).
+
+  A file inside a package, every folder from it up to the top holding an
+  ``__init__.py`` (``configs/firma/digits.py``), is imported under its dotted
+  name (``configs.firma.digits``) with its top package importable from where it
+  lies, so config files reuse each other with ordinary imports (``from
+  configs.firma import digits``) whatever the working directory."""
+  path = os.path.abspath(path)
+  parts = [os.path.splitext(os.path.basename(path))[0]]
+  folder = os.path.dirname(path)
+  while os.path.isfile(os.path.join(folder, "__init__.py")):
+    parts.insert(0, os.path.basename(folder))
+    folder = os.path.dirname(folder)
+  if len(parts) > 1:
+    import_package(parts[0], os.path.join(folder, parts[0]))
+    name = ".".join(parts)
+  else:
+    label = os.path.relpath(path).replace(os.sep, "_").replace(".", "_")
+    name = f"fedfrac_config_{label}"
+  spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
+
+
+def import_package(name, folder):
+  """Make the package in ``folder`` importable as ``name`` (its sub-packages and
+  modules then import as usual), unless ``name`` already is that package."""
+  known = sys.modules.get(name)
+  target = os.path.realpath(folder)
+  if known is not None and target in map(os.path.realpath, getattr(known, "__path__", ())):
+    return known
+  spec = importlib.util.spec_from_file_location(
+      name, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder])
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[name] = module
+  spec.loader.exec_module(module)
+  return module
+
+
+def sibling_config(config_file, name):
+  """Deprecated: import the sibling as a module (``from configs.bev import base``;
+  ``configs/`` is a package). The config module ``name`` beside ``config_file``
+  (pass ``__file__``), loaded by :func:`import_config_file`."""
+  warnings.warn("fedfrac.config.sibling_config is deprecated: configs/ is a package, "
+                "import the sibling config (from configs.<folder> import <name>), or "
+                "load a file with fedfrac.config_base.import_config_file",
+                DeprecationWarning, stacklevel=2)
+  return import_config_file(os.path.join(os.path.dirname(os.path.abspath(config_file)),
+                                         name))
 
 
 @functools.lru_cache(maxsize=None)

@@ -23,6 +23,7 @@ from typing import Optional
 import ml_collections
 
 from fedfrac._validation import ConfigError
+from fedfrac.config_base import import_config_file
 from fedfrac.config_keys import check_keys
 
 # ConfigDict's message for a value of the wrong type set on an existing field.
@@ -72,9 +73,8 @@ def load_module(path: str, spec: str):
   if not path.endswith(".py"):
     raise ConfigError(f"{lead}: not a Python file; a config file is a .py file with a "
                       f"get_config() function")
-  from fedfrac.config_base import sibling_config
   try:
-    return sibling_config(os.path.abspath(path), os.path.basename(path))
+    return import_config_file(path)
   except SyntaxError as e:
     raise ConfigError(f"{lead}: cannot load the config file (SyntaxError: {e.msg}, "
                       f"line {e.lineno})") from e

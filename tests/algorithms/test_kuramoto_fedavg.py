@@ -326,7 +326,7 @@ def test_scaffold_clients_with_kappa_zero_are_scaffold_and_sync_moves_them():
 
 
 def _config_module(name):
-  return config_lib.sibling_config(os.path.join(CONFIG_DIR, "x.py"), name)
+  return config_lib.import_config_file(os.path.join(CONFIG_DIR, name))
 
 
 @pytest.mark.parametrize("name, kind", [("mnist.py", "grey"), ("fashion_mnist.py", "grey"),
