@@ -55,6 +55,7 @@ def parse(arg: Optional[str], fields: Mapping[str, Any],
     value = _value(name, text, fields[name], fields, choices)
     if name in choices and value not in choices[name]:
       raise ValueError(f"config argument {name}={value!r}: allowed values are "
-                       f"{', '.join(map(str, choices[name]))}")
+                       f"{', '.join(map(str, choices[name]))}; the argument reads "
+                       f"{_grammar(fields, choices)}")
     values[name] = value
   return values
