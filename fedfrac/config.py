@@ -5,6 +5,8 @@ re-exported here: the check helpers (:class:`ConfigError`, :func:`check`, ...)
 in :mod:`fedfrac._validation`, ``base_config`` and the section readers in
 :mod:`fedfrac.config_base`. ``base_config()`` returns a ConfigDict holding every
 field a run reads; files in ``configs/`` start from it and change what they need.
+Every key is declared once, with its default and its checks, by the layer that
+reads its section (:mod:`fedfrac.config_schema`).
 ``validate(config)`` checks every field before any compute, each section by the
 component that reads it (run fields, task, client, server and methods:
 :mod:`fedfrac.runner.validate`; data: :mod:`fedfrac.data.validate`; model:
@@ -18,9 +20,9 @@ from fedfrac._validation import (ConfigError, check, fail, get, int_at_least,  #
                                  is_int, is_num)
 from fedfrac.config_base import (METHOD_SECTIONS, aggregator_spec,  # noqa: F401
                                  aggregator_spec_of, attack_config, base_config,
-                                 client_config, config_section, files_source,
-                                 method_labels, method_options, section_config,
-                                 server_config, sibling_config)
+                                 check_key, client_config, config_section, files_source,
+                                 import_config_file, method_labels, method_options,
+                                 schema, section_config, server_config, sibling_config)
 
 
 def validate(config) -> None:

@@ -23,7 +23,8 @@ from typing import Optional
 import ml_collections
 
 from fedfrac._validation import ConfigError
-from fedfrac.config_keys import check_keys
+from fedfrac.config_base import import_config_file
+from fedfrac.config_keys import check_keys, set_key
 
 # ConfigDict's message for a value of the wrong type set on an existing field.
 _TYPE_ERROR = re.compile(r"Could not override field '(?P<key>[^']*)' \(reference\)\. "
@@ -72,9 +73,8 @@ def load_module(path: str, spec: str):
   if not path.endswith(".py"):
     raise ConfigError(f"{lead}: not a Python file; a config file is a .py file with a "
                       f"get_config() function")
-  from fedfrac.config_base import sibling_config
   try:
-    return sibling_config(os.path.abspath(path), os.path.basename(path))
+    return import_config_file(path)
   except SyntaxError as e:
     raise ConfigError(f"{lead}: cannot load the config file (SyntaxError: {e.msg}, "
                       f"line {e.lineno})") from e
@@ -113,9 +113,55 @@ def checked_module(module, path: str):
   return module
 
 
-def load_config_file(spec: str, arg: Optional[str] = None) -> ml_collections.ConfigDict:
+def split_overrides(argv) -> tuple:
+  """``(argv without them, [(key, text)])``: the command line's overrides
+  ``--config.<key>=<value>`` (or ``--config.<key> <value>``; text None when no
+  value follows) taken out of ``argv``, up to a ``--``."""
+  kept, overrides, i = [], [], 0
+  while i < len(argv):
+    arg = argv[i]
+    if arg == "--":
+      kept.extend(argv[i:])
+      break
+    if arg.startswith("--config.") and i > 0:
+      key, equals, text = arg[len("--config."):].partition("=")
+      if not equals and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+        i, text, equals = i + 1, argv[i + 1], "="
+      overrides.append((key, text if equals else None))
+    else:
+      kept.append(arg)
+    i += 1
+  return kept, overrides
+
+
+def apply_overrides(config, overrides) -> ml_collections.ConfigDict:
+  """``config`` with the overrides ``[(key, text)]`` of :func:`split_overrides`
+  set, each text parsed like the key's value (:func:`fedfrac.config_keys.set_key`:
+  an unknown key, a value of the wrong type or a missing value is one
+  :class:`ConfigError` line)."""
+  for key, text in overrides:
+    if text is None and isinstance(_value_at(config, key), bool):
+      text = "True"     # --config.progress alone, as a boolean flag
+    if text is None:
+      raise ConfigError(f"--config.{key}: give a value (--config.{key}=<value>)")
+    set_key(config, key, text=text, where=f"--config.{key}={text}")
+  return config
+
+
+def _value_at(config, key):
+  node = config
+  for part in key.split("."):
+    if not hasattr(node, "keys") or part not in node:
+      return None
+    node = node[part]
+  return node
+
+
+def load_config_file(spec: str, arg: Optional[str] = None,
+                     overrides=()) -> ml_collections.ConfigDict:
   """The checked ``get_config()`` of the config file ``spec`` (``file.py`` or
-  ``file.py:arg``; ``arg`` overrides the part after the colon).
+  ``file.py:arg``; ``arg`` overrides the part after the colon), with the
+  command line's ``overrides`` (:func:`apply_overrides`) applied.
 
   Raises :class:`ConfigError` with one line ``--config=<spec>: ...`` on any of
   the faults listed in the module docstring.
@@ -128,4 +174,4 @@ def load_config_file(spec: str, arg: Optional[str] = None) -> ml_collections.Con
     raise ConfigError(f"--config={spec}: the file defines no get_config() function; a "
                       f"config file's get_config() returns fedfrac.config.base_config() "
                       f"with the values it changes")
-  return call_get_config(get_config, path, arg, spec)
+  return apply_overrides(call_get_config(get_config, path, arg, spec), overrides)

@@ -179,9 +179,12 @@ def _exists(config, parts) -> bool:
 
 def parse_value(text, like=None):
   """A command-line value: a Python literal (``0.9``, ``True``, ``(64,)``,
-  ``'sgd'``) or else the text itself; an int becomes a float when ``like`` (the
-  option's default) is a float."""
+  ``'sgd'``) or else the text itself; the text itself when ``like`` (the
+  option's current value) is a string; an int becomes a float when ``like`` is
+  a float, and one value a tuple of it when ``like`` is a tuple."""
   import ast
+  if isinstance(like, str):
+    return text
   try:
     value = ast.literal_eval(text)
   except (ValueError, SyntaxError):
@@ -191,6 +194,8 @@ def parse_value(text, like=None):
     value = value.lower() == "true"
   if isinstance(like, float) and isinstance(value, int) and not isinstance(value, bool):
     value = float(value)
+  if isinstance(like, tuple) and not isinstance(value, (tuple, list, str)):
+    value = (value,)
   return value
 
 
@@ -271,3 +276,37 @@ def set_method_option(config, path, text) -> None:
   schema) or a key of that section; raises :class:`ConfigError` otherwise.
   ``methods.<new label>.name=<algorithm>`` adds a method."""
   set_method_value(config, path, text=text)
+
+
+def set_key(config, dotted, value=None, text=None, where=None) -> None:
+  """Set ``config.<dotted>`` to ``value`` (or to ``text`` parsed like the key's
+  current value, :func:`parse_value`) after checking the key
+  (:func:`check_override_key`; a method option the config does not mention yet
+  is added, :func:`set_method_value`) and the value's type: a float field takes
+  an int or a number written as text (``nan``, ``inf``, which validation then
+  refuses with its own message). ``where`` (e.g. ``--config.rounds=abc``) starts
+  the message of a value of the wrong type."""
+  check_override_key(config, dotted)
+  parts = dotted.split(".")
+  if parts[0] == "methods" and not _exists(config, parts):
+    set_method_value(config, dotted, value, text)
+    return
+  target = config
+  for p in parts[:-1]:
+    target = target[p]
+  current = target.get(parts[-1], None)
+  if text is not None:
+    value = parse_value(text, current)
+  if isinstance(current, float) and isinstance(value, str):
+    try:
+      value = float(value)
+    except ValueError:
+      pass
+  try:
+    with config.unlocked():
+      target[parts[-1]] = value
+  except TypeError:
+    kind = type(current).__name__
+    raise ConfigError(f"{where or f'config.{dotted}={value!r}'}: config.{dotted} holds "
+                      f"{kind} values (default {current!r}); {value!r} is a "
+                      f"{type(value).__name__}") from None

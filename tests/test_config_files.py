@@ -21,7 +21,8 @@ from fedfrac_lab.reproduce import common
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(os.path.relpath(p, ROOT)
                  for p in glob.glob(os.path.join(ROOT, "configs", "**", "*.py"),
-                                    recursive=True))
+                                    recursive=True)
+                 if "def get_config(" in open(p, encoding="utf-8").read())
 
 
 def _arguments(path):
@@ -203,3 +204,61 @@ def test_fedfrac_reproduce_refuses_a_faulty_config_file(tmp_path, capsys):
   assert len(err) == 1 and err[0].startswith(f"error: --config={path}: ")
   assert "did you mean 'lr'" in err[0]
   assert not (tmp_path / "points").exists()
+
+
+# -- configs/ is a package: files import each other, one argument parser --
+
+
+def test_configs_is_a_package_and_its_files_import_each_other():
+  folders = {os.path.dirname(p) for p in CONFIGS}
+  assert all(os.path.isfile(os.path.join(ROOT, f, "__init__.py")) for f in folders)
+  for path in CONFIGS:
+    text = open(os.path.join(ROOT, path), encoding="utf-8").read()
+    assert "sibling_config" not in text and "importlib" not in text, path
+
+
+def test_a_config_file_imports_its_siblings_from_any_working_directory(tmp_path):
+  mnist = os.path.join(ROOT, "configs", "firma", "mnist.py")
+  code = ("from fedfrac import config_files\n"
+          f"c = config_files.load_config_file({mnist!r}, 'reference_code,ls1')\n"
+          "import sys\n"
+          "print(c.data.tfds.name, c.data.compat, c.name.endswith('[ls1, reference_code]'),"
+          " sys.modules['configs.firma.digits'].__file__.startswith("
+          f"{os.path.join(ROOT, 'configs')!r}))\n")
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split() == ["mnist", "reference_code", "True", "True"]
+
+
+def test_sibling_config_still_loads_with_a_deprecation_warning():
+  from fedfrac.config import import_config_file, sibling_config
+  with pytest.warns(DeprecationWarning, match="configs/ is a package"):
+    old = sibling_config(os.path.join(ROOT, "configs", "fofedavg", "x.py"), "digits.py")
+  new = import_config_file(os.path.join(ROOT, "configs", "fofedavg", "digits.py"))
+  assert old.get_config().to_dict() == new.get_config().to_dict()
+
+
+def test_one_argument_parser_reads_every_config_argument():
+  from configs import args
+  fields, choices = {"compat": "paper", "scenario": "dir0.5"}, {"compat": ("paper", "x")}
+  assert args.parse(None, fields, choices) == fields
+  assert args.parse("x,ls1", fields, choices) == {"compat": "x", "scenario": "ls1"}
+  assert args.parse("scenario=iid", fields, choices) == {"compat": "paper",
+                                                         "scenario": "iid"}
+  assert args.parse("K=20,s=5", {"K": 10, "s": 3}) == {"K": 20, "s": 5}
+  for arg, message in (("K=abc", "config argument K='abc': must be an integer"),
+                       ("z=1", "unknown name 'z'"),
+                       ("1,2,3", "one value more than the argument has fields")):
+    with pytest.raises(ValueError, match=message):
+      args.parse(arg, {"K": 10, "s": 3})
+  with pytest.raises(ValueError, match="compat='y': allowed values are paper, x"):
+    args.parse("y", fields, choices)
+  # The config files read their argument with it, as before.
+  kuramoto = common.load_module(os.path.join(ROOT, "configs", "kuramoto", "digits.py"))
+  assert kuramoto.parse_arg("K=20,s=5,mode=reference_code") == (20, 5, "reference_code")
+  fo = common.load_module(os.path.join(ROOT, "configs", "fofedavg", "mnist_cnn.py"))
+  assert fo.parse_arg("severe,100") == ("severe", 100)
+  with pytest.raises(ValueError, match="scenario='nope'"):
+    fo.parse_arg("nope")

@@ -159,7 +159,7 @@ def test_no_import_circles():
 # The layers, bottom to top: a module imports from its own layer and those below.
 LAYERS = (
     ("_validation", "_types", "_version", "ops", "optim", "metrics"),
-    ("config_base", "config_keys", "config"),
+    ("config_schema", "config_base", "config_keys", "config"),
     ("data",),
     ("models",),
     ("algorithms",),
@@ -168,9 +168,14 @@ LAYERS = (
     ("catalog", "config_files", "_apidoc", "sweep"),
     ("main", "fedfrac"),
 )
-# The config is the one way in: validate() runs every layer's section check, and
-# its key list reads the algorithms' options (docs/design.md section 2).
-UPWARD_BY_DESIGN = {("fedfrac.config", "fedfrac.data.validate"),
+# The config is the one way in: base_config() gathers every layer's section
+# schema, validate() runs every layer's section check, and its key list reads the
+# algorithms' options (docs/design.md section 2).
+UPWARD_BY_DESIGN = {("fedfrac.config_base", "fedfrac.data.schema"),
+                    ("fedfrac.config_base", "fedfrac.models.schema"),
+                    ("fedfrac.config_base", "fedfrac.runner.schema"),
+                    ("fedfrac.config_base", "fedfrac.sim.schema"),
+("fedfrac.config", "fedfrac.data.validate"),
                     ("fedfrac.config", "fedfrac.models.validate"),
                     ("fedfrac.config", "fedfrac.runner.validate"),
                     ("fedfrac.config", "fedfrac.sim.validate"),

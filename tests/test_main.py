@@ -66,6 +66,32 @@ def test_bad_override(override, fragment):
   assert fragment in _error_line(_cli(QUICKSTART, override))
 
 
+def test_the_config_file_is_read_once(tmp_path):
+  calls = tmp_path / "calls"
+  path = tmp_path / "counted.py"
+  path.write_text(f"from fedfrac.config import base_config\n"
+                  f"open({str(calls)!r}, 'a').write('module ')\n\n\n"
+                  f"def get_config():\n"
+                  f"  open({str(calls)!r}, 'a').write('get_config ')\n"
+                  f"  return base_config()\n")
+  line = _error_line(_cli(f"--config={path}", "--config.rounds=0"))
+  assert line == "error: config.rounds=0: must be an integer >= 1"
+  assert calls.read_text().split() == ["module", "get_config"]
+
+
+def test_overrides_parse_like_the_key_they_set():
+  from fedfrac import config_files
+  argv, overrides = config_files.split_overrides(
+      ["fedfrac-run", "--config=x.py", "--config.rounds", "5", "--config.progress",
+       "--config.only=fedavg", "--config.system.deadline=inf", "--config.seeds=0,1",
+       "--config.data.input_mean=0.5", "--workdir=w"])
+  assert argv == ["fedfrac-run", "--config=x.py", "--workdir=w"]
+  from fedfrac.config import base_config
+  c = config_files.apply_overrides(base_config(), overrides)
+  assert (c.rounds, c.progress, c.only, c.system.deadline, c.seeds,
+          c.data.input_mean) == (5, True, "fedavg", float("inf"), (0, 1), (0.5,))
+
+
 def test_missing_config_flag():
   assert "--config" in _error_line(_cli())
 

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import ml_collections
 
-from fedfrac.config import sibling_config
-
-base = sibling_config(__file__, "base.py")
+from configs.bev import base
 
 DELTA_TO_ZERO = 1e-12
 # safeguard -> (δ, p_min, p_max); p_min = p_max = 0 is no clip.

@@ -15,10 +15,7 @@ roughness probe.
 from __future__ import annotations
 
 import ml_collections
-
-from fedfrac.config import sibling_config
-
-base = sibling_config(__file__, "base.py")
+from configs.bev import base
 
 MODELS = {"ann": "window_mlp", "gru": "window_gru", "lstm": "window_lstm"}
 METHODS = ("fedavg", "fo_ri_fedavg")

@@ -18,10 +18,7 @@ probe (configs/bev/base.py).
 from __future__ import annotations
 
 import ml_collections
-
-from fedfrac.config import sibling_config
-
-base = sibling_config(__file__, "base.py")
+from configs.bev import base
 
 SYMMETRIC = (0.0, 0.05, 0.1, 0.2)
 PAPER_ASYMMETRIC = ("loss=0.05", "loss=0.1", "loss=0.2",

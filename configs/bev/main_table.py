@@ -9,10 +9,7 @@ it on VED.
 from __future__ import annotations
 
 import ml_collections
-
-from fedfrac.config import sibling_config
-
-base = sibling_config(__file__, "base.py")
+from configs.bev import base
 
 
 def get_config():

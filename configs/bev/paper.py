@@ -46,10 +46,7 @@ configs/bev/base.py and says so in its report.
 from __future__ import annotations
 
 import ml_collections
-
-from fedfrac.config import sibling_config
-
-base = sibling_config(__file__, "base.py")
+from configs.bev import base
 
 REGIME_SKEW_ALPHA = 0.3   # α_D, moderate regime skew (§IV-P; see above)
 ROUNDS = 300              # §IV-P (Table XI's T = 200 is its threshold horizon)

@@ -8,10 +8,7 @@ FO-RI-FedAvg runs with the light roughness probe (configs/bev/base.py).
 from __future__ import annotations
 
 import ml_collections
-
-from fedfrac.config import sibling_config
-
-base = sibling_config(__file__, "base.py")
+from configs.bev import base
 
 VALUES = (0.1, 0.2, 0.3, 0.5)
 METHODS = ("fedavg", "fo_ri_fedavg")

@@ -10,10 +10,7 @@ main-table fleet. C = 0.2. FO-RI-FedAvg runs with the light roughness probe
 from __future__ import annotations
 
 import ml_collections
-
-from fedfrac.config import sibling_config
-
-base = sibling_config(__file__, "base.py")
+from configs.bev import base
 
 VALUES = (10, 50, 100, 200)
 METHODS = ("fedavg", "fo_ri_fedavg")

@@ -10,8 +10,8 @@ The argument picks the compatibility mode and scenario as in digits.py. Inputs
 are scaled to [0, 1]; `compat="reference_code"` then normalises them as the
 authors' code does (torchvision's Normalize, `AUTHORS_NORMALISATION` in digits.py).
 """
-from fedfrac.config import sibling_config
+from configs.firma import digits
 
 
 def get_config(arg="paper,dir0.5"):
-  return sibling_config(__file__, "digits.py").tfds_config(arg, "cifar10", "FIRMA CIFAR-10")
+  return digits.tfds_config(arg, "cifar10", "FIRMA CIFAR-10")

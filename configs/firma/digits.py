@@ -32,6 +32,7 @@ every algorithm's ``compat="reference_code"`` behaviour (docs/design.md §3.3).
 """
 import ml_collections
 
+from configs import args
 from fedfrac.config import base_config
 
 SCENARIOS = {
@@ -109,9 +110,11 @@ def firma_config(compat="paper", scenario="dir0.5", num_clients=5, rounds=10):
 
 
 def parse_arg(arg):
-  """``"compat,scenario"`` (either may be left out) -> ``(compat, scenario)``."""
-  parts = [p.strip() for p in (arg or "").split(",") if p.strip()]
-  return (parts[0] if parts else "paper"), (parts[1] if len(parts) > 1 else "dir0.5")
+  """``"compat,scenario"`` (either may be left out, or given as ``compat=...``,
+  ``scenario=...``) -> ``(compat, scenario)`` (:func:`configs.args.parse`)."""
+  values = args.parse(arg, {"compat": "paper", "scenario": "dir0.5"},
+                      {"compat": COMPAT, "scenario": tuple(SCENARIOS)})
+  return values["compat"], values["scenario"]
 
 
 # The authors' torchvision Normalize for the image data sets (their data.py):

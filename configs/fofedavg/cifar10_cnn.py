@@ -16,18 +16,16 @@ CNNCifar. The argument after the colon picks the experiment:
   python -m fedfrac.main --config=configs/fofedavg/cifar10_cnn.py --workdir=runs/fo_cifar \\
       --config.data.tfds.download=True        # first time, with internet
 """
-from fedfrac.config import sibling_config
+from configs import args
+from configs.fofedavg import mnist_cnn
 
 FIG12_ALPHAS = (0.96, 0.97, 0.985, 0.99)
 SCENARIOS = ("fig2", "alpha", "iid", "mild", "moderate", "shard_severe")
 
 
 def get_config(arg="fig2"):
-  scenario = (arg or "").strip() or "fig2"
-  if scenario not in SCENARIOS:
-    raise ValueError(f"scenario={scenario!r}: allowed values are {', '.join(SCENARIOS)}")
-  mnist = sibling_config(__file__, "mnist_cnn.py")
-  c = mnist.get_config("fig1" if scenario in ("fig2", "alpha") else scenario)
+  scenario = args.parse(arg, {"scenario": "fig2"}, {"scenario": SCENARIOS})["scenario"]
+  c = mnist_cnn.get_config("fig1" if scenario in ("fig2", "alpha") else scenario)
   c.rounds = 30                  # Fig. 2
   c.target_accuracy = 0.5
   c.data.tfds.name = "cifar10"
@@ -35,6 +33,6 @@ def get_config(arg="fig2"):
   if scenario == "alpha":
     c.rounds = 70
     c.data.partition = "iid"
-    c.methods = mnist.alpha_methods(FIG12_ALPHAS)
+    c.methods = mnist_cnn.alpha_methods(FIG12_ALPHAS)
   c.name = f"FOFedAvg paper: CIFAR-10 CNN, {scenario}, {c.data.num_clients} clients, C=0.2"
   return c

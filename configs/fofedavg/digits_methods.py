@@ -10,14 +10,14 @@ FedNova, FedAvg, FedProx, SCAFFOLD, SparseSecAgg, DPSGD, FedBM, FDSE.
 """
 import ml_collections
 
-from fedfrac.config import sibling_config
+from configs.fofedavg import digits
 
 METHODS = ("fofedavg", "moon", "fedadam", "fednova", "fedavg", "fedprox", "scaffold",
            "sparse_secagg", "dp_sgd", "fedbm", "fdse")
 
 
 def get_config():
-  c = sibling_config(__file__, "digits.py").get_config()
+  c = digits.get_config()
   c.name = "FOFedAvg and the paper's baselines: digits, Dirichlet 0.3, 10 clients"
   m = ml_collections.ConfigDict()
   for label in METHODS:

@@ -42,6 +42,7 @@ Offline, from local files (the MNIST IDX files, or an `mnist.pkl.gz`), add
 """
 import ml_collections
 
+from configs import args
 from fedfrac.config import base_config
 
 # Appendix B grid search; Table IV's α values (1.5 = the α > 1 heuristic).
@@ -93,12 +94,9 @@ def fractional_methods():
 
 
 def parse_arg(arg):
-  """``"scenario[,clients]"`` -> ``(scenario, clients or None)``."""
-  parts = [p.strip() for p in (arg or "").split(",") if p.strip()]
-  scenario = parts[0] if parts else "fig1"
-  if scenario not in SCENARIOS:
-    raise ValueError(f"scenario={scenario!r}: allowed values are {', '.join(SCENARIOS)}")
-  clients = int(parts[1]) if len(parts) > 1 else None
+  """``"scenario[,clients]"`` -> ``(scenario, clients or None)`` (:func:`configs.args.parse`)."""
+  values = args.parse(arg, {"scenario": "fig1", "clients": 0}, {"scenario": SCENARIOS})
+  scenario, clients = values["scenario"], values["clients"] or None
   if clients is not None and scenario == "severe" and clients not in SEVERE_CLIENTS:
     raise ValueError(f"clients={clients}: Tables V-VI use "
                      f"{', '.join(map(str, SEVERE_CLIENTS))}")

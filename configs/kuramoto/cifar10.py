@@ -14,9 +14,8 @@ Needs the dataset prepared once (internet):
   python -m fedfrac.main --config=configs/kuramoto/cifar10.py:K=10,s=5 \\
       --workdir=runs/k_cifar10 --config.data.tfds.download=True
 """
-from fedfrac.config import sibling_config
+from configs.kuramoto import digits
 
 
 def get_config(arg=None):
-  protocol = sibling_config(__file__, "digits.py")
-  return protocol.tfds_config(arg, "cifar10", "CIFAR-10", "vgg11")
+  return digits.tfds_config(arg, "cifar10", "CIFAR-10", "vgg11")

@@ -45,6 +45,7 @@ per-client mean beside it. On the 8×8 digits the augmentation is scaled down
 """
 import ml_collections
 
+from configs import args
 from fedfrac.config import base_config
 from fedfrac.data.shards_reference import AUTHORS_SEED
 
@@ -100,17 +101,8 @@ def reference_methods():
 
 def parse_arg(arg):
   """``"K=20,s=5,mode=reference_code"`` -> (num_clients, shards_per_client, mode);
-  defaults K=10, s=3, mode=paper."""
-  values = {"K": 10, "s": 3, "mode": "paper"}
-  for item in filter(None, (arg or "").split(",")):
-    key, _, value = (part.strip() for part in item.partition("="))
-    if key == "mode" and value in MODES:
-      values[key] = value
-    elif key in ("K", "s") and value.isdigit():
-      values[key] = int(value)
-    else:
-      raise ValueError(f"config argument {item!r}: expected K=<clients>,s=<shards>,"
-                       f"mode=<{'|'.join(MODES)}>")
+  defaults K=10, s=3, mode=paper (:func:`configs.args.parse`)."""
+  values = args.parse(arg, {"K": 10, "s": 3, "mode": "paper"}, {"mode": MODES})
   return values["K"], values["s"], values["mode"]
 
 

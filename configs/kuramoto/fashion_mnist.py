@@ -17,9 +17,8 @@ Offline, from the original IDX files (e.g. Debian's ``dataset-fashion-mnist``,
 ``make data-fashion-mnist``), add
 ``--config.data.source=files --config.data.dir=/usr/share/datasets/fashion-mnist``.
 """
-from fedfrac.config import sibling_config
+from configs.kuramoto import digits
 
 
 def get_config(arg=None):
-  protocol = sibling_config(__file__, "digits.py")
-  return protocol.tfds_config(arg, "fashion_mnist", "Fashion-MNIST", "cnn4", padding="SAME")
+  return digits.tfds_config(arg, "fashion_mnist", "Fashion-MNIST", "cnn4", padding="SAME")

@@ -16,9 +16,8 @@ Needs the dataset prepared once (internet):
 Offline, from local files (the MNIST IDX files, or an ``mnist.pkl.gz``), add
 ``--config.data.source=files --config.data.dir=DIR`` (see ``fedfrac.data.files``).
 """
-from fedfrac.config import sibling_config
+from configs.kuramoto import digits
 
 
 def get_config(arg=None):
-  protocol = sibling_config(__file__, "digits.py")
-  return protocol.tfds_config(arg, "mnist", "MNIST", "cnn4", padding="SAME")
+  return digits.tfds_config(arg, "mnist", "MNIST", "cnn4", padding="SAME")

@@ -7,9 +7,8 @@ skew; this table shows by how much.
 
   fedfrac-reproduce robust --config=configs/robust/digits_signflip_dirichlet.py --out=results/robust_digits_dirichlet.md
 """
-from fedfrac.config import sibling_config
 
-_base = sibling_config(__file__, "digits_signflip.py")
+from configs.robust import digits_signflip as _base
 
 
 def get_config():

@@ -20,7 +20,7 @@ from fedfrac.runner.experiment import prepare
 from fedfrac.runner.log import Progress, RunLog
 from fedfrac.runner.chunked import RunInterrupted, resume_hint, slice_run, to_host, chunk_loop
 from fedfrac.runner.records import Results, final_params, stop_target, stopped_entry
-from fedfrac.runner.validate import check_seeds
+from fedfrac.runner.schema import check_seeds
 from fedfrac.runner.workdir import BINDING, Workdir, binding_differences, history_seed
 from fedfrac.sim.batched import BatchedSimulation
 

@@ -168,32 +168,9 @@ def check_axes(sets, axes) -> None:
 
 
 def set_key(config, dotted, value, flag="--set") -> None:
-  """Set ``config.<dotted>`` to ``value`` after checking the key
-  (:func:`fedfrac.config_keys.check_override_key`) and the value's type: a
-  float field takes an int or a number written as text (``nan``, ``inf``, which
-  validation then refuses with its own message)."""
-  config_keys.check_override_key(config, dotted)
-  parts = dotted.split(".")
-  if parts[0] == "methods" and not _has(config, parts):
-    config_keys.set_method_value(config, dotted, value)
-    return
-  target = config
-  for p in parts[:-1]:
-    target = target[p]
-  current = target.get(parts[-1], None)
-  if isinstance(current, float) and isinstance(value, str):
-    try:
-      value = float(value)
-    except ValueError:
-      pass
-  try:
-    with config.unlocked():
-      target[parts[-1]] = value
-  except TypeError:
-    kind = type(current).__name__
-    raise ConfigError(f"{flag}={dotted}={value!r}: config.{dotted} holds {kind} values "
-                      f"(default {current!r}); {value!r} is a {type(value).__name__}"
-                      ) from None
+  """Set ``config.<dotted>`` to ``value``, the key and the value's type checked
+  as ``--config.<key>=<value>`` is (:func:`fedfrac.config_keys.set_key`)."""
+  config_keys.set_key(config, dotted, value, where=f"{flag}={dotted}={value!r}")
 
 
 def _has(config, parts) -> bool:

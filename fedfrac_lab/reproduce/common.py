@@ -86,14 +86,14 @@ def find_file(path):
 
 def load_module(path):
   """The Python module at ``path`` (a config file, or another file loaded by path),
-  through the same loader as ``fedfrac.config.sibling_config``; its
+  through the same loader as ``--config`` (:func:`fedfrac.config_base.import_config_file`); its
   ``get_config`` checks what it returns as ``--config`` does
   (:func:`fedfrac.config_files.checked_module`: unknown or deleted keys, a
   result that is not a ConfigDict, one line each)."""
   from fedfrac import config_files
   path = find_file(path)
   return config_files.checked_module(
-      config_base.sibling_config(path, os.path.basename(path)), path)
+      config_base.import_config_file(path), path)
 
 
 def config_module(relpath):

@@ -143,7 +143,7 @@ def test_alpha_range_and_heuristic_flag():
 
 def _fofedavg_config(name):
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  return config_lib.sibling_config(os.path.join(root, "configs/fofedavg/x.py"), name)
+  return config_lib.import_config_file(os.path.join(root, "configs/fofedavg", name))
 
 
 def test_paper_configs_hold_the_fofedavg_papers_settings():

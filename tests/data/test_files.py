@@ -17,7 +17,8 @@ import pytest
 from fedfrac import config as config_lib
 from fedfrac import data as data_lib
 from fedfrac import models
-from fedfrac.config import ConfigError, base_config, files_source, sibling_config
+from fedfrac.config import ConfigError, base_config, files_source
+from fedfrac.config_base import import_config_file
 from fedfrac.data import files
 from fedfrac.data.files import DataFileError
 
@@ -426,10 +427,10 @@ def test_config_validation_of_the_files_source(tmp_path):
 
 
 def _paper_configs():
-  firma = sibling_config(os.path.join(ROOT, "configs/firma/x.py"), "fashion_mnist.py")
-  fo = sibling_config(os.path.join(ROOT, "configs/fofedavg/x.py"), "mnist_cnn.py")
-  k_mnist = sibling_config(os.path.join(ROOT, "configs/kuramoto/x.py"), "mnist.py")
-  k_fmnist = sibling_config(os.path.join(ROOT, "configs/kuramoto/x.py"), "fashion_mnist.py")
+  firma = import_config_file(os.path.join(ROOT, "configs/firma/fashion_mnist.py"))
+  fo = import_config_file(os.path.join(ROOT, "configs/fofedavg/mnist_cnn.py"))
+  k_mnist = import_config_file(os.path.join(ROOT, "configs/kuramoto/mnist.py"))
+  k_fmnist = import_config_file(os.path.join(ROOT, "configs/kuramoto/fashion_mnist.py"))
   return {"firma_fashion_mnist": firma.get_config(),
           "firma_fashion_mnist_reference": firma.get_config("reference_code,dir0.5"),
           "fofedavg_mnist_cnn": fo.get_config(), "kuramoto_mnist": k_mnist.get_config(),
@@ -498,11 +499,11 @@ def test_firma_image_configs_normalise_inputs_as_the_authors_in_reference_code(
     name, mean, std):
   """The authors' torchvision Normalize in ``reference_code``; ``paper`` keeps the
   [0, 1] of its §6.1; their MNIST-1797 (digits) stays pixel / 16."""
-  module = config_lib.sibling_config(os.path.join(ROOT, "configs", "firma", "x.py"), name)
+  module = import_config_file(os.path.join(ROOT, "configs", "firma", name))
   ref = module.get_config("reference_code,iid")
   assert tuple(ref.data.input_mean) == mean and tuple(ref.data.input_std) == std
   paper = module.get_config("paper,iid")
   assert tuple(paper.data.input_mean) == () and tuple(paper.data.input_std) == ()
-  digits = config_lib.sibling_config(os.path.join(ROOT, "configs", "firma", "x.py"),
-                                     "digits.py").get_config("reference_code,iid")
+  digits = import_config_file(os.path.join(ROOT, "configs", "firma",
+                                       "digits.py")).get_config("reference_code,iid")
   assert tuple(digits.data.input_mean) == ()

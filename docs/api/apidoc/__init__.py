@@ -16,7 +16,7 @@ rather than in the runtime package:
   equations its module's docstrings cite, its hyper-parameters with defaults and
   allowed values, and the module's documentation;
 * :mod:`apidoc.config_page`: ``config.rst``, every key of
-  :func:`fedfrac.config.base_config` with its default and the comment beside it,
+  :func:`fedfrac.config.base_config` with its default and the note it is declared with,
   and the values of the registries ``--list`` prints;
 * :mod:`apidoc.notebooks`: the notebooks under ``notebooks/`` as guide pages,
   with their committed outputs (nothing is executed);

@@ -1,0 +1,1 @@
+"""Configs of configs/baselines/ (see configs/__init__.py)."""

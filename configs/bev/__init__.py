@@ -1,0 +1,1 @@
+"""Configs of configs/bev/ (see configs/__init__.py)."""

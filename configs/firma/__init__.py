@@ -1,0 +1,1 @@
+"""Configs of configs/firma/ (see configs/__init__.py)."""

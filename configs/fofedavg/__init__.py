@@ -1,0 +1,1 @@
+"""Configs of configs/fofedavg/ (see configs/__init__.py)."""

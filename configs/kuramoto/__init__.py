@@ -1,0 +1,1 @@
+"""Configs of configs/kuramoto/ (see configs/__init__.py)."""

@@ -1,0 +1,1 @@
+"""Configs of configs/robust/ (see configs/__init__.py)."""
