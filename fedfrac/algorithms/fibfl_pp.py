@@ -22,6 +22,13 @@ two-phase local training with persistent per-client optimizer states) plus:
   ``warmup_heads=False`` keeps the earlier fedfrac behaviour, an extractor-only
   warm-up with heads private from round 1 (not in the paper; useful to isolate
   what the shared warm-up head contributes).
+  ``warmup_optimizer`` says what happens to the per-client warm-up optimizer
+  state at each warm-up average: ``"keep"`` (default; the authors' code, where
+  each client's Adam state persists across the average untouched), ``"reset"``
+  (a fresh state, as if the averaged model were a new start) or ``"average"``
+  (the clients' floating state, Adam's first and second moments, averaged with
+  the weights n_i/n of the params; step counts kept). An ablation of what moves
+  a model whose last ReLU layer the average left dead (docs/design.md §3.3).
 
 ``compat="reference_code"`` also uses a per-client random initial model, the raw
 dot product as 2-opt cost, synchronous passes and W = max(1, ⌊R/6⌋).
@@ -44,6 +51,11 @@ from fedfrac.ops import fibfl_schedule, ring_order
 
 _OPTIONAL_BOOL = lambda v: v is None or isinstance(v, bool)
 
+# What happens to each client's warm-up optimizer state at every warm-up average:
+# kept as it is (the authors' code and the default), reset to a fresh state, or
+# averaged across clients with the same weights as the params.
+WARMUP_OPTIMIZER = ("keep", "reset", "average")
+
 HPARAMS = schema.HParamSchema({
     "gamma_start": schema.HParam(0.4, schema.unit_interval, "must be in [0, 1]"),
     "gamma_end": schema.HParam(0.05, schema.unit_interval, "must be in [0, 1]"),
@@ -65,6 +77,8 @@ HPARAMS = schema.HParamSchema({
     "warmup_heads": schema.HParam(None, _OPTIONAL_BOOL,
                                   "None (= True, the paper's full-model warm-up) or a "
                                   "bool; False averages only extractors in warm-up"),
+    "warmup_optimizer": schema.HParam("keep", schema.one_of(*WARMUP_OPTIMIZER),
+                                      "allowed values are 'keep', 'reset', 'average'"),
     **firma.COMPAT_HPARAMS,
 })
 
@@ -85,6 +99,7 @@ def resolved_options(hp, num_clients, rounds):
       # FIRMA §4.5 / Alg. 3 l.9: the warm-up averages the full model, heads
       # included, in both modes; False is the extractor-only variant.
       "warmup_heads": True if hp["warmup_heads"] is None else hp["warmup_heads"],
+      "warmup_optimizer": hp["warmup_optimizer"],
       "per_client_init": firma.per_client_init(hp),
   }
 
@@ -171,6 +186,14 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
       heads = jax.tree.map(lambda h, a: jnp.where(in_warmup, a, h), params["head"],
                            ring.apply_mixing(m_avg, params["head"]))
       new_states = {**new_states, "params": {**params, "head": heads}}
+    if warmup > 0 and o["warmup_optimizer"] != "keep":
+      if o["warmup_optimizer"] == "reset":
+        at_average = firma.stacked_init(opt, new_states["params"])
+      else:
+        at_average = firma.average_optimizer_state(m_avg, new_states["opt_warm"])
+      opt_warm = jax.tree.map(lambda old, new: jnp.where(in_warmup, new, old),
+                              new_states["opt_warm"], at_average)
+      new_states = {**new_states, "opt_warm": opt_warm}
     metrics = {"spectral_gap": firma.spectral_gap(m),
                "gamma": gamma_r,
                "warmup": in_warmup.astype(jnp.float32),

@@ -253,6 +253,18 @@ def mix_extractors(client_states, matrix):
   return {**client_states, "params": {**params, "extractor": mixed}}
 
 
+def average_optimizer_state(matrix, stacked_state):
+  """``matrix`` applied to the floating leaves of a K-stacked optimizer state
+  (Adam's first and second moments: row i becomes ``Σ_j M[i, j] m_j``), the
+  others (step counts) kept; ``matrix`` is ``[K, K]``, every leaf ``[K, ...]``."""
+  leaves, treedef = jax.tree.flatten(stacked_state)
+  floating = [jnp.issubdtype(x.dtype, jnp.floating) for x in leaves]
+  mixed = ring.apply_mixing(matrix, [x for x, f in zip(leaves, floating) if f])
+  it = iter(mixed)
+  return jax.tree.unflatten(treedef, [next(it) if f else x
+                                      for x, f in zip(leaves, floating)])
+
+
 def uniform_average_matrix(weights):
   """``1 pᵀ``: every row is the weight vector (a FedAvg average as mixing)."""
   return jnp.broadcast_to(weights[None, :], (weights.shape[0], weights.shape[0]))

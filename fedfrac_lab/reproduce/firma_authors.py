@@ -16,7 +16,10 @@ Prints both per-round accuracy curves and the largest extractor difference.
 N = 10 on the ``files`` source, the authors' inputs unless ``--set=inputs=unit``),
 one run without batch padding, with method options set by ``--set=key=value``
 (``init=shared``, ``gamma=1.0``, ...; ``mode=paper`` for the paper mode), printing
-the mean per-client test accuracy after each round.
+the mean per-client test accuracy after each round; ``--live-units`` also counts,
+from each client's params after every round (the training program unchanged),
+the units of the extractor's last ReLU layer active on at least one of the
+training images.
 
 ``fmnist``: the authors' FibFL / FibFL+ / FibFL++ on the real Fashion-MNIST IDX
 files (``--data``, Debian's ``dataset-fashion-mnist``), their partition and
@@ -27,6 +30,8 @@ the mean per-client test accuracy after each round (compare with
   fedfrac-reproduce firma_authors parity --authors=DIR --method=fibfl --rounds=4
   fedfrac-reproduce firma_authors fmnist --authors=DIR --method=fibfl --rounds=6
   fedfrac-reproduce firma_authors fedfrac --method=fibfl --rounds=3 --set=gamma=1.0
+  fedfrac-reproduce firma_authors fedfrac --method=fibfl_pp --rounds=3 \\
+      --set=warmup_rounds=5 --set=warmup_optimizer=reset --live-units
 """
 from __future__ import annotations
 
@@ -199,6 +204,42 @@ def set_options(items):
   return opts
 
 
+def live_units_program(model, x_train, chunk=2000):
+  """A jitted ``stacked_params -> [K]`` int32: for each client's model, the
+  number of units of the extractor's last ReLU layer (its output features) that
+  are active (> 0) on at least one of the ``x_train`` images ``[N, ...]``,
+  evaluated in chunks of ``chunk`` rows (the last chunk filled up with copies of
+  the first rows, which cannot change an "on at least one image")."""
+  import jax
+  import jax.numpy as jnp
+
+  n = x_train.shape[0]
+  chunk = min(chunk, n)
+  n_chunks = -(-n // chunk)
+  padded = np.concatenate([x_train, x_train[:n_chunks * chunk - n]])
+  rows = jnp.asarray(padded).reshape((n_chunks, chunk) + x_train.shape[1:])
+
+  def one(params):
+    def active(x):
+      return jnp.any(model.apply(params, x, return_features=True)[1] > 0, axis=0)
+    return jnp.sum(jnp.any(jax.lax.map(active, rows), axis=0)).astype(jnp.int32)
+
+  return jax.jit(jax.vmap(one))
+
+
+def live_units(count, stacked_params):
+  """``count`` (:func:`live_units_program`) on K-stacked params, as a list of K
+  ints; when every client holds the same params (the warm-up averages the full
+  model) the count runs once, on client 0's, and is repeated."""
+  import jax
+
+  leaves = [np.asarray(x) for x in jax.tree.leaves(stacked_params)]
+  k = leaves[0].shape[0]
+  if all(np.array_equal(x[0], x[i]) for x in leaves for i in range(1, k)):
+    return np.asarray(count(jax.tree.map(lambda x: x[:1], stacked_params))).tolist() * k
+  return np.asarray(count(stacked_params)).tolist()
+
+
 def fedfrac_run(args):
   from fedfrac import config_base
   from fedfrac import data as data_lib
@@ -219,14 +260,21 @@ def fedfrac_run(args):
     warnings.simplefilter("ignore")
     fed = data_lib.build(cfg.data, args.seed if cfg.data.seed < 0 else cfg.data.seed)
   sim = runner.build_simulation(cfg, args.method, fed)
-  state, curve, t0 = sim.init(args.seed), [], time.time()
+  count = live_units_program(sim.model, fed.x_train) if args.live_units else None
+  state, curve, live, t0 = sim.init(args.seed), [], [], time.time()
   for r in range(args.rounds):
     state, _ = sim.run_chunk(state, 1)
     curve.append(round(float(sim.evaluate(state)["client_accuracy_mean"]), 4))
-    print(f"round {r + 1}: {curve[-1]}", file=sys.stderr, flush=True)
-  print(json.dumps({"method": args.method, "scenario": args.scenario, "seed": args.seed,
-                    "mode": mode, "inputs": inputs, "options": opts, "curve": curve,
-                    "wall_s": round(time.time() - t0, 1)}))
+    line = f"round {r + 1}: {curve[-1]}"
+    if count is not None:
+      live.append(live_units(count, state.clients["params"]))
+      line += f", live units per client {live[-1]}"
+    print(line, file=sys.stderr, flush=True)
+  record = {"method": args.method, "scenario": args.scenario, "seed": args.seed,
+            "mode": mode, "inputs": inputs, "options": opts, "curve": curve}
+  if count is not None:
+    record["live_units"] = live
+  print(json.dumps({**record, "wall_s": round(time.time() - t0, 1)}))
 
 
 def main(argv=None):
@@ -241,6 +289,10 @@ def main(argv=None):
   p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
   p.add_argument("--set", action="append", default=[],
                  help="fedfrac: a method option key=value (or mode=paper, inputs=unit)")
+  p.add_argument("--live-units", action="store_true",
+                 help="fedfrac: after each round, count for every client the units of "
+                      "the extractor's last ReLU layer active on at least one "
+                      "training image (recorded as live_units, one list a round)")
   args = p.parse_args(argv)
   if args.check == "parity" and args.method == "fibfl_pp":
     p.error("--method: parity covers fibfl and fibfl_plus")

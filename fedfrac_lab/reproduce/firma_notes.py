@@ -169,10 +169,14 @@ def fashion_mnist(groups) -> str:
       "code has. No departure of `reference_code` from the authors' code was found; "
       "the numbers below are unchanged.\n\n"
       "**FibFL++ runs at chance.** In `reference_code` the FedAvg warm-up averages ten "
-      "models drawn independently (the authors' initialisation); the average can have "
-      "every unit of the extractor's last ReLU layer dead on every input, and such a "
-      "run stays at chance for good; the authors' own code does the same, and one "
-      "shared initial model avoids it (docs/design.md §3.3, \"FibFL++ runs that stay "
+      "models drawn independently (the authors' initialisation), and the average of "
+      "these unaligned models kills the extractor's last ReLU layer: no unit active on "
+      "any training image, in the runs that stay at chance and in those that escape "
+      "alike. What revives it is each client's own warm-up Adam state, which the "
+      "authors' code keeps across the average: reset there or averaged like the "
+      "params, no run escapes (`results/firma_fibfl_pp_adam_ablation_cpu.json`). The "
+      "authors' own code collapses the same way, and one shared initial model avoids "
+      "it (docs/design.md §3.3, \"FibFL++ runs that stay "
       f"at chance\"). {chance}. A cell with such runs reads *collapsed: k of n at "
       "chance* and is counted apart.")
 

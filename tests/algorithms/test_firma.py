@@ -301,6 +301,77 @@ def test_fibfl_pp_warmup_round_equals_fedavg():
   assert not np.allclose(heads[0], heads[1])
 
 
+def warmup_optimizer_aggregate(option, round_index, warmup_rounds=1):
+  """One FibFL++ aggregate with ``warmup_optimizer=option`` at server round
+  ``round_index`` from client states whose warm-up Adam states are distinct
+  random moments (and distinct step counts): ``(clients in, clients out, sim)``."""
+  fed = helpers.unequal_digits(sizes=SIZES)
+  sim = firma_sim(fed, "fibfl_pp", rounds=6, warmup_rounds=warmup_rounds,
+                  compat="reference_code", warmup_optimizer=option)
+  server, clients = perturbed_states(sim, acc=[0.9, 0.6, 0.8])
+  key = jax.random.PRNGKey(7)
+  leaves, treedef = jax.tree.flatten(clients["opt_warm"])
+  drawn = [jnp.abs(jax.random.normal(jax.random.fold_in(key, i), x.shape)).astype(x.dtype)
+           if jnp.issubdtype(x.dtype, jnp.floating) else
+           x + jnp.arange(1, x.shape[0] + 1, dtype=x.dtype).reshape((-1,) + (1,) * (x.ndim - 1))
+           for i, x in enumerate(leaves)]
+  clients = {**clients, "opt_warm": jax.tree.unflatten(treedef, drawn)}
+  server = {**server, "round": jnp.asarray(round_index, jnp.int32)}
+  _, new_clients, _ = jax.jit(sim.algorithm.aggregate)(
+      server, clients, None, None, None, jax.random.PRNGKey(0))
+  return clients, new_clients, sim
+
+
+def test_fibfl_pp_warmup_optimizer_keep_leaves_the_state_as_it_was():
+  """``keep`` (the default): the warm-up average touches the params only, every
+  leaf of every client's warm-up Adam state is the same bits as before; and the
+  params equal those of the other options (the option touches nothing else)."""
+  assert algorithms.hparams("fibfl_pp")["warmup_optimizer"] == "keep"
+  before, kept, _ = warmup_optimizer_aggregate("keep", 0)
+  assert leaves_equal(kept["opt_warm"], before["opt_warm"])
+  assert not leaves_equal(kept["params"], before["params"])   # the average happened
+  for option in ("reset", "average"):
+    _, other, _ = warmup_optimizer_aggregate(option, 0)
+    assert leaves_equal(other["params"], kept["params"]), option
+    assert leaves_equal(other["opt_head"], kept["opt_head"]), option
+    assert leaves_equal(other["opt_ext"], kept["opt_ext"]), option
+
+
+def test_fibfl_pp_warmup_optimizer_reset_gives_a_fresh_state():
+  before, after, sim = warmup_optimizer_aggregate("reset", 0)
+  fresh = firma.stacked_init(sim.training.optimizer, after["params"])
+  assert leaves_equal(after["opt_warm"], fresh)
+  assert all(not np.any(np.asarray(x)) for x in jax.tree.leaves(after["opt_warm"]))
+  assert not leaves_equal(before["opt_warm"], fresh)
+  # After the warm-up (ring rounds) the warm-up state is left alone.
+  before, after, _ = warmup_optimizer_aggregate("reset", 1)
+  assert leaves_equal(after["opt_warm"], before["opt_warm"])
+
+
+def test_fibfl_pp_warmup_optimizer_average_averages_the_moments():
+  before, after, sim = warmup_optimizer_aggregate("average", 0)
+  weights = np.asarray(sim.data.client_size, np.float64) / sum(SIZES)
+  floating = 0
+  for got, old in zip(jax.tree.leaves(after["opt_warm"]), jax.tree.leaves(before["opt_warm"])):
+    got, old = np.asarray(got), np.asarray(old)
+    if np.issubdtype(old.dtype, np.floating):
+      want = np.tensordot(weights, old.astype(np.float64), axes=1)
+      for k in range(got.shape[0]):   # every client holds the weighted mean n_i/n
+        np.testing.assert_allclose(got[k], want, rtol=1e-5, atol=1e-6)
+      floating += 1
+    else:                             # step counts stay each client's own
+      np.testing.assert_array_equal(got, old)
+      assert len(np.unique(got)) == got.shape[0]
+  assert floating >= 2               # Adam's first and second moments at least
+  before, after, _ = warmup_optimizer_aggregate("average", 1)
+  assert leaves_equal(after["opt_warm"], before["opt_warm"])
+
+
+def test_fibfl_pp_warmup_optimizer_names_the_allowed_values():
+  with pytest.raises(ValueError, match="warmup_optimizer.*'keep', 'reset', 'average'"):
+    algorithms.hparams("fibfl_pp", {"warmup_optimizer": "zero"})
+
+
 def test_fibfl_pp_paper_heads_shared_through_warmup_then_private():
   """FIRMA §4.5 / Alg. 3: with R = 12 the first W = ⌊12/6⌋ = 2 rounds average
   the full model, so after round W every client holds the same head; from round
@@ -347,7 +418,7 @@ def test_compat_resolves_the_reference_code_choices():
   hp = algorithms.hparams("fibfl_pp", {"compat": "reference_code"})
   o = fibfl_pp_lib.resolved_options(hp, num_clients=5, rounds=5)
   assert o == {"passes": 3, "warmup": 1, "sweep": "synchronous", "ring_cost": "dot",
-               "warmup_heads": True, "per_client_init": True}
+               "warmup_heads": True, "warmup_optimizer": "keep", "per_client_init": True}
   o = fibfl_pp_lib.resolved_options(algorithms.hparams("fibfl_pp"), 5, 5)
   assert (o["warmup"], o["sweep"], o["ring_cost"], o["warmup_heads"]) == (
       0, "sequential", "cosine", True)
