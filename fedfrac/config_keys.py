@@ -278,6 +278,18 @@ def set_method_option(config, path, text) -> None:
   set_method_value(config, path, text=text)
 
 
+def _any_type(dotted) -> bool:
+  """Whether the schema declares ``dotted`` a key of several types."""
+  from fedfrac.config_base import schema
+  entry = schema()
+  try:
+    for part in dotted.split("."):
+      entry = entry[part]
+  except (KeyError, TypeError):
+    return False
+  return bool(getattr(entry, "any_type", False))
+
+
 def set_key(config, dotted, value=None, text=None, where=None) -> None:
   """Set ``config.<dotted>`` to ``value`` (or to ``text`` parsed like the key's
   current value, :func:`parse_value`) after checking the key
@@ -296,7 +308,9 @@ def set_key(config, dotted, value=None, text=None, where=None) -> None:
     target = target[p]
   current = target.get(parts[-1], None)
   if text is not None:
-    value = parse_value(text, current)
+    # A key of several types (config_schema.Field.any_type) is held untyped: its
+    # text is read as a literal (True, 0.5), not as text like its default "auto".
+    value = parse_value(text, None if _any_type(dotted) else current)
   if isinstance(current, float) and isinstance(value, str):
     try:
       value = float(value)

@@ -94,12 +94,17 @@ BOOLEAN = Check(lambda v, node: isinstance(v, bool), "must be True or False")
 class Field(NamedTuple):
   """One config key: its name, its default, what it means, and its checks (a
   :class:`Check` / :class:`Rule` or a tuple of them, run in order; none = any
-  value); ``when(node, config)`` limits the checks to configs that read it."""
+  value); ``when(node, config)`` limits the checks to configs that read it.
+  ``any_type``: the key takes values of several types (``engine.shard_clients``:
+  True, False or ``"auto"``), so the config holds it untyped and a command-line
+  value is read as a Python literal, not as text like its default; its checks say
+  what is allowed."""
   name: str
   default: Any
   doc: str = ""
   check: Any = ()
   when: Optional[Callable[[Any, Any], bool]] = None
+  any_type: bool = False
 
   def checks(self) -> tuple:
     return self.check if type(self.check) is tuple else (self.check,)
@@ -145,7 +150,12 @@ class Section:
            for k, v in self.free_defaults.items()})
     out = ml_collections.ConfigDict()
     for e in self.entries:
-      out[e.name] = e.defaults() if isinstance(e, Section) else e.default
+      if isinstance(e, Section):
+        out[e.name] = e.defaults()
+      elif getattr(e, "any_type", False):   # a fresh reference per config
+        out[e.name] = ml_collections.FieldReference(e.default, field_type=object)
+      else:
+        out[e.name] = e.default
     return out
 
   def check(self, node, prefix: str, config=None) -> None:

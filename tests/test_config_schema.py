@@ -256,3 +256,29 @@ def test_field_checks_give_one_line_naming_key_value_and_range():
     section.check({"rate": 0.5, "count": 12}, "demo")
   with pytest.raises(ConfigError, match=r"^config\.demo\.count=1.5: must be an integer >= 1$"):
     section.check({"rate": 0.5, "count": 1.5}, "demo")
+
+
+def test_a_key_of_several_types_takes_each_from_python_and_the_command_line():
+  """engine.shard_clients is True, False or "auto": from Python (a plain
+  assignment, which a typed ConfigDict field refused with a raw TypeError) and
+  from the command line (where "True" was kept as the text 'True' and refused),
+  each config with its own value."""
+  import fedfrac as ff
+  from fedfrac import config_keys
+  c = ff.base_config()
+  c.engine.shard_clients = True
+  ff.config.validate(c)
+  assert ff.base_config().engine.shard_clients == "auto"     # not shared
+  for text, value in (("True", True), ("False", False), ("auto", "auto")):
+    c = ff.base_config()
+    config_keys.set_key(c, "engine.shard_clients", text=text)
+    assert c.engine.shard_clients is value or c.engine.shard_clients == value
+    ff.config.validate(c)
+  c.engine.shard_clients = "yes"
+  with pytest.raises(ff.config.ConfigError,
+                     match=r"^config.engine.shard_clients='yes': allowed values are True, "
+                           r"False, 'auto'$"):
+    ff.config.validate(c)
+  c = ff.base_config()
+  config_keys.set_key(c, "data.partition", text="True")   # a str key stays text
+  assert c.data.partition == "True"

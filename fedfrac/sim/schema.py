@@ -20,7 +20,8 @@ ENGINE = Section("engine", "How the engine runs a round; none of these changes w
     Field("step_buckets", 0, "vmapped groups of the step-sorted cohort (0 = auto)",
           Rule(execution.check_step_buckets, "engine")),
     Field("shard_clients", "auto", "shard the cohort over all devices with shard_map "
-          "(auto = when there are several)", Rule(devices.check_shard_clients, "engine")),
+          "(auto = when there are several)", Rule(devices.check_shard_clients, "engine"),
+          any_type=True),
     Field("shard_client_state", False, "shard the clients' persistent state, tables "
           "and train rows over the same devices (about K/D clients each) instead of "
           "replicating them (needs shard_clients True or auto; fedfrac.sim.client_rows)"),
