@@ -50,8 +50,10 @@ class Figure(_MplFigure):
     return buf.getvalue()
 
   def save(self, path: str, dpi: int = 120, bbox_inches: Optional[str] = "tight") -> None:
-    """Write the figure to ``path`` atomically (format from the extension)."""
+    """Write the figure to ``path`` atomically (format from the extension),
+    creating its folder when it is missing."""
     from fedfrac.runner.checkpoint import unique_tmp
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     root, ext = os.path.splitext(path)
     tmp = unique_tmp(root, ext or ".png")   # its own: other processes may write path too
     try:
