@@ -90,6 +90,10 @@ def checked_inputs(args):
   workers = args.workers or len(local_devices.local_workers())
   sweep_checks.check_metrics(configs, metric_names, always, in_process=workers == 1)
   directory = args.dir or (os.path.splitext(args.out)[0] + ".points" if args.out else None)
+  if directory:
+    sweep_checks.check_point_directory(f"--dir={directory}" if args.dir else
+                                       f"--out={args.out} (its points in {directory})",
+                                       directory)
   return base, axes, grid, grid_methods, seeds, metric_names, directory
 
 
