@@ -332,3 +332,21 @@ def test_a_disk_filling_while_the_figures_are_drawn_is_one_line_and_keeps_the_po
   sweep_module.cli()
   assert "ran 0 of 1 points (1 already done)" in capsys.readouterr().out
   assert (tmp_path / "t_ranking.png").stat().st_size > 0
+
+
+def test_a_ctrl_c_while_the_sweep_starts_is_one_line_not_a_traceback(monkeypatch, capsys):
+  """Before the sweep installs its handler (checking its inputs, loading its
+  config), Ctrl-C ended in Python's KeyboardInterrupt traceback."""
+  import importlib
+  cli_module = importlib.import_module("fedfrac.sweep.cli")   # the package exports cli()
+
+  def interrupted(args):
+    raise KeyboardInterrupt
+  monkeypatch.setattr(cli_module, "checked_inputs", interrupted)
+  monkeypatch.setattr(sys, "argv", ["fedfrac-sweep", "--config=c.py"])
+  with pytest.raises(SystemExit) as e:
+    cli_module.cli()
+  assert e.value.code == 130
+  assert capsys.readouterr().err == (
+      "interrupted (SIGINT); the points finished are kept in the point directory: rerun "
+      "the same command to run the rest\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from fedfrac._validation import ConfigError
@@ -177,12 +178,17 @@ def main(argv=None):
 
 def cli():
   """Console entry point ``fedfrac-sweep`` (exit status 0 when every point ran;
-  130 / 143 after SIGINT / SIGTERM, the finished points kept; 1 on a full disk)."""
+  130 / 143 after SIGINT / SIGTERM, the finished points kept, one line whenever
+  it came; 1 on a full disk)."""
   try:
     main()
   except signals.Interrupted as e:
     print(e.message or f"interrupted ({signals.name(e.signum)})", file=sys.stderr)
     sys.exit(signals.exit_status(e.signum))
+  except KeyboardInterrupt:   # Ctrl-C before the sweep's own handler (starting up)
+    print("interrupted (SIGINT); the points finished are kept in the point directory: "
+          "rerun the same command to run the rest", file=sys.stderr)
+    sys.exit(signals.exit_status(signal.SIGINT))
   except DiskFullError as e:
     print(f"error: {e}; free that much space and rerun the same command to run the "
           f"points left", file=sys.stderr)
