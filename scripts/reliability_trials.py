@@ -563,13 +563,13 @@ def sweep_disk_full_figures(d):
   return cmd, "silent", last_line(res), True
 
 
-@trial(T, "Ctrl-C during a sweep (3 SIGINTs at different moments; the GC-callback race)",
-       alone=True)
-def sweep_sigint(d):
+def sigint_trial(d, delays):
+  """SIGINT to a 4000-round sweep after each of ``delays`` seconds: exit 130 and
+  one line each time, or what happened instead."""
   write(d, "tiny.py", TINY)
   argv = sweep_argv("--dir=pts", "--out=t.md", "--set=rounds=4000", "--set=eval_every=500")
   lines, bad = [], []
-  for delay in (4.0, 25.0, 35.0):
+  for delay in delays:
     shutil.rmtree(os.path.join(d, "pts"), ignore_errors=True)
     p = subprocess.Popen(cli("sweep", *argv), cwd=d, env=env(), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
@@ -582,18 +582,32 @@ def sweep_sigint(d):
       out, err = p.communicate()
       bad.append(f"after {delay:.0f} s: no end 120 s after SIGINT")
       continue
+    last = err.strip().splitlines()[-1] if err.strip() else ""
     if p.returncode == 0:
       bad.append(f"after {delay:.0f} s: SIGINT swallowed, exit 0")
     elif "Traceback" in err:
-      bad.append(f"after {delay:.0f} s: traceback {err.strip().splitlines()[-1]}")
+      bad.append(f"after {delay:.0f} s: traceback {last}")
     elif p.returncode != 130:
-      bad.append(f"after {delay:.0f} s: exit {p.returncode}")
+      bad.append(f"after {delay:.0f} s: exit {p.returncode} {last}")
     else:
-      lines.append(err.strip().splitlines()[-1] if err.strip() else "(exit 130, no line)")
-  cmd = shown(cli("sweep", *argv)) + "  (SIGINT after 4, 25, 35 s)"
+      lines.append(last or "(exit 130, no line)")
+  when = ", ".join(f"{t:.0f}" for t in delays)
+  cmd = shown(cli("sweep", *argv)) + f"  (SIGINT after {when} s)"
   if bad:
     return cmd, ("silent" if "swallowed" in bad[0] else "traceback"), "; ".join(bad), True
-  return cmd, "fault kept with one line", f"3 of 3 exit 130: {lines[0]}", False
+  n = len(delays)
+  return cmd, "fault kept with one line", f"{n} of {n} exit 130: {lines[0]}", False
+
+
+@trial(T, "Ctrl-C while a sweep computes (2 SIGINTs; the GC-callback race cannot be forced)",
+       alone=True)
+def sweep_sigint(d):
+  return sigint_trial(d, (25.0, 35.0))
+
+
+@trial(T, "Ctrl-C while a sweep starts (SIGINT after 4 s, during its imports)", alone=True)
+def sweep_sigint_start(d):
+  return sigint_trial(d, (4.0,))
 
 
 @trial(T, "Python: a personalised method (fedrep) on a model without a head")
@@ -967,22 +981,26 @@ def user_notes(d):
 @trial(M, "a workdir's cost on a tiny run (checkpoint every round), and the record's wall_s",
        alone=True)
 def workdir_cost(d):
-  write(d, "tiny.py", TINY)
-  base = ["--config=tiny.py", "--config.rounds=100", "--config.checkpoint_every=1"]
-  plain = sh(cli("run", *base), d, 300)
-  kept = sh(cli("run", *base, "--workdir=w"), d, 300)
-  cmd = shown(cli("run", *base, "[--workdir=w]"))
-  if not (plain.rc == kept.rc == 0):
-    return (cmd,) + judge_refusal(kept if kept.rc else plain)
-  rec = json.load(open(os.path.join(d, "w", "runs", "fedavg", "seed_0.json")))
-  wall = rec.get("wall_s", rec.get("record", {}).get("wall_s") if isinstance(
-      rec.get("record"), dict) else None)
-  ratio = kept.seconds / plain.seconds
-  said = [l for l in kept.text.splitlines() if "checkpoint" in l.lower()]
-  line = (f"100 rounds: {plain.seconds:.1f} s without, {kept.seconds:.1f} s with a workdir "
-          f"({ratio:.2f}x, process wall incl. start-up); record wall_s={wall}"
+  body = '''
+  import time
+  c = tiny(); c.rounds = 200; c.checkpoint_every = 1
+  ff.run(c)                                   # compiled (and cached) first
+  t = time.perf_counter(); plain = ff.run(c); a = time.perf_counter() - t
+  t = time.perf_counter(); kept = ff.run(c, workdir="w"); b = time.perf_counter() - t
+  print("TIMES", a, b, plain.records[0].wall_s, kept.records[0].wall_s)
+  '''
+  res = py(body, d, 300)
+  cmd = "ff.run(config of 200 rounds) timed without and with workdir='w' (checkpoint_every=1)"
+  m = re.search(r"^TIMES (\S+) (\S+) (\S+) (\S+)$", res.out, re.M)
+  if not m:
+    return (cmd,) + judge_refusal(res)
+  a, b, wa, wb = map(float, m.groups())
+  said = [l for l in res.text.splitlines() if "checkpoint" in l.lower()]
+  line = (f"200 rounds: {a:.1f} s without, {b:.1f} s with a workdir ({b / a:.1f}x); the "
+          f"records' wall_s {wa:.1f} s and {wb:.1f} s"
           + (f"; says: {said[0].strip()}" if said else "; nothing said of the cost"))
-  return cmd, "completed" if said or ratio < 1.5 else "silent", line, not said and ratio >= 1.5
+  hidden = not said and b / a >= 2 and wb < 0.6 * b
+  return cmd, "silent" if hidden else "completed", line, hidden
 
 
 # -- driver ----------------------------------------------------------------------------
