@@ -1037,6 +1037,15 @@ def run_one(t, base):
           "seconds": round(time.monotonic() - start, 1)}
 
 
+NOTES = ("Not reproduced as the issue describes: the Ctrl-C swallowed in a JAX "
+         "garbage-collection callback is a race that cannot be forced (two SIGINTs "
+         "mid-sweep sample it; the fix is tested by raising the signal inside a gc "
+         "callback); a full disk is a 64 KiB tmpfs (mounted by the script, which needs "
+         "root) or, failing that, a folder that cannot be created; the disk filling "
+         "while a sweep draws its figures is an ENOSPC injected into matplotlib's "
+         "savefig. Same seed, different bits (1 vs 2 XLA devices) is not a trial here.")
+
+
 def render(rows, counts, command, date, wall):
   lines = ["# Reliability trials rerun by hand", "",
            f"Remade with `{command}` on {date} ({wall:.0f} s wall on a shared 2-core CPU, "
@@ -1044,7 +1053,7 @@ def render(rows, counts, command, date, wall):
            "in a fresh temporary folder (tiny settings on the bundled digits); the outcome "
            "is read from the exit status and the output (`scripts/reliability_trials.py` "
            "says how), *open* says whether the item still behaves as the issue describes.",
-           "", "| outcome | trials |", "|---|---|"]
+           "", NOTES, "", "| outcome | trials |", "|---|---|"]
   lines += [f"| {k} | {v} |" for k, v in counts["outcomes"].items()]
   lines += [f"| still open | {counts['open']} |", ""]
   section = None
@@ -1065,7 +1074,16 @@ def main(argv=None):
                  "of these comma-separated words")
   p.add_argument("--jobs", type=int, default=2, help="trials run at once (default 2)")
   p.add_argument("--out", default=os.path.join(ROOT, "results", "reliability_trials.md"))
+  p.add_argument("--render", action="store_true",
+                 help="run nothing: write the markdown again from the JSON beside --out")
   args = p.parse_args(argv)
+  if args.render:
+    with open(os.path.splitext(args.out)[0] + ".json") as f:
+      saved = json.load(f)
+    with open(args.out, "w") as f:
+      f.write(render(saved["trials"], saved["counts"], saved["command"], saved["date"],
+                     saved["wall_s"]))
+    return 0
   words = [w for w in args.only.split(",") if w] or [""]
   chosen = [t for t in TRIALS if any(w in t["fn"].__name__ for w in words)]
   base = tempfile.mkdtemp(prefix="fedfrac_trials_")
