@@ -564,10 +564,12 @@ def sweep_disk_full_figures(d):
 
 
 def sigint_trial(d, delays):
-  """SIGINT to a 4000-round sweep after each of ``delays`` seconds: exit 130 and
-  one line each time, or what happened instead."""
+  """SIGINT to a 100,000-round sweep (minutes: still computing at every delay)
+  after each of ``delays`` seconds: exit 130 and one line each time, or what
+  happened instead."""
   write(d, "tiny.py", TINY)
-  argv = sweep_argv("--dir=pts", "--out=t.md", "--set=rounds=4000", "--set=eval_every=500")
+  argv = sweep_argv("--dir=pts", "--out=t.md", "--set=rounds=100000",
+                    "--set=eval_every=5000")
   lines, bad = [], []
   for delay in delays:
     shutil.rmtree(os.path.join(d, "pts"), ignore_errors=True)
