@@ -297,3 +297,56 @@ def test_a_point_rerun_on_resume_is_bit_identical_to_the_uninterrupted_one(
     return out
   assert untimed(after) == untimed(before)
   assert after["final"]["train_loss_var"] == before["final"]["train_loss_var"]
+
+
+def test_a_disk_filling_while_the_figures_are_drawn_is_one_line_and_keeps_the_points(
+    tmp_path, monkeypatch, capsys):
+  """The disk filling while the sweep draws its figures ended in a raw
+  ``OSError: [Errno 28]`` traceback: one line naming the figure, exit status 1,
+  every point kept, and a rerun writes the table without running one."""
+  import errno
+
+  from fedfrac.runner import plots
+  real = plots.Figure.savefig
+
+  def savefig(self, path, *args, **kwargs):
+    if "_ranking" in str(path):
+      raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    return real(self, path, *args, **kwargs)
+  out = tmp_path / "t.md"
+  argv = ["fedfrac-sweep", f"--config={os.path.join(ROOT, 'configs', 'quickstart.py')}",
+          "--set=rounds=1", "--set=model.hidden=(8,)", "--set=only=fedavg",
+          "--set=data.num_clients=4", "--seeds=0", "--workers=1", "--no_progress",
+          f"--out={out}"]
+  monkeypatch.setattr(sys, "argv", argv)
+  monkeypatch.setattr(plots.Figure, "savefig", savefig)
+  with pytest.raises(SystemExit) as e:
+    sweep_module.cli()
+  assert e.value.code == 1
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith(
+      f"error: no space left on the device to write {tmp_path}/t_ranking.png ("), err
+  assert len(list((tmp_path / "t.points" / "points").glob("*.json"))) == 1
+  assert not list(tmp_path.glob("*.tmp*"))
+  monkeypatch.setattr(plots.Figure, "savefig", real)
+  sweep_module.cli()
+  assert "ran 0 of 1 points (1 already done)" in capsys.readouterr().out
+  assert (tmp_path / "t_ranking.png").stat().st_size > 0
+
+
+def test_a_ctrl_c_while_the_sweep_starts_is_one_line_not_a_traceback(monkeypatch, capsys):
+  """Before the sweep installs its handler (checking its inputs, loading its
+  config), Ctrl-C ended in Python's KeyboardInterrupt traceback."""
+  import importlib
+  cli_module = importlib.import_module("fedfrac.sweep.cli")   # the package exports cli()
+
+  def interrupted(args):
+    raise KeyboardInterrupt
+  monkeypatch.setattr(cli_module, "checked_inputs", interrupted)
+  monkeypatch.setattr(sys, "argv", ["fedfrac-sweep", "--config=c.py"])
+  with pytest.raises(SystemExit) as e:
+    cli_module.cli()
+  assert e.value.code == 130
+  assert capsys.readouterr().err == (
+      "interrupted (SIGINT); the points finished are kept in the point directory: rerun "
+      "the same command to run the rest\n")

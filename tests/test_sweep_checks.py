@@ -133,3 +133,25 @@ def test_a_grid_of_the_client_learning_rate_is_accepted_as_run_many_accepts_it(
                        "--grid=client.lr=0.05,0.2", "--seeds=0", f"--out={out}"])
   labels = [label for _, summary in points for label in summary]
   assert labels == ["fedavg[client.lr=0.05]", "fedavg[client.lr=0.2]"]
+
+
+def test_a_point_directory_whose_layout_is_in_the_way_is_refused(tmp_path, capsys):
+  """Each ended in a traceback once the sweep wrote there (``FileExistsError``
+  for claims/, ``IsADirectoryError`` renaming a point over a folder) or ran
+  with nothing kept (a --dir that cannot be created)."""
+  pts = tmp_path / "pts"
+  (pts / "claims").parent.mkdir()
+  (pts / "claims").write_text("not a folder")
+  line = _refused(tmp_path, capsys, f"--dir={pts}", "--shard=0/2")
+  assert line == (f"error: --dir={pts}: {pts}/claims is a file where the sweep keeps its "
+                  f"claims folder; move it away")
+  (pts / "claims").unlink()
+  (pts / "points" / "0524e326f6e55376.json").mkdir(parents=True)
+  line = _refused(tmp_path, capsys, f"--dir={pts}")
+  assert line == (f"error: --dir={pts}: {pts}/points/0524e326f6e55376.json is a folder "
+                  f"where a point file goes; move it away")
+  line = _refused(tmp_path, capsys, "--dir=/proc/fedfrac_no_such/pts")
+  assert line.startswith("error: --dir=/proc/fedfrac_no_such/pts: cannot "), line
+  # A --dir that can be created is, by the check (the sweep would make it anyway).
+  sweep_checks.check_output("--dir", str(tmp_path / "a" / "b"), directory=True)
+  assert (tmp_path / "a" / "b").is_dir()

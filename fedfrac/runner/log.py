@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 import warnings
 
@@ -10,12 +11,51 @@ import numpy as np
 from fedfrac.runner.records import RunRecord, nonfinite_keys, stopped_entry
 
 
+# JAX warns once per compiled program that its persistent cache cannot be written
+# or read (a full disk, and the entries it cut short: 10 to 20 warnings a run);
+# fedfrac says each kind once.
+_CACHE_ERROR = re.compile(r"^Error (writing|reading) persistent compilation cache entry "
+                          r"for '[^']*': (.*)$", re.S)
+_CACHE_SAID = {
+    "writing": "compiled programs cannot be written to the compile cache ({}), so the "
+               "next run compiles them again",
+    "reading": "compiled programs in the compile cache cannot be read ({}; written "
+               "in part, e.g. when the disk filled), so they are compiled again"}
+
+
+def _format(message, category, filename, lineno, line=None) -> str:
+  return f"warning: {message}\n"
+
+
+class _Shown:
+  """``warnings.showwarning`` that says a failed compile-cache write or read
+  once per process, naming what to do, and passes every other warning on."""
+
+  def __init__(self, show):
+    self.show, self.said = show, set()
+
+  def __call__(self, message, category, filename, lineno, file=None, line=None):
+    cache = _CACHE_ERROR.match(str(message))
+    if cache:
+      kind, why = cache.group(1), cache.group(2).strip()
+      if kind in self.said:
+        return
+      self.said.add(kind)
+      message = (_CACHE_SAID[kind].format(why) + "; free space there, or set "
+                 "FEDFRAC_COMPILE_CACHE=DIR (another folder) or =off (further such "
+                 "warnings are not shown)")
+    self.show(message, category, filename, lineno, file, line)
+
+
 def one_line_warnings() -> None:
   """Show warnings as one line, ``warning: <message>`` (a command line's way),
   instead of Python's two: the file and line, then the source line that warned
-  (``  warnings.warn(msg)``, which reads as a second, broken line)."""
-  warnings.formatwarning = (lambda message, category, filename, lineno, line=None:
-                            f"warning: {message}\n")
+  (``  warnings.warn(msg)``, which reads as a second, broken line). JAX's
+  warning per program that the compile cache cannot be written or read (a
+  full disk) is said once for each, with what to do."""
+  warnings.formatwarning = _format
+  if not isinstance(warnings.showwarning, _Shown):
+    warnings.showwarning = _Shown(warnings.showwarning)
 
 
 def round_communication(comm):

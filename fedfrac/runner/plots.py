@@ -33,6 +33,9 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
 LINESTYLES = ("-", "--", "-.", ":")
 MARKERS = (None, "o", "s", "^", "v", "D", "x", "+")
 
+# The space a figure is said to need when the disk is full (each is well under it).
+FIGURE_BYTES = 2**20
+
 # Curves whose mean values differ by at most this everywhere count as coinciding.
 COINCIDE_ATOL = 1e-6
 
@@ -50,12 +53,17 @@ class Figure(_MplFigure):
     return buf.getvalue()
 
   def save(self, path: str, dpi: int = 120, bbox_inches: Optional[str] = "tight") -> None:
-    """Write the figure to ``path`` atomically (format from the extension)."""
-    from fedfrac.runner.checkpoint import unique_tmp
+    """Write the figure to ``path`` atomically (format from the extension),
+    creating its folder when it is missing; a full disk raises
+    :class:`fedfrac.runner.checkpoint.DiskFullError` naming ``path`` (one line;
+    ``path`` is left as it was)."""
+    from fedfrac.runner.checkpoint import disk_full_as_error, unique_tmp
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     root, ext = os.path.splitext(path)
     tmp = unique_tmp(root, ext or ".png")   # its own: other processes may write path too
     try:
-      self.savefig(tmp, dpi=dpi, bbox_inches=bbox_inches)
+      with disk_full_as_error(path, [FIGURE_BYTES]):
+        self.savefig(tmp, dpi=dpi, bbox_inches=bbox_inches)
     except BaseException:
       with contextlib.suppress(OSError):
         os.remove(tmp)

@@ -46,6 +46,7 @@ from fedfrac.runner.work_queue import resolve, work_queue  # noqa: F401  (their 
 MANIFEST = "sweep.json"
 POINTS = "points"
 _CUT_SHORT = re.compile(r"^[0-9a-f]+\.json\.tmp\d+$")   # a point write cut short
+_POINT_FILE = re.compile(r"^[0-9a-f]+\.json$")   # <point id>.json; other names are not points
 SHOWN = 5   # files of one's own named in a refusal
 
 
@@ -144,7 +145,9 @@ class PointStore:
         if not overwrite:
           raise SweepMismatch(
               f"point directory {self.directory!r}: {MANIFEST} is unreadable ({why}); "
-              f"use a new directory, or pass overwrite (--overwrite) to delete its "
+              f"remove {manifest} to write it again for this sweep (its points are "
+              f"kept where they verify as this sweep's, the others run again), use a "
+              f"new directory, or pass overwrite (--overwrite) to delete its "
               f"points") from None
         old = {}
       if old.get("hash") != self.hash:
@@ -184,10 +187,11 @@ class PointStore:
   def done(self) -> set:
     """Ids of the finished points whose files verify. Damaged ones (truncated,
     edited, of another sweep) are not done: they are named in one line on
-    stderr and run again (their file is replaced when they finish)."""
+    stderr and run again (their file is replaced when they finish). A file whose
+    name is not a point id's (a user's ``notes.json``) is no point: left alone."""
     ids, damaged = set(), {}
     for name in sorted(os.listdir(self.points_dir)):
-      if not name.endswith(".json"):   # e.g. <id>.json.tmp<pid>: a write cut short
+      if not _POINT_FILE.match(name):   # e.g. <id>.json.tmp<pid>: a write cut short
         continue
       pid = name[:-5]
       try:

@@ -54,7 +54,8 @@ class Signals:
   so the caller can stop at its next safe point; a later one raises
   :class:`Interrupted` at once, unless ``escalate=False`` (worker processes,
   which their parent kills if it must). ``graceful=False``: every signal raises
-  :class:`Interrupted` at once.
+  :class:`Interrupted` at once, and leaving the block raises it again when that
+  one was swallowed on the way (a signal inside a garbage-collection callback).
   """
 
   def __init__(self, graceful: bool = True, escalate: bool = True):
@@ -76,10 +77,15 @@ class Signals:
       return
     raise Interrupted(signum)
 
-  def __exit__(self, *exc):
+  def __exit__(self, exc_type, exc, tb):
     for s, handler in self._previous.items():
       signal.signal(s, handler)
     self._previous = {}
+    if exc_type is None and self.requested is not None and not self.graceful:
+      # The handler raised, but nothing came out: the signal landed in code that
+      # swallows exceptions (a garbage-collection callback, such as JAX's, prints
+      # "Exception ignored" and goes on). Stop now rather than exit 0.
+      raise Interrupted(self.requested)
     return False
 
 

@@ -144,6 +144,40 @@ def check_output(flag: str, path: str, directory: bool = False) -> None:
                      f"under it")
   if not os.access(existing, os.W_OK | os.X_OK):
     raise UsageError(f"{flag}={path}: cannot write there ({existing} is not writable)")
+  if directory and existing != target:
+    _check_creatable(flag, path, target, existing)
+
+
+def _check_creatable(flag: str, path: str, target: str, existing: str) -> None:
+  """Create the folders from ``existing`` down to ``target`` (the sweep makes
+  them anyway): one that cannot be made (a read-only or virtual file system,
+  where permissions alone do not tell) is refused before compute. They are not
+  removed again, which could pull a folder from under a shard starting at once."""
+  try:
+    os.makedirs(target, exist_ok=True)
+  except OSError as e:
+    raise UsageError(f"{flag}={path}: cannot be created ({e.strerror or e})") from None
+
+
+def check_point_directory(flag: str, directory: str) -> None:
+  """Refuse a point directory whose layout is in the way, before compute: its
+  ``points`` or ``claims`` a file, or a folder where a point file goes (they
+  failed only when the sweep wrote there, with a traceback)."""
+  from fedfrac.runner.claims import CLAIMS
+  from fedfrac.runner.points import POINTS
+  for name in (POINTS, CLAIMS):
+    inner = os.path.join(directory, name)
+    if os.path.exists(inner) and not os.path.isdir(inner):
+      raise UsageError(f"{flag}: {inner} is a file where the sweep keeps its {name} "
+                       f"folder; move it away")
+  points = os.path.join(directory, POINTS)
+  if os.path.isdir(points):
+    in_way = sorted(n for n in os.listdir(points)
+                    if n.endswith(".json") and os.path.isdir(os.path.join(points, n)))
+    if in_way:
+      more = f" (and {len(in_way) - 1} more)" if len(in_way) > 1 else ""
+      raise UsageError(f"{flag}: {os.path.join(points, in_way[0])} is a folder where a "
+                       f"point file goes{more}; move it away")
 
 
 def check_axes(sets, axes) -> None:

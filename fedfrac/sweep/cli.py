@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from fedfrac._validation import ConfigError
@@ -90,6 +91,10 @@ def checked_inputs(args):
   workers = args.workers or len(local_devices.local_workers())
   sweep_checks.check_metrics(configs, metric_names, always, in_process=workers == 1)
   directory = args.dir or (os.path.splitext(args.out)[0] + ".points" if args.out else None)
+  if directory:
+    sweep_checks.check_point_directory(f"--dir={directory}" if args.dir else
+                                       f"--out={args.out} (its points in {directory})",
+                                       directory)
   return base, axes, grid, grid_methods, seeds, metric_names, directory
 
 
@@ -173,12 +178,17 @@ def main(argv=None):
 
 def cli():
   """Console entry point ``fedfrac-sweep`` (exit status 0 when every point ran;
-  130 / 143 after SIGINT / SIGTERM, the finished points kept; 1 on a full disk)."""
+  130 / 143 after SIGINT / SIGTERM, the finished points kept, one line whenever
+  it came; 1 on a full disk)."""
   try:
     main()
   except signals.Interrupted as e:
     print(e.message or f"interrupted ({signals.name(e.signum)})", file=sys.stderr)
     sys.exit(signals.exit_status(e.signum))
+  except KeyboardInterrupt:   # Ctrl-C before the sweep's own handler (starting up)
+    print("interrupted (SIGINT); the points finished are kept in the point directory: "
+          "rerun the same command to run the rest", file=sys.stderr)
+    sys.exit(signals.exit_status(signal.SIGINT))
   except DiskFullError as e:
     print(f"error: {e}; free that much space and rerun the same command to run the "
           f"points left", file=sys.stderr)

@@ -162,6 +162,53 @@ def _plain_name(value) -> bool:
           and "/" not in value and "\\" not in value and os.path.basename(value) == value)
 
 
+def unreadable(obj, kind) -> str | None:
+  """Why the item file ``obj`` of a plan table of ``kind`` cannot be rendered
+  (the exception a render would raise, in one line), or None when it can."""
+  try:
+    if kind == "firma":
+      from fedfrac_lab.reproduce.firma_files_table import json_cells
+      read = [obj["args"]["seeds"], obj["args"]["rounds"]]
+      for *_, cell in json_cells(obj):
+        read += [run["accuracy"] for run in cell["runs"]]
+    else:
+      from fedfrac_lab.reproduce import jobs
+      read = [obj["config_name"], obj["campaign"]["device"]]
+      read += [jobs.decode_record(enc) for enc in obj["records"]]
+  except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
+    return f"{type(e).__name__}: {e}"
+  return None
+
+
+def _check_tables(archive, plan, root, items, blobs) -> None:
+  """Every file a touched plan table renders from, the archive's new items and
+  those already under ``root``, is readable as that table's kind; raises
+  :class:`files.ArchiveError` naming the first that is not, before anything is
+  written (an item that cannot be rendered would crash every later collect
+  into its table)."""
+  for name, table in sorted(items.items()):
+    if table not in plan.tables:
+      continue
+    why = unreadable(json.loads(blobs[name]), plan.tables[table]["kind"])
+    if why:
+      raise files.ArchiveError(f"archive {archive!r}: {name}: not a readable "
+                               f"{plan.tables[table]['kind']} item of table {table!r} ({why})")
+  for table in sorted({t for t in items.values() if t in plan.tables}):
+    spec = plan.tables[table]
+    for path in table_files(root, table, spec):
+      full = os.path.join(root, path)
+      try:
+        with open(full) as f:
+          why = unreadable(json.load(f), spec["kind"])
+      except (OSError, ValueError) as e:
+        why = f"{type(e).__name__}: {e}"
+      if why:
+        raise files.ArchiveError(
+            f"{full}: not a readable {spec['kind']} item of table {table!r} ({why}), so the "
+            f"table cannot be rendered; move it out of {os.path.dirname(full)} and collect "
+            f"again")
+
+
 def _checked(archive, manifest, blobs) -> tuple:
   """``(items, measurements, timing rows)`` of ``blobs``, every field that names a
   path a plain name and every field collect reads present; raises
@@ -227,6 +274,7 @@ def collect(archive, plan_path, root=".", log=print) -> dict:
   manifest, blobs = files.read_archive(archive)
   items, measured, rows = _checked(archive, manifest, blobs)
   plan = plan_lib.load(plan_path)
+  _check_tables(archive, plan, root, items, blobs)
   timings_path = os.path.join(root, CAMPAIGN, "timings.json")
   old = plan_lib.load_timings(timings_path)
   device = (manifest.get("device") or {}).get("device", "unknown device")

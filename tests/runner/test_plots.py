@@ -55,3 +55,17 @@ def test_scenario_and_sweep_figures(tmp_path):
   xdata, ydata = containers[0].lines[0].get_data()
   np.testing.assert_allclose(xdata, [0.5, 0.8, 1.0])
   np.testing.assert_allclose(ydata, [0.81, 0.855, 0.84])
+
+
+
+def test_figures_saved_into_a_missing_folder_create_it(tmp_path):
+  """``results.plot().save(dir)`` with a folder not made yet (it raised
+  FileNotFoundError naming a temporary file)."""
+  from fedfrac.runner.overview import ResultFigures
+  lines = {"fedavg": [(1.0, [0.8]), (2.0, [0.9])]}
+  figures = ResultFigures(plots.sweep_figure(lines, xlabel="lr"),
+                          plots.sweep_figure(lines, xlabel="lr"))
+  figures.save(str(tmp_path / "new" / "figs"))
+  assert sorted(p.name for p in (tmp_path / "new" / "figs").iterdir()) == [
+      "accuracy.png", "ranking.png"]
+  assert (tmp_path / "new" / "figs" / "accuracy.png").stat().st_size > 0

@@ -136,3 +136,28 @@ def test_a_damaged_layout_file_is_replaced_in_one_line(tmp_path, damage):
   assert len(lines) == 1 and lines[0].startswith(f"{path} was unreadable (")
   assert json.loads(path.read_text()) == proposal
   assert claims_lib.agree(str(path), {"workers": 8, "memory_bytes": 1}) == proposal
+
+
+def test_a_file_of_ones_own_among_the_points_is_left_alone(tmp_path, capsys):
+  # Before: a user's points/notes.json was "1 failed verification (no checksum);
+  # running it again", a file of one's own called a point to run.
+  store = _store(tmp_path)
+  store.write("a", _record(0.5))
+  (tmp_path / "points" / "notes.json").write_text('{"my": "notes"}')
+  capsys.readouterr()
+  assert _store(tmp_path).done() == {"a"}
+  assert capsys.readouterr().err == ""
+  assert (tmp_path / "points" / "notes.json").read_text() == '{"my": "notes"}'
+
+
+def test_an_unreadable_sweep_file_names_removing_it_as_a_way_out(tmp_path):
+  # Before: the only ways out were another folder or --overwrite, which abandon
+  # or delete intact points; removing sweep.json writes it again and keeps them.
+  _store(tmp_path).write("a", _record(0.5))
+  manifest = tmp_path / "sweep.json"
+  manifest.write_text("garbage{")
+  with pytest.raises(points_lib.SweepMismatch) as e:
+    _store(tmp_path)
+  assert f"remove {manifest} to write it again for this sweep" in str(e.value)
+  manifest.unlink()
+  assert _store(tmp_path).done() == {"a"}

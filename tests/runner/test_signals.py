@@ -118,3 +118,33 @@ def test_a_warning_on_the_command_line_is_one_line(tmp_path):
   lines = [l for l in out.stderr.splitlines() if l.strip()]
   assert out.returncode == 0 and len(lines) == 1, out.stderr[-2000:]
   assert lines[0].startswith("warning: method 'fedavg' seed 0 diverged at round 1: "), lines
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_signal_swallowed_in_a_garbage_collection_callback_still_stops():
+  """Python prints "Exception ignored" for an exception out of a gc callback
+  (JAX registers one) and goes on: a Ctrl-C that landed there let a sweep run
+  to its end and exit 0. Leaving the block raises it again."""
+  import gc
+
+  from fedfrac.runner import signals
+  fired = []
+
+  def callback(phase, info):
+    if phase == "start" and not fired:
+      fired.append(True)
+      os.kill(os.getpid(), signal.SIGINT)
+      for _ in range(10_000):   # the handler runs here, inside the callback
+        pass
+  previous = signal.signal(signal.SIGINT, lambda *a: None)   # a fallback, never used
+  try:
+    with pytest.raises(signals.Interrupted) as e:
+      with signals.Signals(graceful=False):
+        gc.callbacks.append(callback)
+        try:
+          gc.collect()
+        finally:
+          gc.callbacks.remove(callback)
+    assert fired and e.value.signum == signal.SIGINT
+  finally:
+    signal.signal(signal.SIGINT, previous)

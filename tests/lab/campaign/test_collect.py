@@ -173,3 +173,37 @@ def test_collect_names_the_file_each_member_was_written_to(tmp_path):
   collect.collect(archive, _plan(tmp_path), str(root), log=lines.append)
   dest = root / "results" / "campaign" / "firma_fashion_mnist" / "abc123.json"
   assert f"new    items/firma_fashion_mnist/abc123.json -> {dest}" in lines
+
+
+def test_an_item_its_table_cannot_render_is_refused_and_one_already_kept_is_named(
+    tmp_path, capsys):
+  plan = tmp_path / "plan.json"
+  tables = {"firma_fashion_mnist": {"kind": "firma", "dataset": "fashion_mnist",
+                                    "out": "results/firma_fashion_mnist.md", "include": []}}
+  plan.write_text(json.dumps({"tables": tables}))
+  root = tmp_path / "checkout"
+  root.mkdir()
+  bad = _firma_item()
+  del bad["scenarios"]
+  archive = _fresh_archive(tmp_path, "a", {"items/firma_fashion_mnist/abc123.json": bad}, "d")
+  assert collect.main([archive, "--plan", str(plan), "--root", str(root)]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith("error: archive ")
+  assert ("items/firma_fashion_mnist/abc123.json: not a readable firma item of table "
+          "'firma_fashion_mnist' (KeyError: 'scenarios')") in err
+  assert [p for p in root.rglob("*") if p.is_file()] == []
+  # An unreadable item already in results/campaign/ (kept by an earlier collect):
+  # a later collect into its table names it and writes nothing, instead of a traceback.
+  kept = root / "results" / "campaign" / "firma_fashion_mnist" / "old.json"
+  files.write_item(str(kept), bad)
+  good = _fresh_archive(tmp_path, "b", {"items/firma_fashion_mnist/def456.json":
+                                        _firma_item(item="def456")}, "d")
+  assert collect.main([good, "--plan", str(plan), "--root", str(root)]) == 2
+  err = capsys.readouterr().err
+  assert err == (f"error: {kept}: not a readable firma item of table 'firma_fashion_mnist' "
+                 f"(KeyError: 'scenarios'), so the table cannot be rendered; move it out of "
+                 f"{kept.parent} and collect again\n")
+  assert sorted(p.name for p in root.rglob("*") if p.is_file()) == ["old.json"]
+  kept.unlink()
+  assert collect.main([good, "--plan", str(plan), "--root", str(root)]) == 0
+  assert (root / "results" / "firma_fashion_mnist.md").exists()
