@@ -161,6 +161,19 @@ def base_config() -> ml_collections.ConfigDict:
       speed="equal", sigma=0.0, group_speeds=(), groups=(), deadline=float("inf"),
       policy="none"))
 
+  # The simulated clock (fedfrac.sim.clock; the guide's "Asynchronous runs"):
+  # server none (no clock: today's rounds) | sync (rounds, each as long as its
+  # slowest participant) | fedbuff | fedasync (buffered asynchronous
+  # aggregation, fedfrac.sim.asynchronous; options: the server's options, see
+  # --list). Client k runs s_k local steps and moves b_k bytes per time unit:
+  # speed / bandwidth constant (the mean) | lognormal (mean·exp(spread·z)),
+  # fixed per seed, or trace = a CSV file client,speed,bandwidth (one row per
+  # client). bandwidth_mean inf: communication takes no time.
+  c.clock = ml_collections.ConfigDict(dict(
+      server="none", speed="constant", speed_mean=1.0, speed_spread=0.0,
+      bandwidth="constant", bandwidth_mean=float("inf"), bandwidth_spread=0.0,
+      trace="", options=ml_collections.ConfigDict()))
+
   # How the server combines the cohort's updates (fedfrac.algorithms.server):
   # mean | median | trimmed_mean (trim_beta per side) | krum | multi_krum
   # (num_byzantine = f; multi = clients averaged, 0 = cohort − f).

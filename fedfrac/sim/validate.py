@@ -1,4 +1,5 @@
-"""Checks of the engine's config sections: ``engine``, ``churn``, ``system`` and ``attack``
+"""Checks of the engine's config sections: ``engine``, ``churn``, ``system``,
+``clock`` and ``attack``
 (see :mod:`fedfrac.config`). The rules the engine itself enforces on an
 :class:`EngineConfig` are the same functions, called here on the config."""
 from __future__ import annotations
@@ -57,6 +58,34 @@ def validate_engine(config) -> None:
           and all(is_num(r) and 0 <= r <= 1 for r in rates),
           f"churn.per_class.{cls}", rates, "must be (p_leave, p_join), each in [0, 1]")
   validate_system(config)
+  validate_clock(config)
+
+
+def validate_clock(config) -> None:
+  """Check ``config.clock``: the distributions, the server and its options
+  (:mod:`fedfrac.algorithms.fedbuff`, :mod:`fedfrac.algorithms.fedasync`), that
+  every method's client update can run under an asynchronous server, and the
+  trace (against ``data.num_clients``)."""
+  from fedfrac import algorithms
+  from fedfrac.sim import clock as clock_lib
+  cc = config.get("clock", None)
+  if cc is None or cc.get("server", "none") == "none":
+    return
+  server = cc.get("server")
+  check(server in ("none",) + clock_lib.SERVERS, "clock.server", server,
+        f"allowed values are none, {', '.join(clock_lib.SERVERS)}")
+  try:
+    clock_lib.check_clock(clock_lib.ClockConfig(
+        speed=cc.speed, speed_mean=cc.speed_mean, speed_spread=cc.speed_spread,
+        bandwidth=cc.bandwidth, bandwidth_mean=cc.bandwidth_mean,
+        bandwidth_spread=cc.bandwidth_spread, server=server))
+    if server != "sync":
+      for label, method in config.methods.items():
+        algorithms.async_server(server, dict(cc.get("options", {}) or {}), method.name)
+    if cc.get("trace", ""):
+      clock_lib.read_trace(cc.trace, int(config.data.num_clients))
+  except ValueError as e:
+    raise ConfigError(f"config.{e}") from None
 
 
 def validate_system(config) -> None:
