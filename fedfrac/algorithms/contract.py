@@ -242,4 +242,4 @@ class AlgorithmEntry:
   def capabilities(self) -> tuple:
     """Names of the capabilities this algorithm has (for listings)."""
     return tuple(c for c in ("robust_aggregation", "full_participation",
-                             "decentralised") if getattr(self, c))
+                             "decentralised", "asynchronous") if getattr(self, c))

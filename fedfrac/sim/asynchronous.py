@@ -114,9 +114,11 @@ def init_state(plan: AsyncPlan, algorithm, arrays, state: SimState) -> AsyncStat
                     zero)
 
 
-def staleness_histogram(tau, bins: int):
-  """``[bins + 1]`` float32 counts of τ = 0..bins-1, the last bin τ >= bins."""
-  return jnp.zeros((bins + 1,), jnp.float32).at[jnp.minimum(tau, bins)].add(1.0)
+def staleness_histogram(tau, bins: int) -> list:
+  """Float32 counts of τ = 0..bins-1 and (the last) τ >= bins: ``bins + 1``
+  scalars, recorded per server step as ``async/staleness_count_<τ>``."""
+  counts = jnp.zeros((bins + 1,), jnp.float32).at[jnp.minimum(tau, bins)].add(1.0)
+  return [counts[i] for i in range(bins + 1)]
 
 
 def server_step(plan: AsyncPlan, algorithm, arrays, state: SimState):
@@ -181,7 +183,8 @@ def server_step(plan: AsyncPlan, algorithm, arrays, state: SimState):
       "clients/staleness": tau.astype(jnp.float32),
       "async/staleness_mean": jnp.mean(tau.astype(jnp.float32)),
       "async/staleness_max": jnp.max(tau).astype(jnp.float32),
-      "async/staleness_hist": staleness_histogram(tau, r),
+      **{f"async/staleness_count_{i}": c
+         for i, c in enumerate(staleness_histogram(tau, r))},
       "async/ring_overrun": overrun.astype(jnp.float32),
   })
   return SimState(update.server, update.clients, state.available, root, s + 1,

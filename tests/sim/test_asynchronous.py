@@ -172,8 +172,9 @@ def test_compiled_server_equals_event_driven_reference_with_stale_updates(server
                                 np.sort(staleness))
   for g, w in zip(_leaves(got.server["params"]), want):
     np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6)
-  hist = np.asarray(metrics["async/staleness_hist"]).sum(axis=0)
-  assert hist.sum() == len(staleness) and hist[0] == staleness.count(0)
+  bins = clock.options.max_staleness + 1
+  hist = [float(np.sum(metrics[f"async/staleness_count_{i}"])) for i in range(bins + 1)]
+  assert hist == [staleness.count(i) for i in range(bins)] + [0.0]
 
 
 def _async_config(**overrides):
@@ -201,6 +202,10 @@ def test_resume_from_a_checkpoint_mid_run_is_bit_identical(tmp_path):
   assert strip(resumed.round_rows) == strip(full.round_rows)
   assert strip(resumed.rows) == strip(full.rows)
   assert any(r["async/staleness_max"] > 0 for r in full.round_rows)
+  entry = full.summary()["methods"]["fedavg"]["seeds"]["0"]
+  counts = entry["staleness_counts"]
+  assert sum(counts) == 2 * 6 and counts[0] < 12      # K = 2 per step, 6 steps
+  assert entry["time_to_target"] is None or entry["time_to_target"] > 0
 
 
 def _trace(tmp_path, rows, header="client,speed,bandwidth"):
