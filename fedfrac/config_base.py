@@ -214,7 +214,7 @@ def method_labels(config):
 
 
 # Sections a method entry may override for itself (``methods.<label>.<section>``).
-METHOD_SECTIONS = ("client", "server", "attack")
+METHOD_SECTIONS = ("client", "server", "attack", "clock")
 
 
 def method_options(method_cfg) -> dict:

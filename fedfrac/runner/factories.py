@@ -129,8 +129,10 @@ def clock_config(config, label=None, num_clients=None):
   """The engine's :class:`fedfrac.sim.clock.ClockConfig` from ``config.clock``
   (``None`` for ``server="none"``); with ``label`` the asynchronous server is
   checked against that method, with ``num_clients`` the trace is read."""
-  cc = config.get("clock", None)
-  if cc is None or cc.get("server", "none") == "none":
+  if config.get("clock", None) is None:
+    return None
+  cc = config.clock if label is None else config_base.section_config(config, label, "clock")
+  if cc.get("server", "none") == "none":
     return None
   server = cc.server
   options = None

@@ -66,10 +66,18 @@ def validate_clock(config) -> None:
   (:mod:`fedfrac.algorithms.fedbuff`, :mod:`fedfrac.algorithms.fedasync`), that
   every method's client update can run under an asynchronous server, and the
   trace (against ``data.num_clients``)."""
+  from fedfrac import config_base
+  if config.get("clock", None) is None:
+    return
+  for label in config.methods.keys():   # a method's clock overrides apply to it
+    _validate_clock_section(config, config_base.section_config(config, label, "clock"),
+                            config.methods[label].name)
+
+
+def _validate_clock_section(config, cc, method) -> None:
   from fedfrac import algorithms
   from fedfrac.sim import clock as clock_lib
-  cc = config.get("clock", None)
-  if cc is None or cc.get("server", "none") == "none":
+  if cc.get("server", "none") == "none":
     return
   server = cc.get("server")
   check(server in ("none",) + clock_lib.SERVERS, "clock.server", server,
@@ -80,8 +88,7 @@ def validate_clock(config) -> None:
         bandwidth=cc.bandwidth, bandwidth_mean=cc.bandwidth_mean,
         bandwidth_spread=cc.bandwidth_spread, server=server))
     if server != "sync":
-      for label, method in config.methods.items():
-        algorithms.async_server(server, dict(cc.get("options", {}) or {}), method.name)
+      algorithms.async_server(server, dict(cc.get("options", {}) or {}), method)
     if cc.get("trace", ""):
       clock_lib.read_trace(cc.trace, int(config.data.num_clients))
   except ValueError as e:
