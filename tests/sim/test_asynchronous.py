@@ -291,3 +291,17 @@ def test_staleness_functions():
   np.testing.assert_allclose(async_rules.staleness_weight("hinge", tau, 2.0, 2),
                              [1, 1, 1, 1 / 3, 1 / 5, 1 / 7], rtol=1e-6)
   np.testing.assert_array_equal(async_rules.staleness_weight("constant", tau), 1.0)
+
+
+def test_fofedavg_clients_keep_their_state_under_fedbuff():
+  # memory="round": a client's last local model is kept in its state when its
+  # update is applied, and only then.
+  sim = _sim("fofedavg", clock=_clock("fedbuff", {"buffer_size": 2, "concurrency": 4,
+                                                  "max_staleness": 20}, "fofedavg",
+                                      speed="lognormal", speed_spread=0.5),
+             participation=1.0, memory="round")
+  state, metrics = sim.run_chunk(sim.init(0), 4)
+  arrived = np.unique(np.asarray(metrics["clients/ids"]))
+  assert 0 < len(arrived) < len(SIZES)
+  np.testing.assert_array_equal(np.flatnonzero(state.clients["has_participated"]), arrived)
+  assert np.all(np.isfinite(metrics["train_loss"]))
