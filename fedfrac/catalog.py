@@ -105,6 +105,12 @@ def catalog_text() -> str:
   lines = ["Algorithms (config.methods.<label>.name; options go beside it):"]
   for name in algorithms.names():
     lines += algorithm_block(name)
+  lines += ["", "Asynchronous servers (config.clock.server; options in "
+            "config.clock.options; the client update is the method's, for methods "
+            "marked asynchronous):"]
+  for name, e in algorithms.ASYNC_SERVERS.items():
+    lines.append(f"  {name}: {e.summary}")
+    lines += [f"      {option_line(key, hp)}" for key, hp in e.schema.items()]
   lines.append("")
   lines += _named("Data sources", "config.data.source", sources.SOURCE_DESCRIPTIONS)
   lines.append("")

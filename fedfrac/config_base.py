@@ -84,9 +84,9 @@ def schema() -> Section:
   from fedfrac.data.schema import DATA
   from fedfrac.models.schema import MODEL
   from fedfrac.runner.schema import CLIENT, LOG, METHODS, RUN, SERVER, TASK
-  from fedfrac.sim.schema import ATTACK, CHURN, ENGINE, SYSTEM
+  from fedfrac.sim.schema import ATTACK, CHURN, CLOCK, ENGINE, SYSTEM
   return Section("", "Run", RUN + (DATA, MODEL, CLIENT, TASK, ENGINE, CHURN, SYSTEM,
-                                   SERVER, ATTACK, METHODS, LOG))
+                                   CLOCK, SERVER, ATTACK, METHODS, LOG))
 
 
 def base_config() -> ml_collections.ConfigDict:
@@ -128,7 +128,7 @@ def method_labels(config):
 
 
 # Sections a method entry may override for itself (``methods.<label>.<section>``).
-METHOD_SECTIONS = ("client", "server", "attack")
+METHOD_SECTIONS = ("client", "server", "attack", "clock")
 
 
 def method_options(method_cfg) -> dict:

@@ -24,9 +24,10 @@ from fedfrac.config_base import METHOD_SECTIONS, base_config, config_section
 from fedfrac._validation import ConfigError, fail
 
 # Sections whose keys are names the config chooses (not fields of the base config):
-# ``methods`` (method labels, each checked against its schema) and
-# ``churn.per_class`` (client groups).
-FREE_SECTIONS = ("methods", "churn.per_class")
+# ``methods`` (method labels, each checked against its schema),
+# ``churn.per_class`` (client groups) and ``clock.options`` (the asynchronous
+# server's options, checked against its schema by fedfrac.sim.validate).
+FREE_SECTIONS = ("methods", "churn.per_class", "clock.options")
 
 # Common names for a field, suggested when difflib finds nothing close.
 ALIASES = {"learning_rate": "lr", "lr_rate": "lr", "num_rounds": "rounds",

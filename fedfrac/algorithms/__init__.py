@@ -25,6 +25,8 @@ from fedfrac.algorithms.client_view import ClientView
 from fedfrac.algorithms.check import ContractError, check_algorithm
 from fedfrac.algorithms.local_training import LocalTraining, local_train
 from fedfrac.algorithms.schema import HParam, HParamSchema
+from fedfrac.algorithms.asynchronous import AsyncEntry, AsyncServer
+from fedfrac.algorithms import fedasync, fedbuff
 from fedfrac.algorithms import (dp_fedavg, dp_sgd, fdse, fedavg, fedavgm, fedbm, feddyn,
                                 fedel, fednova, fedopt, fedprox, fedrep, fibfl, fibfl_pp,
                                 fo_ri_fedavg, fofedavg, kuramoto_fedavg, moon, rdfl,
@@ -191,3 +193,23 @@ def hparams(name, given=None, prefix=""):
 def make(name, ctx: BuildContext, **given) -> FedAlgorithm:
   """Build algorithm ``name`` with options ``given`` (its defaults fill the rest)."""
   return entry(name).make(ctx, **given)
+
+
+# Asynchronous servers (config.clock.server; fedfrac.sim.asynchronous runs them).
+ASYNC_SERVERS = {e.name: e for e in (fedbuff.ENTRY, fedasync.ENTRY)}
+
+
+def async_server(server: str, options=None, method=None) -> AsyncServer:
+  """The :class:`AsyncServer` ``server`` with ``options``; with ``method`` (a
+  client algorithm's name), refused in one line unless that algorithm's entry
+  says its client update runs asynchronously."""
+  if server not in ASYNC_SERVERS:
+    raise ValueError(f"clock.server={server!r}: allowed values are sync, "
+                     f"{', '.join(ASYNC_SERVERS)}")
+  if method is not None and not entry(method).asynchronous:
+    able = ", ".join(n for n, e in REGISTRY.items() if e.asynchronous)
+    raise ValueError(f"clock.server={server!r}: method name={method!r} cannot run "
+                     f"asynchronously (its server keeps state built from the whole "
+                     f"cohort, or it does not send model deltas); methods that can: "
+                     f"{able}")
+  return ASYNC_SERVERS[server].make(options)

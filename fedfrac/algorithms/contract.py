@@ -215,6 +215,11 @@ class AlgorithmEntry:
     needs_head: it uses the model's head apart from its extractor (keeps it per
       client, or reads the features that enter it), so a model whose head has
       no parameters is refused before compute.
+    asynchronous: its client update can run under an asynchronous server
+      (FedBuff, FedAsync; :mod:`fedfrac.algorithms.asynchronous`): it starts
+      from whatever global model version it is given, broadcasts the global
+      parameters, uploads a model delta, and its ``aggregate`` adds a weighted
+      mean of the deltas to the global model.
   """
   name: str
   build: Callable
@@ -224,6 +229,7 @@ class AlgorithmEntry:
   full_participation: bool = False
   decentralised: bool = False
   needs_head: bool = False
+  asynchronous: bool = False
 
   def hparams(self, given: Optional[Mapping[str, Any]] = None, prefix: str = "") -> dict:
     """Resolved, validated options (defaults fill what ``given`` lacks)."""
@@ -236,4 +242,4 @@ class AlgorithmEntry:
   def capabilities(self) -> tuple:
     """Names of the capabilities this algorithm has (for listings)."""
     return tuple(c for c in ("robust_aggregation", "full_participation",
-                             "decentralised") if getattr(self, c))
+                             "decentralised", "asynchronous") if getattr(self, c))

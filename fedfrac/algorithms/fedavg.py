@@ -73,5 +73,6 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 ENTRIES = (
     contract.AlgorithmEntry(
         "fedavg", build, HPARAMS,
-        "FedAvg: local SGD, sample-weighted model average", robust_aggregation=True),
+        "FedAvg: local SGD, sample-weighted model average", robust_aggregation=True,
+        asynchronous=True),
 )

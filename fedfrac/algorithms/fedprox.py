@@ -62,5 +62,6 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 ENTRIES = (
     contract.AlgorithmEntry(
         "fedprox", build, HPARAMS,
-        "FedProx: local proximal term mu/2 ||w - w_t||^2", robust_aggregation=True),
+        "FedProx: local proximal term mu/2 ||w - w_t||^2", robust_aggregation=True,
+        asynchronous=True),
 )

@@ -145,5 +145,6 @@ def build(ctx: contract.BuildContext, hp: dict) -> contract.FedAlgorithm:
 ENTRIES = (
     contract.AlgorithmEntry(
         "fofedavg", build, HPARAMS,
-        "FOFedAvg: FedAvg with fractional-order SGD clients", robust_aggregation=True),
+        "FOFedAvg: FedAvg with fractional-order SGD clients", robust_aggregation=True,
+        asynchronous=True),
 )

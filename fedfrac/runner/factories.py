@@ -24,6 +24,7 @@ from fedfrac.optim import schedules
 from fedfrac.sim import attacks, devices
 from fedfrac.sim.evaluate import task_evaluation
 from fedfrac.sim.simulation import Simulation
+from fedfrac.sim import clock as clock_lib
 from fedfrac.sim.state import EngineConfig, cohort_size
 
 
@@ -124,6 +125,29 @@ def system_config(config):
       deadline=math.inf if deadline is None else float(deadline), policy=policy)
 
 
+def clock_config(config, label=None, num_clients=None):
+  """The engine's :class:`fedfrac.sim.clock.ClockConfig` from ``config.clock``
+  (``None`` for ``server="none"``); with ``label`` the asynchronous server is
+  checked against that method, with ``num_clients`` the trace is read."""
+  if config.get("clock", None) is None:
+    return None
+  cc = config.clock if label is None else config_base.section_config(config, label, "clock")
+  if cc.get("server", "none") == "none":
+    return None
+  server = cc.server
+  options = None
+  if server != "sync":
+    method = None if label is None else config.methods[label].name
+    options = algorithms.async_server(server, dict(cc.get("options", {}) or {}), method)
+  trace = None
+  if cc.get("trace", "") and num_clients is not None:
+    trace = clock_lib.read_trace(cc.trace, num_clients)
+  return clock_lib.check_clock(clock_lib.ClockConfig(
+      speed=cc.speed, speed_mean=cc.speed_mean, speed_spread=cc.speed_spread,
+      bandwidth=cc.bandwidth, bandwidth_mean=cc.bandwidth_mean,
+      bandwidth_spread=cc.bandwidth_spread, trace=trace, server=server, options=options))
+
+
 def engine_config(config, label=None, fed_data=None) -> EngineConfig:
   """Engine settings of the run (with ``label``: that method's attack settings;
   with ``fed_data``: per-client churn rates from ``config.churn.per_class``)."""
@@ -138,6 +162,7 @@ def engine_config(config, label=None, fed_data=None) -> EngineConfig:
       step_buckets=int(e.get("step_buckets", 0)),
       shard_clients=e.get("shard_clients", False),
       shard_client_state=e.get("shard_client_state", False), system=system_config(config),
+      clock=clock_config(config, label, None if fed_data is None else fed_data.num_clients),
       matmul_precision=e.get("matmul_precision", "highest"))
 
 

@@ -347,6 +347,16 @@ def _final_metric_names(records):
   return names
 
 
+def staleness_counts(round_rows) -> list:
+  """How many applied updates were τ = 0, 1, ... server steps stale over a run
+  (an asynchronous server's ``async/staleness_count_<τ>``; the last entry counts
+  τ beyond the bound); empty for synchronous runs."""
+  prefix = "async/staleness_count_"
+  bins = sorted(int(k[len(prefix):]) for k in (round_rows[0] if round_rows else {})
+                if k.startswith(prefix))
+  return [float(sum(r.get(f"{prefix}{b}", 0.0) for r in round_rows)) for b in bins]
+
+
 def summarize(records, config) -> dict:
   """Final metrics per method and seed, and their mean/std/95% CI over seeds."""
   out = {"name": config.name, "rounds": config.rounds, "methods": {}}
@@ -374,6 +384,12 @@ def summarize(records, config) -> dict:
         # uplink bytes of every round up to and including the target round
         entry["bytes_up_to_target"] = (None if reached is None else next(
             row.get("cum_bytes_up") for row in rows if row["round"] == reached))
+        if "clock/time" in rows[-1]:   # simulated time (config.clock) to the target
+          entry["time_to_target"] = (None if reached is None else next(
+              row.get("clock/time") for row in rows if row["round"] == reached))
+      counts = staleness_counts(rec.round_rows)
+      if counts:
+        entry["staleness_counts"] = counts
       if rec.stopped is not None:
         entry["stopped"] = {"round": rec.stopped["round"], "reason": rec.stopped["reason"]}
       per_seed[str(rec.seed)] = entry

@@ -33,6 +33,15 @@ def _rounds_to_target(seeds) -> str:
                                       else f" ({len(reached)}/{len(r2t)} seeds)")
 
 
+def _time_to_target(seeds) -> str:
+  t2t = [e.get("time_to_target") for e in seeds]
+  reached = [x for x in t2t if x is not None]
+  if not reached:
+    return "never"
+  return f"{np.mean(reached):.4g}" + ("" if len(reached) == len(t2t)
+                                      else f" ({len(reached)}/{len(t2t)} seeds)")
+
+
 def _difference(final, reference, accuracy: bool) -> str:
   if reference is None or final.mean is None or reference.mean is None:
     return "n/a"
@@ -77,6 +86,11 @@ def format_table(summary, config) -> str:
   else:
     head = ["method", "family", "final RMSE", f"vs {ref_name}", "final MAE",
             "rounds to target", "wall s/run", "status"]
+  # Runs on the simulated clock (config.clock) also say when, in its time.
+  timed = any("time_to_target" in e for m in summary["methods"].values()
+              for e in m["seeds"].values())
+  if timed:
+    head.insert(6, "time to target")
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for final in finals:
     m = summary["methods"][final.label]
@@ -84,6 +98,7 @@ def format_table(summary, config) -> str:
     cells = [final.label, catalog.family(final.algorithm).key,
              _fmt(m["mean"].get(metric)), _difference(final, reference, classification),
              _fmt(second), _rounds_to_target(m["seeds"].values()),
+             *([_time_to_target(m["seeds"].values())] if timed else []),
              f"{m['mean']['wall_s']['mean']:.1f}",
              _status(final, m["seeds"].values(), config.rounds)]
     lines.append("| " + " | ".join(cells) + " |")

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedfrac.ops import lockstep
+from fedfrac.sim import asynchronous
 from fedfrac.sim.simulation import Simulation
 from fedfrac.sim.state import STATE_AXES, SimState, data_arrays
 
@@ -104,7 +105,10 @@ class BatchedSimulation:
     """``num_rounds`` rounds of every run: metrics gain a leading ``[R]`` axis."""
     if int(num_rounds) not in self._compiled:
       self.compile(num_rounds, states)
-    return self._compiled[int(num_rounds)](self.arrays, states, self.hp)
+    states, metrics = self._compiled[int(num_rounds)](self.arrays, states, self.hp)
+    if self.sim.async_plan is not None:   # a staleness bound the clock exceeded
+      asynchronous.check_overrun(metrics, self.sim.async_plan.server)
+    return states, metrics
 
   def compile_eval(self, states) -> float:
     """Compile ``evaluate`` ahead of time (so run timings exclude it); seconds."""

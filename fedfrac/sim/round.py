@@ -162,4 +162,4 @@ def run_round(plan: RoundPlan, algorithm, arrays, state: SimState):
   for stage in stages:
     metrics.update(stage.metrics(cohort))
   return SimState(server, clients, available, state.key, t + 1,
-                  state.byzantine), metrics
+                  state.byzantine, state.clock), metrics

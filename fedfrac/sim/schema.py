@@ -1,12 +1,13 @@
-"""The engine's config sections, ``engine``, ``churn``, ``system`` and ``attack``:
+"""The engine's config sections, ``engine``, ``churn``, ``system``, ``clock`` and
+``attack``:
 every key once, with its default, meaning and check (:mod:`fedfrac.config_schema`).
 Where the engine enforces a rule on an :class:`EngineConfig` itself, the field's
 check is that rule (:class:`fedfrac.config_schema.Rule`). Rules that relate
 several keys are in :mod:`fedfrac.sim.validate`."""
 from __future__ import annotations
 
-from fedfrac.config_schema import BOOLEAN, Field, Rule, Section, integer, number
-from fedfrac.sim import churn, devices, execution, precision
+from fedfrac.config_schema import BOOLEAN, Field, Rule, Section, integer, number, one_of
+from fedfrac.sim import churn, clock, devices, execution, precision
 
 ENGINE = Section("engine", "How the engine runs a round; none of these changes which "
                  "steps train (vmap and map agree to float rounding and differ in the "
@@ -58,6 +59,29 @@ SYSTEM = Section("system", "Heterogeneous client speed (fedfrac.ops.system; the 
     Field("policy", "none", "none (every client runs its E epochs) | drop (clients "
           "that cannot finish by T send nothing) | partial (each client runs the "
           "steps that fit before T)"),
+])
+
+CLOCK = Section("clock", "The simulated clock (fedfrac.sim.clock; the guide's "
+                "'Asynchronous runs'): client k runs s_k local steps and moves b_k bytes "
+                "per time unit; the distributions, the trace and the server's options are "
+                "checked together by fedfrac.sim.validate.validate_clock.", [
+    Field("server", "none", "none (no clock: today's rounds) | sync (rounds, each as "
+          "long as its slowest participant) | fedbuff | fedasync (buffered "
+          "asynchronous aggregation, fedfrac.sim.asynchronous)",
+          one_of("none", *clock.SERVERS)),
+    Field("speed", "constant", "constant (the mean) | lognormal (mean·exp(spread·z)), "
+          "fixed per seed", one_of(*clock.DISTRIBUTIONS)),
+    Field("speed_mean", 1.0, "local steps per time unit"),
+    Field("speed_spread", 0.0, "lognormal spread of the speeds"),
+    Field("bandwidth", "constant", "constant | lognormal, as speed",
+          one_of(*clock.DISTRIBUTIONS)),
+    Field("bandwidth_mean", float("inf"), "bytes per time unit (inf: communication "
+          "takes no time)"),
+    Field("bandwidth_spread", 0.0, "lognormal spread of the bandwidths"),
+    Field("trace", "", "a CSV file client,speed,bandwidth (one row per client) "
+          "instead of the distributions"),
+    Section("options", "The asynchronous server's options (see --list), checked "
+            "against its schema.", free=True),
 ])
 
 ATTACK = Section("attack", "Byzantine clients, fixed per seed (the kind is checked "

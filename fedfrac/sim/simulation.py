@@ -28,7 +28,9 @@ from fedfrac.algorithms.local_training import LocalTraining
 from fedfrac.algorithms.tasks import Task
 from fedfrac.data.federated_data import FederatedData
 from fedfrac.models.base import Model
-from fedfrac.sim import attacks, churn, communication, deadlines, evaluate, execution
+from fedfrac.sim import asynchronous, attacks, churn, communication, deadlines, evaluate
+from fedfrac.sim import clock as clock_lib
+from fedfrac.sim import execution
 from fedfrac.sim import placement as placement_lib
 from fedfrac.sim import precision as precision_lib
 from fedfrac.sim import round as round_lib
@@ -82,6 +84,16 @@ class Simulation:
       sizes = churn.cohort_sizes(config.participation, self.num_clients)
     self.evaluation = evaluate.task_evaluation(task)
     self.attack = attacks.active_attack(config.attack, self.evaluation.classification)
+    self._comm = None
+    self.async_plan = None
+    if config.clock is not None:
+      self._check_clock(config)
+      if config.clock.asynchronous:
+        payload_bytes, message_bytes = self.communication_bytes(
+            jax.eval_shape(functools.partial(self._initial_state, 0)))
+        self.async_plan = asynchronous.AsyncPlan(
+            config.clock.options, config.clock, payload_bytes, message_bytes,
+            self.parallelism, self.step_buckets, training)
     self.plan = round_lib.RoundPlan(
         cohort=self.cohort, execute=self._execute, cohort_perm=self._cohort_perm,
         cohort_sizes=sizes, stages=self.round_stages(config, data.num_classes))
@@ -90,7 +102,6 @@ class Simulation:
     self._evaluate_jit = jax.jit(self._evaluate)
     self._eval_params_jit = jax.jit(self._eval_params)
     self._eval_program = None
-    self._comm = None
 
   @property
   def mesh(self):
@@ -120,7 +131,33 @@ class Simulation:
     attack = attacks.attack_stage(self.attack, num_classes)
     if attack is not None:
       stages.append(attack)
+    if config.clock is not None and not config.clock.asynchronous:
+      stages.append(clock_lib.SyncClock(config.clock, *self.communication_bytes(
+          jax.eval_shape(functools.partial(self._initial_state, 0)))))
     return tuple(stages) + self.placement.stages()
+
+  def _check_clock(self, config: EngineConfig) -> None:
+    """One line, before compute, for a clock this run cannot have."""
+    clock = clock_lib.check_clock(config.clock)
+    if config.shard_client_state:
+      raise ValueError("clock: engine.shard_client_state=True is not supported with "
+                       "a simulated clock; set it to False")
+    if not clock.asynchronous:
+      return
+    server = clock.options
+    others = {"churn (config.churn)": config.availability,
+              "system.policy / system.speed (the clock has its own speeds)":
+                  config.system, "attack.kind": config.attack}
+    for what, value in others.items():
+      if value is not None:
+        raise ValueError(f"clock.server={clock.server!r}: {what} is not supported by "
+                         f"the asynchronous server; leave it at its default")
+    if self.num_shards > 1:
+      raise ValueError(f"clock.server={clock.server!r}: runs on one device; set "
+                       f"engine.shard_clients=False")
+    if server.concurrency > self.num_clients:
+      raise ValueError(f"clock.options.concurrency={server.concurrency}: must be <= "
+                       f"the number of clients {self.num_clients}")
 
   # ------------------------------------------------------------------ state
   def init(self, seed, data: Optional[FederatedData] = None) -> SimState:
@@ -131,6 +168,15 @@ class Simulation:
     partitions initialise each run from its own partition, e.g. FibFL++'s ring
     order from its class proportions).
     """
+    state = self._initial_state(seed, data)
+    if self.config.clock is not None:
+      clock = (jnp.zeros((), jnp.float32) if self.async_plan is None else
+               asynchronous.init_state(self.async_plan, self.algorithm, self.arrays,
+                                       state))
+      state = state._replace(clock=clock)
+    return self.place_state(state)
+
+  def _initial_state(self, seed, data: Optional[FederatedData] = None) -> SimState:
     key = jax.random.PRNGKey(seed)
     params0 = self.model.init(jax.random.fold_in(key, INIT_TAG))
     info = (self.data if data is None else data).info()
@@ -138,9 +184,7 @@ class Simulation:
                                           self.num_clients, info)
     available = jnp.ones((self.num_clients,), bool)
     byzantine = attacks.byzantine_clients(self.attack, self.num_clients, seed)
-    state = SimState(server, clients, available, key, jnp.zeros((), jnp.int32),
-                     byzantine)
-    return self.place_state(state)
+    return SimState(server, clients, available, key, jnp.zeros((), jnp.int32), byzantine)
 
   def replicate(self, tree):
     """Place ``tree`` replicated over the client mesh (identity without one)."""
@@ -185,9 +229,18 @@ class Simulation:
 
   def _run_chunk_traced(self, arrays, state, hp, num_rounds):
     algorithm = self._algorithm_for(hp)
-    return self.placement.scan_rounds(
-        functools.partial(round_lib.run_round, self.plan, algorithm), arrays, state,
-        num_rounds)
+    return self.placement.scan_rounds(functools.partial(self._step, algorithm), arrays,
+                                      state, num_rounds)
+
+  def _step(self, algorithm, arrays, state: SimState):
+    """One scan step: a synchronous round (timed when there is a clock) or a
+    server step of the asynchronous server (:mod:`fedfrac.sim.asynchronous`)."""
+    if self.async_plan is not None:
+      return asynchronous.server_step(self.async_plan, algorithm, arrays, state)
+    state, metrics = round_lib.run_round(self.plan, algorithm, arrays, state)
+    if self.config.clock is not None:
+      state, metrics = clock_lib.advance(state, metrics)
+    return state, metrics
 
   def compile(self, num_rounds: int, state: Optional[SimState] = None) -> float:
     """Compile the chunk of ``num_rounds`` rounds ahead of time; returns seconds
@@ -211,7 +264,10 @@ class Simulation:
     num_rounds = int(num_rounds)
     if num_rounds not in self._compiled:
       self.compile(num_rounds, state)
-    return self._compiled[num_rounds](self.arrays, state, None)
+    state, metrics = self._compiled[num_rounds](self.arrays, state, None)
+    if self.async_plan is not None:
+      asynchronous.check_overrun(metrics, self.async_plan.server)
+    return state, metrics
 
   # ------------------------------------------------------------- evaluation
   def _evaluate(self, arrays, state, hp=None):

@@ -74,6 +74,9 @@ class EngineConfig:
       is nothing to shard). Results equal the replicated engine to float
       rounding of cross-device sums. Not for :class:`BatchedSimulation`.
     attack: ``None`` or an :class:`fedfrac.sim.attacks.AttackConfig`.
+    clock: ``None`` or a :class:`fedfrac.sim.clock.ClockConfig`: client speeds
+      and bandwidths on a simulated clock, and the server that waits for them
+      (synchronous rounds, or FedBuff / FedAsync, :mod:`fedfrac.sim.asynchronous`).
     system: ``None`` (every client runs its full local work, as if all were
       equally fast) or a :class:`fedfrac.ops.system.SystemConfig`: per-client
       speeds, a round deadline and what happens to clients too slow for it
@@ -93,6 +96,7 @@ class EngineConfig:
   shard_client_state: bool = False
   attack: Optional[Any] = None
   system: Optional[Any] = None
+  clock: Optional[Any] = None
   matmul_precision: str = "highest"
 
   def __post_init__(self):
@@ -110,11 +114,16 @@ class SimState(NamedTuple):
   key: jax.Array         # root key of the run
   round: jax.Array       # int32, next round to run
   byzantine: Any = None  # [K] bool Byzantine clients (None: no attack)
+  # The simulated clock (config.clock; None without one): the time, a float32
+  # scalar, for synchronous rounds; an fedfrac.sim.asynchronous.AsyncState
+  # (in-flight clients, kept model versions, time) for an asynchronous server.
+  clock: Any = None
 
 
 # vmap axes of a batched SimState: everything per run except the shared round
 # (the Byzantine set too: it is drawn per run's seed, ``[R, K]`` when batched).
-STATE_AXES = SimState(server=0, clients=0, available=0, key=0, round=None, byzantine=0)
+STATE_AXES = SimState(server=0, clients=0, available=0, key=0, round=None, byzantine=0,
+                      clock=0)
 
 
 def cohort_size(participation, num_clients) -> int:

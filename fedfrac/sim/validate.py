@@ -1,4 +1,5 @@
-"""Checks of the engine's config sections: ``engine``, ``churn``, ``system`` and ``attack``
+"""Checks of the engine's config sections: ``engine``, ``churn``, ``system``,
+``clock`` and ``attack``
 (see :mod:`fedfrac.config`). The rules the engine itself enforces on an
 :class:`EngineConfig` are the same functions, called here on the config."""
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 from fedfrac._validation import ConfigError, check, is_num
 from fedfrac.ops import system as system_lib
 from fedfrac.sim import attacks, client_rows
-from fedfrac.sim.schema import ATTACK, CHURN, ENGINE
+from fedfrac.sim.schema import ATTACK, CHURN, CLOCK, ENGINE
 
 
 def _engine_rule(rule, value, prefix=""):
@@ -42,6 +43,42 @@ def validate_engine(config) -> None:
           and all(is_num(r) and 0 <= r <= 1 for r in rates),
           f"churn.per_class.{cls}", rates, "must be (p_leave, p_join), each in [0, 1]")
   validate_system(config)
+  validate_clock(config)
+
+
+def validate_clock(config) -> None:
+  """Check ``config.clock``: the distributions, the server and its options
+  (:mod:`fedfrac.algorithms.fedbuff`, :mod:`fedfrac.algorithms.fedasync`), that
+  every method's client update can run under an asynchronous server, and the
+  trace (against ``data.num_clients``)."""
+  from fedfrac import config_base
+  if config.get("clock", None) is None:
+    return
+  CLOCK.check(config.clock, "clock", config)
+  for label in config.methods.keys():   # a method's clock overrides apply to it
+    cc = config_base.section_config(config, label, "clock")
+    if config.methods[label].get("clock", None) is not None:
+      CLOCK.check(cc, f"methods.{label}.clock", config)
+    _validate_clock_section(config, cc, config.methods[label].name)
+
+
+def _validate_clock_section(config, cc, method) -> None:
+  from fedfrac import algorithms
+  from fedfrac.sim import clock as clock_lib
+  if cc.get("server", "none") == "none":
+    return
+  server = cc.get("server")   # its allowed values: fedfrac.sim.schema.CLOCK
+  try:
+    clock_lib.check_clock(clock_lib.ClockConfig(
+        speed=cc.speed, speed_mean=cc.speed_mean, speed_spread=cc.speed_spread,
+        bandwidth=cc.bandwidth, bandwidth_mean=cc.bandwidth_mean,
+        bandwidth_spread=cc.bandwidth_spread, server=server))
+    if server != "sync":
+      algorithms.async_server(server, dict(cc.get("options", {}) or {}), method)
+    if cc.get("trace", ""):
+      clock_lib.read_trace(cc.trace, int(config.data.num_clients))
+  except ValueError as e:
+    raise ConfigError(f"config.{e}") from None
 
 
 def validate_system(config) -> None:

@@ -1,0 +1,198 @@
+"""The simulated clock (``config.clock``): when each client's update arrives.
+
+Each client k has a compute speed s_k (local steps per time unit) and a link
+bandwidth b_k (bytes per time unit), fixed per seed: drawn from a named
+distribution (``constant``, or ``lognormal`` m·exp(σ z), z ~ N(0, 1), through
+:func:`fedfrac.ops.system.sample_speeds`) or read from a CSV trace (columns
+``client,speed,bandwidth``, one row per client). A client that starts at time t0
+delivers its update at
+
+  t0 + P / b_k + τ_k / s_k + U / b_k                                       (1)
+
+with P the broadcast payload's bytes, U its message's bytes (both from the
+message shapes, :mod:`fedfrac.sim.communication`) and τ_k its local steps. A
+synchronous round lasts as long as its slowest participant's (1); the buffered
+asynchronous server (:mod:`fedfrac.sim.asynchronous`) orders arrivals by (1).
+Time starts at 0; a run reports ``clock/time`` (the time at the end of each
+server step) and ``clock/step_time`` per step.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import os
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedfrac.ops import system as system_lib
+from fedfrac.sim.stages import Cohort, Stage
+
+DISTRIBUTIONS = ("constant", "lognormal")
+SERVERS = ("sync", "fedbuff", "fedasync")
+TRACE_COLUMNS = ("client", "speed", "bandwidth")
+CLOCK_TAG = 0x7FFFFFE0     # folded into the root key for speeds and bandwidths
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockConfig:
+  """Speeds and bandwidths of the clients, and the server that waits for them.
+
+  Attributes:
+    speed: ``constant`` (every client ``speed_mean``) or ``lognormal``
+      (``speed_mean``·exp(``speed_spread``·z)); ignored with a trace.
+    speed_mean, speed_spread: local steps per time unit, and σ of its log.
+    bandwidth, bandwidth_mean, bandwidth_spread: the same for the link, in
+      bytes per time unit (``inf``: communication takes no time).
+    trace: ``None`` or ``(speeds, bandwidths)``, two ``[K]`` tuples read by
+      :func:`read_trace`.
+    server: ``sync`` (rounds, timed by the slowest participant), ``fedbuff``
+      or ``fedasync`` (:mod:`fedfrac.algorithms.fedbuff`,
+      :mod:`fedfrac.algorithms.fedasync`).
+    options: the server's built :class:`fedfrac.algorithms.asynchronous.AsyncServer`
+      (``None`` for ``sync``).
+  """
+  speed: str = "constant"
+  speed_mean: float = 1.0
+  speed_spread: float = 0.0
+  bandwidth: str = "constant"
+  bandwidth_mean: float = math.inf
+  bandwidth_spread: float = 0.0
+  trace: Optional[tuple] = None
+  server: str = "sync"
+  options: Optional[object] = None
+
+  @property
+  def asynchronous(self) -> bool:
+    return self.server != "sync"
+
+
+def check_clock(clock: ClockConfig, prefix: str = "clock.") -> ClockConfig:
+  """Raise ``ValueError`` (one line, naming the key) for an invalid clock."""
+  for name in ("speed", "bandwidth"):
+    kind = getattr(clock, name)
+    if kind not in DISTRIBUTIONS:
+      raise ValueError(f"{prefix}{name}={kind!r}: allowed values are "
+                       f"{', '.join(DISTRIBUTIONS)}")
+    mean, spread = getattr(clock, f"{name}_mean"), getattr(clock, f"{name}_spread")
+    if not (isinstance(mean, (int, float)) and not isinstance(mean, bool) and mean > 0):
+      raise ValueError(f"{prefix}{name}_mean={mean!r}: must be a number > 0 "
+                       "(inf allowed for the bandwidth)" if name == "bandwidth" else
+                       f"{prefix}{name}_mean={mean!r}: must be a finite number > 0")
+    if name == "speed" and not math.isfinite(mean):
+      raise ValueError(f"{prefix}speed_mean={mean!r}: must be a finite number > 0")
+    if not (isinstance(spread, (int, float)) and not isinstance(spread, bool)
+            and math.isfinite(spread) and spread >= 0):
+      raise ValueError(f"{prefix}{name}_spread={spread!r}: must be a finite number >= 0")
+  if clock.server not in SERVERS:
+    raise ValueError(f"{prefix}server={clock.server!r}: allowed values are "
+                     f"{', '.join(SERVERS)}")
+  return clock
+
+
+def read_trace(path: str, num_clients: int, key: str = "clock.trace") -> tuple:
+  """``(speeds, bandwidths)``, two ``[K]`` tuples of floats, from a CSV trace
+  with header ``client,speed,bandwidth`` and one row per client 0..K-1 (speed
+  in local steps, bandwidth in bytes, per time unit; ``inf`` bandwidth: no
+  communication time). Raises ``ValueError`` naming ``key`` and the problem."""
+  if not os.path.isfile(path):
+    raise ValueError(f"{key}={path!r}: no such file")
+  with open(path, newline="") as f:
+    reader = csv.DictReader(f)
+    header = tuple(reader.fieldnames or ())
+    if header != TRACE_COLUMNS:
+      raise ValueError(f"{key}={path!r}: the header is {','.join(header) or '(empty)'}; "
+                       f"it must be {','.join(TRACE_COLUMNS)}")
+    rows = list(reader)
+  speeds, bandwidths = {}, {}
+  for line, row in enumerate(rows, start=2):
+    try:
+      client = int(row["client"])
+      speed, bandwidth = float(row["speed"]), float(row["bandwidth"])
+    except (TypeError, ValueError):
+      raise ValueError(f"{key}={path!r}: line {line} {dict(row)}: client must be an "
+                       "integer, speed and bandwidth numbers") from None
+    if not 0 <= client < num_clients:
+      raise ValueError(f"{key}={path!r}: line {line}: client={client} is not one of "
+                       f"the run's clients 0..{num_clients - 1}")
+    if client in speeds:
+      raise ValueError(f"{key}={path!r}: line {line}: client={client} appears twice")
+    if not (math.isfinite(speed) and speed > 0):
+      raise ValueError(f"{key}={path!r}: line {line}: speed={row['speed']} of client "
+                       f"{client}: must be a finite number > 0")
+    if not bandwidth > 0:
+      raise ValueError(f"{key}={path!r}: line {line}: bandwidth={row['bandwidth']} of "
+                       f"client {client}: must be a number > 0 (inf allowed)")
+    speeds[client], bandwidths[client] = speed, bandwidth
+  missing = [k for k in range(num_clients) if k not in speeds]
+  if missing:
+    shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+    raise ValueError(f"{key}={path!r}: clients missing from the trace: {shown} "
+                     f"({len(missing)} of {num_clients}); every client needs a row")
+  return (tuple(speeds[k] for k in range(num_clients)),
+          tuple(bandwidths[k] for k in range(num_clients)))
+
+
+def client_rates(clock: ClockConfig, key, num_clients: int):
+  """``(speeds [K], bandwidths [K])`` float32 of every client, fixed by ``key``
+  (the run's root key; indexed by client id)."""
+  if clock.trace is not None:
+    return (jnp.asarray(clock.trace[0], jnp.float32),
+            jnp.asarray(clock.trace[1], jnp.float32))
+  key = jax.random.fold_in(key, CLOCK_TAG)
+
+  def draw(kind, mean, spread, k):
+    model = "equal" if kind == "constant" else "lognormal"
+    return jnp.float32(mean) * system_lib.sample_speeds(k, num_clients, model, spread)
+  return (draw(clock.speed, clock.speed_mean, clock.speed_spread,
+               jax.random.fold_in(key, 0)),
+          draw(clock.bandwidth, clock.bandwidth_mean, clock.bandwidth_spread,
+               jax.random.fold_in(key, 1)))
+
+
+def durations(rates, ids, num_steps, payload_bytes: int, message_bytes: int):
+  """``[S]`` time from download to delivered update of clients ``ids`` running
+  ``num_steps`` local steps (eq. (1) above, less the start time)."""
+  speeds, bandwidths = rates
+  bw = bandwidths[ids]
+  return (jnp.float32(payload_bytes) / bw + num_steps.astype(jnp.float32) / speeds[ids]
+          + jnp.float32(message_bytes) / bw)
+
+
+def cost_table(clock: ClockConfig, num_clients: int, steps, payload_bytes: int,
+               message_bytes: int, seed: int = 0) -> np.ndarray:
+  """Host ``[K]`` durations of every client's full local work (for reports)."""
+  rates = client_rates(clock, jax.random.PRNGKey(seed), num_clients)
+  return np.asarray(durations(rates, jnp.arange(num_clients), jnp.asarray(steps),
+                              payload_bytes, message_bytes))
+
+
+class SyncClock(Stage):
+  """A synchronous round on the clock: it lasts as long as its slowest
+  uploading client's eq. (1) (every sampled client starts at the round's start)."""
+  NAME = "clock"
+
+  def __init__(self, clock: ClockConfig, payload_bytes: int, message_bytes: int):
+    self.clock = clock
+    self.payload_bytes = payload_bytes
+    self.message_bytes = message_bytes
+
+  def cohort(self, cohort: Cohort, arrays, state) -> Cohort:
+    rates = client_rates(self.clock, state.key, arrays["num_steps"].shape[0])
+    return cohort.with_value(self.NAME, durations(rates, cohort.ids, cohort.num_steps,
+                                                  self.payload_bytes,
+                                                  self.message_bytes))
+
+  def metrics(self, cohort: Cohort) -> dict:
+    took = jnp.where(cohort.mask, cohort.value(self.NAME), 0.0)
+    return {"clock/step_time": jnp.max(took)}
+
+
+def advance(state, metrics):
+  """After a synchronous round: the carried time (``SimState.clock``) plus the
+  round's ``clock/step_time``, also reported as ``clock/time``."""
+  now = state.clock + metrics["clock/step_time"]
+  return state._replace(clock=now), {**metrics, "clock/time": now}
