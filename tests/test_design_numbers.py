@@ -20,9 +20,7 @@ of these:
   stands (:data:`ASSUMED`).
 
 Any other decimal number in those texts fails the test: a new measurement has to
-come with its file. The FibFL++ collapse bullet ("FibFL++ runs that stay at
-chance") is left out while it is rewritten with new data; its numbers join
-:data:`QUOTED` when they come from a file.
+come with its file.
 """
 from __future__ import annotations
 
@@ -35,7 +33,6 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DESIGN = "docs/design.md"
 START, END = "### 3.3 FIRMA", "### 3.5 Baselines"
-LEFT_OUT = ("- **FibFL++ runs that stay at chance", "### 3.4")
 SPAN = re.compile(r"<!-- BEGIN generated: fedfrac-reproduce docs --block=([\w.-]+) -->"
                   r"(.*?)<!-- END generated -->", re.S)
 RST_SPAN = re.compile(r"^\.\. BEGIN generated: fedfrac-reproduce docs --block=([\w.-]+)$"
@@ -45,6 +42,8 @@ PAGES = ("REPRODUCTION.md", "docs/api/guide/reproducing.md",
            for p in ("firma", "fofedavg", "fo_ri_fedavg", "kuramoto")))
 DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?:e-?\d+)?(?![\w])|(?<![\w.])\d+e-?\d+(?![\w])")
 
+H200_FIBFL_PP = "results/campaign/firma_fashion_mnist/739cf63864969930.json"
+REPLAY = "results/firma_fibfl_pp_replay_cpu.json"
 # number as typed -> (file that holds it, what it is)
 QUOTED = {
     "0.713": ("results/firma_fashion_mnist_cpu/fibfl_iid.json",
@@ -52,6 +51,24 @@ QUOTED = {
     "0.722": ("results/firma_fashion_mnist_cpu/fibfl_iid_unit_inputs.json",
               "FibFL IID seed 0, [0, 1] inputs, final accuracy"),
     "3.197": ("tests/ops/test_ring.py", "one sequential pass moves the mean of (1, 2, 4, 5)"),
+    # The FibFL++ collapse bullet ("FibFL++ runs that stay at chance").
+    "0.8796": (H200_FIBFL_PP, "FibFL++ IID, the H200 window's seed that escaped, final"),
+    "0.1028": (H200_FIBFL_PP, "the same window, a seed at chance, final"),
+    "0.1024": (H200_FIBFL_PP, "the same window, the other seed at chance, final"),
+    "0.49": (H200_FIBFL_PP, "the same window, the escaping seed at round 3 (0.487)"),
+    "0.36": ("results/firma_fashion_mnist.json",
+             "FibFL++ IID, [0, 1] inputs, H100, seed 0 at round 3"),
+    "0.72": ("results/firma_fashion_mnist.json", "the same, seed 1 at round 3"),
+    "0.86": ("results/firma_fashion_mnist.json", "the same, seed 0 at round 5"),
+    "0.87": ("results/firma_fashion_mnist.json", "the same, seed 1 at round 5"),
+    "0.103": (REPLAY, "the CPU replay, seed 0 at round 6"),
+    "0.492": (REPLAY, "the CPU replay, seed 1 at round 3"),
+    "0.546": (REPLAY, "the CPU replay, seed 2 at round 3"),
+    "0.867": (REPLAY, "the CPU replay, seed 1 at round 6"),
+    "0.870": (REPLAY, "the CPU replay, seed 2 at round 6"),
+    "0.487": (REPLAY, "the H200 window's seed 2 at round 3, as the replay file keeps it"),
+    "0.8788": ("fedfrac_lab/reproduce/published/firma.json",
+               "the published FibFL++ IID cell (Table 7)"),
 }
 # The same for the reproduction pages: the GPU estimates' measured inputs.
 PAGES_QUOTED = {
@@ -67,12 +84,24 @@ NOT_KEPT = {
     "0.9067": "cannot be remade here", "0.9133": "cannot be remade here",
     "0.9200": "cannot be remade here", "6.0e-4": "cannot be remade here",
     "1.06": "cannot be remade here",
+    # The FibFL++ collapse bullet: the authors' code and fedfrac at R = 2, and the
+    # first look at the dead layer, printed and not kept (0.103 is also the
+    # replay's, in QUOTED).
+    "0.100": "not kept in any file", "0.098": "not kept in any file",
+    "0.104": "not kept in any file", "0.099": "not kept in any file",
+    "0.103": "not kept in any file", "0.54": "not kept in any file",
+    "0.53": "not kept in any file", "0.77": "not kept in any file",
+    "0.840": "not kept in any file", "0.850": "not kept in any file",
+    "0.43": "not kept in any file",
 }
 # Hyper-parameters and constants (the papers', the authors' code's, fedfrac's
 # defaults) and section numbers of the papers.
 SETTINGS = {"0.5", "0.9", "0.01", "0.3", "0.1", "0.2", "1e3", "1e-5", "0.99", "0.35",
             "0.4", "0.05", "0.8", "0.005", "1.0", "0.1307", "0.3081",
-            "3.3", "3.4", "4.2", "4.5", "5.1", "5.3", "6.1", "6.3"}
+            "3.3", "3.4", "4.2", "4.5", "5.1", "5.3", "6.1", "6.3",
+            # the tables' at-chance threshold (fedfrac_lab.reproduce.firma_files_table:
+            # CHANCE + CHANCE_MARGIN)
+            "0.12"}
 # The reproduction pages' settings (κ0, α, C, the margins, the Gini floor) and
 # section numbers; 0.005 is also the FO-RI-FedAvg round time on the H100, beside
 # the other measured inputs of the estimates (benchmarks/results_h100.md).
@@ -90,8 +119,7 @@ def _unquoted(text):
 def _sections():
   with open(os.path.join(ROOT, DESIGN), encoding="utf-8") as f:
     text = f.read()
-  sec = text[text.index(START):text.index(END)]
-  return sec[:sec.index(LEFT_OUT[0])] + sec[sec.index(LEFT_OUT[1]):]
+  return text[text.index(START):text.index(END)]
 
 
 def _prose():

@@ -3,7 +3,8 @@ rendered from the files of the runs it reasons from: the authors' own code on
 Fashion-MNIST (``results/firma_authors_fmnist.json``), the one-change runs of
 fedfrac's start (``results/firma_fibfl_start_rounds.json``, remade by
 ``fedfrac-reproduce firma_start_rounds``) and the shared-initial-model variant's
-runs (``results/firma_fashion_mnist_cpu/*_shared_*.json``). Each number the
+runs (``results/firma_fashion_mnist_cpu/*_shared_*.json``) and the FibFL++
+warm-up Adam ablation (``results/firma_fibfl_pp_adam_ablation_cpu.json``). Each number the
 explanation rests on comes from one of them; what no file holds says so beside it
 (tests/test_design_numbers.py lists every number of §3.3–3.4 with its file).
 """
@@ -16,7 +17,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from fedfrac_lab.reproduce import common, firma_files_table, firma_notes, firma_tables, verdicts
-from fedfrac_lab.reproduce.doc_blocks import FMNIST_JSONS, span
+from fedfrac_lab.reproduce.doc_blocks import FMNIST_JSONS, listing, span
 from fedfrac_lab.reproduce.doc_blocks_firma_files import FMNIST_AUTHORS, fmnist
 from fedfrac_lab.reproduce.doc_registry import block
 
@@ -189,3 +190,84 @@ def design_shared_dir08():
 def design_shared_rest():
   _, c, _, _ = _shared("dir0.8", "fibfl_plus")
   return f"about {abs(100 * c.delta):.0f} pp"
+
+
+# ------------------------------------------------- the FibFL++ warm-up Adam ablation
+
+ABLATION_JSON = "results/firma_fibfl_pp_adam_ablation_cpu.json"
+WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _left_chance(accuracy: float) -> bool:
+  """Above chance by more than the tables' margin (firma_files_table.at_chance)."""
+  return accuracy > firma_files_table.CHANCE + firma_files_table.CHANCE_MARGIN
+
+
+def _seeds(seeds: List[int]) -> str:
+  """"1–4" for consecutive seeds, else "1, 3 and 4"."""
+  seeds = sorted(seeds)
+  if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+    return f"{seeds[0]}–{seeds[-1]}"
+  return listing(map(str, seeds))
+
+
+def _units(round_units: List[int]) -> str:
+  """Live units of one round over the clients: one number when all clients agree
+  (after a warm-up average they hold the same params), else "lo–hi"."""
+  return span(round_units, 0)
+
+
+def ablation_runs() -> Dict[str, Dict[int, dict]]:
+  """{variant: {seed: run}} of the ablation file, each run with ``curve`` (mean
+  per-client accuracy per round) and ``live_units`` (per round, per client)."""
+  out: Dict[str, Dict[int, dict]] = {}
+  for run in common.load_results_json(ABLATION_JSON)["runs"]:
+    out.setdefault(run["variant"], {})[run["seed"]] = run
+  return out
+
+
+def _none_escapes(runs: Dict[int, dict]) -> Optional[str]:
+  """"0 units and 0.100" when no run of a variant ever leaves chance (its units
+  and accuracy over all its rounds and seeds), else None."""
+  if any(_left_chance(a) for r in runs.values() for a in r["curve"]):
+    return None
+  units = [u for r in runs.values() for row in r["live_units"] for u in row]
+  accs = [a for r in runs.values() for a in r["curve"]]
+  return f"{_units(units)} units and {span(accs)}"
+
+
+@block("design_adam_ablation", DESIGN, ABLATION_JSON, inline=True)
+def design_adam_ablation():
+  runs = ablation_runs()
+  keep = runs["keep"]
+  out = [s for s in sorted(keep) if _left_chance(keep[s]["curve"][-1])]
+  stay = [s for s in sorted(keep) if s not in out]
+  arrows = [" → ".join(_units(row) for row in keep[s]["live_units"]) for s in out]
+  rounds = len(keep[out[0]]["curve"]) if out else 0
+  early = [s for s in out if _left_chance(keep[s]["curve"][-2])] if rounds > 1 else []
+  text = (f"seeds {_seeds(out)} escape (1 and 2 as in the replay): {listing(arrows)} units "
+          f"alive after rounds 1–{rounds}, accuracy "
+          f"{listing(_acc([keep[s]['curve'][-1]]) for s in out)} at round {rounds}")
+  if early:
+    text += (f" (seed{'s' if len(early) > 1 else ''} {_seeds(early)} already "
+             f"{listing(_acc([keep[s]['curve'][-2]]) for s in early)} at round "
+             f"{rounds - 1})")
+  for s in stay:
+    r = keep[s]
+    text += (f"; seed {s} stays at {_units(r['live_units'][-1])} units and "
+             f"{r['curve'][-1]:.3f}")
+  reset, average = runs["reset"], runs["average"]
+  flat = _none_escapes(reset)
+  text += (". Reset to a fresh state at every warm-up average (`reset`), "
+           + (f"none of the {WORDS[len(reset)]} escapes: {flat} after each of the "
+              f"{WORDS[rounds]} rounds" if flat else
+              f"seeds {_seeds([s for s in reset if _left_chance(reset[s]['curve'][-1])])} "
+              f"escape"))
+  flat = _none_escapes(average)
+  text += (". With the clients' moments averaged like the params (`average`, seeds "
+           f"{_seeds(list(average))}), "
+           + (f"none escapes either ({flat.replace(' and ', ', ')} after each round)"
+              if flat else
+              f"seeds {_seeds([s for s in average if _left_chance(average[s]['curve'][-1])])}"
+              f" escape"))
+  return text

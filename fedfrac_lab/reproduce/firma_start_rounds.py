@@ -57,19 +57,26 @@ def load(path: str) -> Dict:
     return json.load(f)
 
 
-def run_row(row: Row, data: str) -> Dict:
-  """Run one row's command in a child process; its printed JSON line, with the
-  command and the wall time of the whole process."""
+def run_printed(flags: Tuple[str, ...], data: str, command: str) -> Tuple[Dict, float]:
+  """Run ``fedfrac-reproduce firma_authors fedfrac <flags> --data=<data>`` in a child
+  process (``command`` names it in an error); (the JSON line it printed last, the
+  wall seconds of the whole process)."""
   argv = [sys.executable, "-m", "fedfrac_lab.reproduce", "firma_authors", "fedfrac",
-          *row.flags, f"--data={data}"]
+          *flags, f"--data={data}"]
   t0 = time.time()
   done = subprocess.run(argv, capture_output=True, text=True, check=False)
   if done.returncode != 0:
-    raise SystemExit(f"{row.command(data)} exited {done.returncode}: "
+    raise SystemExit(f"{command} exited {done.returncode}: "
                      f"{done.stderr.strip().splitlines()[-1:]}")
-  record = json.loads(done.stdout.strip().splitlines()[-1])
+  return json.loads(done.stdout.strip().splitlines()[-1]), round(time.time() - t0, 1)
+
+
+def run_row(row: Row, data: str) -> Dict:
+  """Run one row's command in a child process; its printed JSON line, with the
+  command and the wall time of the whole process."""
+  record, wall = run_printed(row.flags, data, row.command(data))
   return {"label": row.label, "command": row.command(data), "record": record,
-          "process_wall_s": round(time.time() - t0, 1)}
+          "process_wall_s": wall}
 
 
 def main(argv: List[str] | None = None) -> int:
