@@ -11,13 +11,15 @@ Command line: ``fedfrac-reproduce <paper> [flags]`` or
 renders the figures README.md, REPRODUCTION.md and the guide quote from the results
 files.
 """
-from fedfrac_lab.reproduce import (common, docs, firma, firma_adam_ablation, firma_authors,
+from fedfrac_lab.reproduce import (asynchronous, common, docs, firma, firma_adam_ablation,
+                               firma_authors,
                                firma_files, firma_start_rounds, firma_tables, fo_ri_fedavg,
                                fofedavg, fofedavg_mnist, jobs, kuramoto, kuramoto_authors,
                                published_tables, robust, stragglers, tuned, verdicts)
 
 # Command name -> module; ``bev`` names the FO-RI-FedAvg BEV suite as well.
-PAPERS = {"firma": firma, "firma_files": firma_files, "firma_authors": firma_authors,
+PAPERS = {"asynchronous": asynchronous, "firma": firma, "firma_files": firma_files,
+          "firma_authors": firma_authors,
           "firma_start_rounds": firma_start_rounds, "firma_adam_ablation": firma_adam_ablation,
           "fofedavg": fofedavg, "fofedavg_mnist": fofedavg_mnist,
           "fo_ri_fedavg": fo_ri_fedavg, "bev": fo_ri_fedavg, "kuramoto": kuramoto,
