@@ -20,7 +20,7 @@ from fedfrac import data as data_lib
 from fedfrac.runner import compile_cache, factories
 from fedfrac.runner.checkpoint import NoIntactCheckpoint
 from fedfrac.runner.log import Progress, RunLog
-from fedfrac.runner.records import RunRecord, final_params, stop_target
+from fedfrac.runner.records import RunRecord, error_text, final_params, stop_target
 from fedfrac.runner.workdir import (BINDING, Workdir, binding_differences, history_seed,
                                     shown_differences)
 
@@ -71,10 +71,9 @@ def use_compile_cache(wanted: bool = True) -> Optional[str]:
 def failure_line(label, seed, error) -> str:
   """One line naming a (method, seed) run that raised ``error``: the others
   run on and are kept (:attr:`fedfrac.runner.records.Results.failed`)."""
-  text = next((l.strip() for l in str(error).splitlines() if l.strip()), "")
+  text = error_text(error)
   text = text if len(text) <= 300 else text[:297] + "..."
-  kind = getattr(error, "kind", type(error).__name__)
-  return (f"method {label!r} seed {seed} failed: {kind}: {text}; the other runs go on "
+  return (f"method {label!r} seed {seed} failed: {text}; the other runs go on "
           f"and are kept (results.failed has the error)")
 
 

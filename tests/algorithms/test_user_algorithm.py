@@ -327,3 +327,24 @@ def test_a_key_error_of_the_builds_own_dicts_is_left_alone():
       "mine", build, algorithms.HParamSchema({"lr_scale": algorithms.HParam(1.0)})))
   with pytest.raises(KeyError):
     _check(_config("mine"))
+
+
+def test_an_error_in_a_host_callback_is_named_by_its_own_type_and_message():
+  """JAX reports a callback's exception as "CpuCallback error calling callback:
+  Traceback ..." with the exception on its last line: the one line shows it."""
+  from fedfrac.runner import chunked
+
+  def boom(x):
+    raise ValueError("boom from my callback")
+
+  @jax.jit
+  def f(x):
+    jax.debug.callback(boom, x)
+    return x + 1
+  with pytest.raises(Exception) as caught:
+    jax.block_until_ready(f(np.ones(2, np.float32)))
+  line = chunked.failure_line("m", 0, caught.value)
+  assert "\n" not in line
+  assert line.startswith("method 'm' seed 0 failed: ValueError: boom from my callback "
+                         "(raised in a host callback: boom, "), line
+  assert "test_user_algorithm.py line " in line and "Traceback" not in line, line
