@@ -19,7 +19,7 @@ from fedfrac import _validation
 from fedfrac import data as data_lib
 from fedfrac.runner import compile_cache, factories
 from fedfrac.runner.checkpoint import NoIntactCheckpoint
-from fedfrac.runner.log import Progress, RunLog
+from fedfrac.runner.log import Progress, RunLog, quiet_callback_tracebacks
 from fedfrac.runner.records import RunRecord, error_text, final_params, stop_target
 from fedfrac.runner.workdir import (BINDING, Workdir, binding_differences, history_seed,
                                     shown_differences)
@@ -155,6 +155,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   record as ``.record``. ``keep_params``: the record holds the final parameters
   (:meth:`Results.final_params`).
   """
+  quiet_callback_tracebacks()   # a callback's exception is said in the failure line
   try:
     sim = factories.build_simulation(config, label, fed_data)
   except _validation.ConfigError:

@@ -329,10 +329,12 @@ def test_a_key_error_of_the_builds_own_dicts_is_left_alone():
     _check(_config("mine"))
 
 
-def test_an_error_in_a_host_callback_is_named_by_its_own_type_and_message():
+def test_an_error_in_a_host_callback_is_named_by_its_own_type_and_message(caplog):
   """JAX reports a callback's exception as "CpuCallback error calling callback:
-  Traceback ..." with the exception on its last line: the one line shows it."""
-  from fedfrac.runner import chunked
+  Traceback ..." with the exception on its last line: the one line shows it, and
+  JAX's logged copy of the traceback is left out."""
+  from fedfrac.runner import chunked, log
+  log.quiet_callback_tracebacks()
 
   def boom(x):
     raise ValueError("boom from my callback")
@@ -348,3 +350,4 @@ def test_an_error_in_a_host_callback_is_named_by_its_own_type_and_message():
   assert line.startswith("method 'm' seed 0 failed: ValueError: boom from my callback "
                          "(raised in a host callback: boom, "), line
   assert "test_user_algorithm.py line " in line and "Traceback" not in line, line
+  assert not [r for r in caplog.records if "callback failed" in r.getMessage()]
