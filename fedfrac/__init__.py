@@ -10,14 +10,17 @@ model", docs/api/guide/own_method.md):
     params = results.final_params("mine_label")
 """
 from fedfrac._version import __version__  # noqa: F401
+from fedfrac.startup import interrupt_exits
 
-from fedfrac import algorithms, data, metrics, models, ops, optim, runner, sim
-from fedfrac.algorithms.contract import FedAlgorithm
-from fedfrac.algorithms.client_view import ClientView
-from fedfrac._validation import ConfigError
-from fedfrac.config_base import base_config
-from fedfrac.runner import Results, run, run_many
-from fedfrac.sim import BatchedSimulation, EngineConfig, Simulation
+with interrupt_exits("fedfrac was starting (importing JAX and fedfrac)"):
+  from fedfrac import algorithms, data, metrics, models, ops, optim, runner, sim
+  from fedfrac.algorithms.contract import FedAlgorithm
+  from fedfrac.algorithms.client_view import ClientView
+  from fedfrac._validation import ConfigError
+  from fedfrac.config_base import base_config
+  from fedfrac.runner import Results, run, run_many
+  from fedfrac.sim import BatchedSimulation, EngineConfig, Simulation
+del interrupt_exits
 
 
 

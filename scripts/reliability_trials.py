@@ -721,8 +721,11 @@ def build(ctx, hp):
     return alg.client_update(params, state, view, key, round_index)
   return alg._replace(client_update=client_update)
 '''
+  # The failed run is kept as failed and the others go on (exit 0): what is due is
+  # one line naming the callback's own exception, with no traceback.
   return own_trial(d, src, ("boom from my callback",),
-                   "ff.run with a method whose client_update's jax.debug.callback raises")
+                   "ff.run with a method whose client_update's jax.debug.callback raises",
+                   note="ValueError: boom from my callback")
 
 
 @trial(T, "Python: client.local_epochs=10**20")
@@ -1054,7 +1057,9 @@ def render(rows, counts, command, date, wall):
            f"{len(rows)} trials). Each row is one item of the reliability issue reproduced "
            "in a fresh temporary folder (tiny settings on the bundled digits); the outcome "
            "is read from the exit status and the output (`scripts/reliability_trials.py` "
-           "says how), *open* says whether the item still behaves as the issue describes.",
+           "says how), *open* says whether the item still behaves as the issue describes."
+           + (" Rows marked *(rerun)* come from the second command, the others from the "
+              "first." if any(r.get("rerun") for r in rows) else ""),
            "", NOTES, "", "| outcome | trials |", "|---|---|"]
   lines += [f"| {k} | {v} |" for k, v in counts["outcomes"].items()]
   lines += [f"| still open | {counts['open']} |", ""]
@@ -1064,7 +1069,8 @@ def render(rows, counts, command, date, wall):
       section = r["section"]
       lines += ["", f"## {section}", "", "| item | command / snippet | outcome | open | "
                 "the line the user sees | s |", "|---|---|---|---|---|---|"]
-    cells = [r["item"], f"`{r['command']}`", r["outcome"], "yes" if r["open"] else "no",
+    cells = [r["item"] + (" *(rerun)*" if r.get("rerun") else ""), f"`{r['command']}`",
+             r["outcome"], "yes" if r["open"] else "no",
              r["line"].replace("`", "'"), f"{r['seconds']:.0f}"]
     lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
   return "\n".join(lines) + "\n"
@@ -1076,6 +1082,9 @@ def main(argv=None):
                  "of these comma-separated words")
   p.add_argument("--jobs", type=int, default=2, help="trials run at once (default 2)")
   p.add_argument("--out", default=os.path.join(ROOT, "results", "reliability_trials.md"))
+  p.add_argument("--merge", action="store_true",
+                 help="with --only: replace those trials' rows in the JSON beside --out "
+                 "and keep every other row (and its date) as it was")
   p.add_argument("--render", action="store_true",
                  help="run nothing: write the markdown again from the JSON beside --out")
   args = p.parse_args(argv)
@@ -1103,6 +1112,12 @@ def main(argv=None):
       print(f"[{r['seconds']:5.0f} s] {r['outcome']:25s} {r['item'][:60]}", flush=True)
   shutil.rmtree(base, ignore_errors=True)
   rows = [results[i] for i in sorted(results)]
+  earlier = None
+  if args.merge:
+    with open(os.path.splitext(args.out)[0] + ".json") as f:
+      earlier = json.load(f)
+    fresh = {r["item"]: dict(r, rerun=True) for r in rows}
+    rows = [fresh.pop(r["item"], r) for r in earlier["trials"]] + list(fresh.values())
   counts = {"outcomes": {k: sum(r["outcome"] == k for r in rows) for k in OUTCOMES},
             "open": sum(r["open"] for r in rows), "trials": len(rows)}
   wall = time.monotonic() - start
@@ -1110,6 +1125,9 @@ def main(argv=None):
       f" --only={args.only}" if args.only else "") + (
       f" --jobs={args.jobs}" if args.jobs != 2 else "")
   date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+  if earlier is not None:   # the whole run's command and date, then this rerun's
+    command = f"{earlier['command']}` on {earlier['date']}, then `{command} --merge"
+    wall = earlier["wall_s"] + wall
   os.makedirs(os.path.dirname(args.out), exist_ok=True)
   with open(args.out, "w") as f:
     f.write(render(rows, counts, command, date, wall))

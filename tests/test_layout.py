@@ -158,7 +158,7 @@ def test_no_import_circles():
 
 # The layers, bottom to top: a module imports from its own layer and those below.
 LAYERS = (
-    ("_validation", "_types", "_version", "ops", "optim", "metrics"),
+    ("_validation", "_types", "_version", "startup", "ops", "optim", "metrics"),
     ("config_schema", "config_base", "config_keys", "config"),
     ("data",),
     ("models",),

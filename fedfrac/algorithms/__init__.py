@@ -139,6 +139,7 @@ def register(entry, *, name=None, replace=False) -> AlgorithmEntry:
   if not callable(e.build):
     raise TypeError(f"algorithm {e.name!r}: build={e.build!r} is not callable; "
                     f"expected build(ctx, hp) -> FedAlgorithm")
+  _check_build_arguments(e)
   if not isinstance(e.schema, HParamSchema):
     raise TypeError(f"algorithm {e.name!r}: schema is a {type(e.schema).__name__}; "
                     f"expected an HParamSchema (HParamSchema({{}}) for no options)")
@@ -147,6 +148,23 @@ def register(entry, *, name=None, replace=False) -> AlgorithmEntry:
                      f"another name, or pass replace=True to replace it")
   REGISTRY[e.name] = e
   return e
+
+
+def _check_build_arguments(e: AlgorithmEntry) -> None:
+  """TypeError naming the algorithm when ``e.build`` cannot be called as
+  ``build(ctx, hp)`` (e.g. ``def build(ctx)``); a callable whose signature
+  Python cannot read is let through."""
+  import inspect
+  try:
+    signature = inspect.signature(e.build)
+  except (TypeError, ValueError):
+    return
+  try:
+    signature.bind(None, None)
+  except TypeError:
+    raise TypeError(f"algorithm {e.name!r}: build(ctx, hp) takes (ctx, hp), the build "
+                    f"context and a dict of its options; got "
+                    f"{getattr(e.build, '__name__', 'build')}{signature}") from None
 
 
 def unregister(name) -> None:

@@ -64,6 +64,8 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 import jax
 from jax.typing import ArrayLike
 
+from fedfrac._validation import ConfigError
+
 from fedfrac.algorithms.client_view import ClientView, step_budget  # noqa: F401
 from fedfrac.algorithms.schema import HParamSchema
 from fedfrac.algorithms.local_training import LocalTraining
@@ -236,8 +238,33 @@ class AlgorithmEntry:
     return self.schema.resolve(self.name, given or {}, prefix)
 
   def make(self, ctx: BuildContext, **given: Any) -> FedAlgorithm:
-    """Build this algorithm with options ``given``."""
-    return self.build(ctx, self.hparams(given))._replace(name=self.name)
+    """Build this algorithm with options ``given``.
+
+    Raises:
+      ConfigError: ``build`` read an option its schema does not declare (a
+        ``KeyError`` of a name ``hp`` lacks), or returned something other than a
+        :class:`FedAlgorithm`; the message names the algorithm and what to change.
+    """
+    hp = self.hparams(given)
+    try:
+      built = self.build(ctx, hp)
+    except KeyError as e:
+      key = e.args[0] if len(e.args) == 1 else None
+      if not isinstance(key, str) or key in hp:
+        raise
+      declared = ", ".join(sorted(self.schema)) or "none"
+      raise ConfigError(
+          f"algorithm {self.name!r}: build(ctx, hp) reads hp[{key!r}] but its schema "
+          f"declares no {key!r} (declared: {declared}); register an "
+          f"AlgorithmEntry({self.name!r}, build, HParamSchema({{{key!r}: HParam(...)}})) "
+          f"and set it with config.methods.<label>.{key}") from None
+    if not isinstance(built, FedAlgorithm):
+      raise ConfigError(
+          f"algorithm {self.name!r}: build(ctx, hp) returned "
+          f"{'None' if built is None else type(built).__name__}, expected a FedAlgorithm "
+          f"(name, init, broadcast, client_update, aggregate, eval_params); did it miss "
+          f"a return?")
+    return built._replace(name=self.name)
 
   def capabilities(self) -> tuple:
     """Names of the capabilities this algorithm has (for listings)."""

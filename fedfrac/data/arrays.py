@@ -126,6 +126,10 @@ def _from_parts(parts: dict, regression: bool, test_fraction: float,
     if len(y_train) != len(x_train):
       _fail(f"data:y_train: holds {len(y_train)} targets but data:x_train holds "
             f"{len(x_train)} inputs; expected one target per input")
+    if groups is not None and np.shape(groups) != (len(y_train),):
+      _fail(f"data:train_groups: has shape {np.shape(groups)}; expected one client id "
+            f"per row of data:x_train ({len(y_train)},) (the test set is split off "
+            f"those rows, and their groups with them)")
     if (not regression and y_train.ndim == 1
             and np.issubdtype(y_train.dtype, np.integer)):
       tr, te = stratified_split(y_train, test_fraction, split_seed)

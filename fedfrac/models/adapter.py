@@ -19,7 +19,9 @@ head. Without a head every parameter is in the extractor: global methods
 (FedAvg, FedProx, the fractional family, ...) run as usual, and a method that
 keeps the head per client (FedRep, the FIRMA ring) or reads its features says
 so in one line before compute. A ``train`` (or
-``deterministic``) argument of ``__call__`` is passed when the module has one.
+``deterministic``) argument of ``__call__`` is passed when the module has one;
+a module that draws randomness when evaluated (``nn.Dropout(deterministic=False)``)
+is refused in one line saying to drive dropout by ``train``.
 Only parameters are federated: a module with other variable collections
 (BatchNorm's ``batch_stats``) is refused (use LayerNorm or GroupNorm).
 """
@@ -29,6 +31,7 @@ import dataclasses
 import inspect
 from typing import Any, Optional
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -127,6 +130,16 @@ class FlaxAdapter:
     return out, features.reshape((features.shape[0], -1))
 
 
+def _rng_message(name: str, error: Exception) -> str:
+  """One line for a module that draws randomness (dropout) when evaluated: what
+  flax said, how fedfrac calls the module and what to change."""
+  said = str(error).split(" (https://")[0]
+  return (f"model: {name} draws randomness when evaluated ({said}): fedfrac calls its "
+          f"__call__(x, train=...) with train=True and a 'dropout' rng while clients "
+          f"train, train=False and no rng to evaluate; give __call__ a train argument "
+          f"and build dropout as nn.Dropout(rate, deterministic=not train)")
+
+
 def flax_model(module: nn.Module, head: Optional[str] = None) -> FlaxAdapter:
   """A plain flax ``module`` for ``ff.run(config, model=...)``; ``head`` names
   its top-level submodule that personalised methods keep per client (None: the
@@ -147,9 +160,12 @@ def adapted_model(adapter: FlaxAdapter, input_shape, num_outputs, input_scale=1.
   outputs must be ``[B, num_outputs]`` (``[B]`` or ``[B, 1]`` for one output)."""
   model = Model(adapter, tuple(input_shape), int(num_outputs), float(input_scale),
                 name or type(adapter.module).__name__, tuple(input_mean), tuple(input_std))
-  params = jax.eval_shape(model.init, jax.random.PRNGKey(0))
   x = jax.ShapeDtypeStruct((2,) + tuple(input_shape), jnp.float32)
-  out = jax.eval_shape(lambda p, v: model.apply(p, v), params, x)
+  try:
+    params = jax.eval_shape(model.init, jax.random.PRNGKey(0))
+    out = jax.eval_shape(lambda p, v: model.apply(p, v), params, x)
+  except flax.errors.InvalidRngError as e:
+    raise ValueError(_rng_message(type(adapter.module).__name__, e)) from None
   shape = tuple(getattr(out, "shape", ()))
   allowed = {(2, int(num_outputs))} | ({(2,), (2, 1)} if int(num_outputs) == 1 else set())
   if shape not in allowed:

@@ -19,8 +19,8 @@ from fedfrac import _validation
 from fedfrac import data as data_lib
 from fedfrac.runner import compile_cache, factories
 from fedfrac.runner.checkpoint import NoIntactCheckpoint
-from fedfrac.runner.log import Progress, RunLog
-from fedfrac.runner.records import RunRecord, final_params, stop_target
+from fedfrac.runner.log import Progress, RunLog, quiet_callback_tracebacks
+from fedfrac.runner.records import RunRecord, error_text, final_params, stop_target
 from fedfrac.runner.workdir import (BINDING, Workdir, binding_differences, history_seed,
                                     shown_differences)
 
@@ -71,11 +71,26 @@ def use_compile_cache(wanted: bool = True) -> Optional[str]:
 def failure_line(label, seed, error) -> str:
   """One line naming a (method, seed) run that raised ``error``: the others
   run on and are kept (:attr:`fedfrac.runner.records.Results.failed`)."""
-  text = next((l.strip() for l in str(error).splitlines() if l.strip()), "")
+  text = error_text(error)
   text = text if len(text) <= 300 else text[:297] + "..."
-  kind = getattr(error, "kind", type(error).__name__)
-  return (f"method {label!r} seed {seed} failed: {kind}: {text}; the other runs go on "
+  return (f"method {label!r} seed {seed} failed: {text}; the other runs go on "
           f"and are kept (results.failed has the error)")
+
+
+# Checkpoint writing of one run is said (checkpoint_cost_line) when it took longer
+# than the run's rounds and at least this many seconds.
+CHECKPOINT_NOTE_S = 1.0
+
+
+def checkpoint_cost_line(label, seed, count, seconds, wall_s, config) -> str:
+  """One line: writing ``count`` checkpoints took ``seconds``, more than the
+  ``wall_s`` of the rounds themselves (the record's ``wall_s`` leaves it out),
+  and which key spaces them out."""
+  return (f"note: {label} seed {seed}: writing {count} checkpoints took {seconds:.1f} s, "
+          f"more than its {wall_s:.1f} s of rounds (not in the record's wall_s); "
+          f"config.checkpoint_every={config.checkpoint_every} writes one every "
+          f"{config.checkpoint_every} chunk(s) of eval_every={config.eval_every} rounds: "
+          f"set it higher, or to 0 for only the end, to spend less")
 
 
 def resume_hint(workdir) -> str:
@@ -156,6 +171,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   record as ``.record``. ``keep_params``: the record holds the final parameters
   (:meth:`Results.final_params`).
   """
+  quiet_callback_tracebacks()   # a callback's exception is said in the failure line
   try:
     sim = factories.build_simulation(config, label, fed_data)
   except _validation.ConfigError:
@@ -208,13 +224,17 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   bar = Progress(show and log.running, config.rounds, f"{label} seed {seed}",
                  start_round)
 
+  saving = [0, 0.0]   # checkpoints written, seconds spent writing them
+
   def save(r, chunk_index, state, last):
     if ckpt and (last or not log.running or (
         config.checkpoint_every and chunk_index % config.checkpoint_every == 0)):
+      t = time.perf_counter()
       extra = {"rounds": config.rounds, "method": label, "seed": int(seed)}
       if bound is not None:
         extra[BINDING] = bound
       ckpt.save(r, sim.host_state(state), {**log.history(), **extra})
+      saving[0], saving[1] = saving[0] + 1, saving[1] + time.perf_counter() - t
   done = start_round
   try:
     state, log.compile_s, done = chunk_loop(
@@ -227,6 +247,9 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
   finally:
     bar.close()
   record = log.record(partial=done < config.rounds)
+  if saving[1] > max(record.wall_s, CHECKPOINT_NOTE_S):
+    print(checkpoint_cost_line(label, seed, saving[0], saving[1], record.wall_s, config),
+          file=sys.stderr)
   if keep_params:
     host = sim.host_state(state)
     record.params = final_params(sim.algorithm, host.server, host.clients,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 import sys
 import warnings
@@ -56,6 +57,29 @@ def one_line_warnings() -> None:
   warnings.formatwarning = _format
   if not isinstance(warnings.showwarning, _Shown):
     warnings.showwarning = _Shown(warnings.showwarning)
+
+
+# JAX's log records for an exception raised in a host callback, each with the
+# callback's traceback; the run's failure line (chunked.failure_line) names the
+# same exception, message and place in one line.
+CALLBACK_FAILED = {"jax._src.debugging": "jax.debug.callback failed",
+                   "jax._src.callback": ("jax.pure_callback failed", "jax.io_callback failed")}
+
+
+class _CallbackTracebacks(logging.Filter):
+  def filter(self, record: logging.LogRecord) -> bool:
+    said = CALLBACK_FAILED.get(record.name, ())
+    return not (record.exc_info and record.getMessage() in said)
+
+
+def quiet_callback_tracebacks() -> None:
+  """Leave out JAX's logged traceback of an exception raised in a host callback
+  (``jax.debug.callback`` and the like): the run fails with that exception and
+  its one line names it. Other JAX log records are untouched."""
+  for name in CALLBACK_FAILED:
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, _CallbackTracebacks) for f in logger.filters):
+      logger.addFilter(_CallbackTracebacks())
 
 
 def round_communication(comm):

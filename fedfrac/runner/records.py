@@ -212,7 +212,7 @@ class Results:
     if (method, seed) in self.failed:
       error = self.failed[(method, seed)]
       raise UnknownRun(f"method {method!r} seed {seed} failed: "
-                       f"{_error_text(error)}") from error
+                       f"{error_text(error)}") from error
     import difflib
     labels = self.methods() + [m for m, _ in self.failed if m not in self.methods()]
     seeds = sorted({rec.seed for rec in self.records if rec.method == method})
@@ -286,12 +286,12 @@ class Results:
   def summary(self) -> dict:
     out = summarize(self.records, self.config)
     if self.failed:
-      out["failed"] = {f"{m} seed {s}": _error_text(e) for (m, s), e in self.failed.items()}
+      out["failed"] = {f"{m} seed {s}": error_text(e) for (m, s), e in self.failed.items()}
     return out
 
   def table(self) -> str:
     """The markdown table of :func:`format_table`, then a line per failed run."""
-    lines = [f"failed: {m} seed {s}: {_error_text(e)}" for (m, s), e in self.failed.items()]
+    lines = [f"failed: {m} seed {s}: {error_text(e)}" for (m, s), e in self.failed.items()]
     return "\n".join([format_table(self.summary(), self.config)] + lines)
 
   def plot(self, metric=None):
@@ -304,10 +304,23 @@ class Results:
     return overview.results_figures(self, metric)
 
 
-def _error_text(error) -> str:
-  """``"<exception type>: <first line of its message>"``."""
-  first = next((l.strip() for l in str(error).splitlines() if l.strip()), "")
-  return f"{getattr(error, 'kind', type(error).__name__)}: {first}"
+def error_text(error) -> str:
+  """``"<exception type>: <first line of its message>"``; for an error raised
+  inside a host callback (``jax.debug.callback``, ``jax.pure_callback``), whose
+  message is JAX's line followed by the callback's traceback, the callback's own
+  exception and where it was raised:
+  ``"ValueError: boom (raised in a host callback: boom, my.py line 3; JaxRuntimeError)"``."""
+  lines = [l.strip() for l in str(error).splitlines() if l.strip()]
+  kind = getattr(error, "kind", type(error).__name__)
+  if lines and lines[0].endswith("Traceback (most recent call last):") and len(lines) > 1:
+    where = ""
+    frames = [l for l in lines[1:-1] if l.startswith("File ")]
+    if frames:
+      parts = frames[-1].split(", ")   # File "path", line N, in name
+      if len(parts) == 3:
+        where = f": {parts[2].removeprefix('in ')}, {parts[0][6:-1]} {parts[1]}"
+    return f"{lines[-1]} (raised in a host callback{where}; {kind})"
+  return f"{kind}: {lines[0] if lines else ''}"
 
 
 def _tree_map(fn, tree):

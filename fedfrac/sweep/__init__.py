@@ -88,16 +88,20 @@ The package: :mod:`~fedfrac.sweep.grid` (the points and their ids),
 """
 from __future__ import annotations
 
-from fedfrac.sweep.inputs import RUN_ONLY_FLAGS, command_line  # noqa: F401
-from fedfrac.sweep.grid import (  # noqa: F401
-    config_key, expand, fingerprint, grid_targets, header, load_config, parse_assignment,
-    parse_value, set_key, sweep_points)
-from fedfrac.sweep.batches import (  # noqa: F401
-    pack, point_record, run_batch, run_bytes, run_point,
-    runs_that_fit)
-from fedfrac.sweep.tables import (  # noqa: F401
-    csv_table, fmt, markdown, plot, summarize, summarize_points,
-    write_tables)
-from fedfrac.sweep.run import SweepOutcome, progress_bar, run, run_sweep, shard_order  # noqa: F401
-from fedfrac.sweep.cli import (  # noqa: F401
-    USAGE_ERROR, checked_inputs, cli, main)
+from fedfrac.startup import interrupt_exits
+
+with interrupt_exits("fedfrac-sweep was starting (importing its modules)"):
+  from fedfrac.sweep.inputs import RUN_ONLY_FLAGS, command_line  # noqa: F401
+  from fedfrac.sweep.grid import (  # noqa: F401
+      config_key, expand, fingerprint, grid_targets, header, load_config, parse_assignment,
+      parse_value, set_key, sweep_points)
+  from fedfrac.sweep.batches import (  # noqa: F401
+      pack, point_record, run_batch, run_bytes, run_point,
+      runs_that_fit)
+  from fedfrac.sweep.tables import (  # noqa: F401
+      csv_table, fmt, markdown, plot, summarize, summarize_points,
+      write_tables)
+  from fedfrac.sweep.run import SweepOutcome, progress_bar, run, run_sweep, shard_order  # noqa: F401
+  from fedfrac.sweep.cli import (  # noqa: F401
+      USAGE_ERROR, checked_inputs, cli, main)
+del interrupt_exits

@@ -289,3 +289,65 @@ def test_a_method_that_fails_keeps_the_finished_methods_results(workers, capsys)
     res.record("broken", 0)
   with pytest.raises(RuntimeError, match="boom"):
     res.raise_failed()
+
+
+def test_build_without_hp_is_refused_when_registered():
+  def build(ctx):
+    return build_mean_of_deltas(ctx, {})
+  with pytest.raises(TypeError, match=r"algorithm 'mine': build\(ctx, hp\) takes \(ctx, hp\)"
+                                      r".*got build\(ctx\)"):
+    algorithms.register(build, name="mine")
+  assert "mine" not in algorithms.names()
+
+
+def test_build_returning_none_is_named_before_compiling():
+  def build(ctx, hp):
+    build_mean_of_deltas(ctx, hp)             # the return forgotten
+  algorithms.register(build, name="mine")
+  with pytest.raises(config_lib.ConfigError,
+                     match="algorithm 'mine': build.* returned None, expected a FedAlgorithm"):
+    _check(_config("mine"))
+
+
+def test_build_reading_an_undeclared_option_names_it():
+  def build(ctx, hp):
+    return build_mean_of_deltas(ctx, hp) if hp["mu"] else None
+  algorithms.register(contract.AlgorithmEntry(
+      "mine", build, algorithms.HParamSchema({"lr_scale": algorithms.HParam(1.0)})))
+  with pytest.raises(config_lib.ConfigError,
+                     match=r"algorithm 'mine': build\(ctx, hp\) reads hp\['mu'\] but its "
+                           r"schema declares no 'mu' \(declared: lr_scale\)"):
+    _check(_config("mine"))
+
+
+def test_a_key_error_of_the_builds_own_dicts_is_left_alone():
+  def build(ctx, hp):
+    return {}["lr_scale"]                     # a name hp holds: not the schema's fault
+  algorithms.register(contract.AlgorithmEntry(
+      "mine", build, algorithms.HParamSchema({"lr_scale": algorithms.HParam(1.0)})))
+  with pytest.raises(KeyError):
+    _check(_config("mine"))
+
+
+def test_an_error_in_a_host_callback_is_named_by_its_own_type_and_message(caplog):
+  """JAX reports a callback's exception as "CpuCallback error calling callback:
+  Traceback ..." with the exception on its last line: the one line shows it, and
+  JAX's logged copy of the traceback is left out."""
+  from fedfrac.runner import chunked, log
+  log.quiet_callback_tracebacks()
+
+  def boom(x):
+    raise ValueError("boom from my callback")
+
+  @jax.jit
+  def f(x):
+    jax.debug.callback(boom, x)
+    return x + 1
+  with pytest.raises(Exception) as caught:
+    jax.block_until_ready(f(np.ones(2, np.float32)))
+  line = chunked.failure_line("m", 0, caught.value)
+  assert "\n" not in line
+  assert line.startswith("method 'm' seed 0 failed: ValueError: boom from my callback "
+                         "(raised in a host callback: boom, "), line
+  assert "test_user_algorithm.py line " in line and "Traceback" not in line, line
+  assert not [r for r in caplog.records if "callback failed" in r.getMessage()]

@@ -200,3 +200,12 @@ def test_a_vector_client_metric_left_out_of_the_table_is_said_once():
       "so it is left out of the per-round table; report a scalar (e.g. its mean or norm) "
       "to tabulate it"]
   assert "grad" not in log.round_rows[0] and log.round_rows[0]["train_loss"] == 1.0
+
+
+def test_train_groups_of_the_wrong_length_without_test_arrays_is_one_line():
+  """Without x_test the test set is split off x_train's rows, so train_groups must
+  hold one id per row before that split (not an IndexError inside it)."""
+  x, y = _table(n=120)
+  with pytest.raises(DataError, match=r"^data:train_groups: has shape \(100,\); expected "
+                                      r"one client id per row of data:x_train \(120,\)"):
+    arrays.user_data({"x_train": x, "y_train": y, "train_groups": np.arange(100) % 4})

@@ -27,6 +27,13 @@ class WithDropout(nn.Module):
     return nn.Dense(3)(x)
 
 
+class AlwaysDropout(nn.Module):
+  """Dropout switched on for good: draws randomness when evaluated too."""
+  @nn.compact
+  def __call__(self, x):
+    return nn.Dense(3)(nn.Dropout(0.5, deterministic=False)(nn.Dense(8)(x)))
+
+
 class WithBatchNorm(nn.Module):
   @nn.compact
   def __call__(self, x, train: bool = False):
@@ -97,6 +104,10 @@ def test_a_deterministic_argument_follows_train():
     (TinyMLP(), "classifier", 3, r"model.head='classifier': .*submodules are 'Dense_0', "
                                  r"'head'"),
     (TinyMLP(), None, 10, r"outputs of shape \(2, 3\) .*expected \(2, 10\)"),
+    (AlwaysDropout(), None, 3, r"^model: AlwaysDropout draws randomness when evaluated "
+                               r"\(Dropout_0 needs PRNG for \"dropout\"\): fedfrac calls its "
+                               r"__call__\(x, train=...\) .*nn.Dropout\(rate, "
+                               r"deterministic=not train\)$"),
 ])
 def test_modules_fedfrac_cannot_run_are_refused_in_one_line(module, head, outputs, match):
   with pytest.raises(ValueError, match=match):

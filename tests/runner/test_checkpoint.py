@@ -290,3 +290,29 @@ def test_a_tiny_tmpfs_fills_during_a_checkpoint_one_line_exit_1(tmp_path):
   assert len(lines) == 1 and lines[0].startswith(f"error: --workdir={work}: no space left "
                                                  f"on the device to write {work}/"), lines
   assert "needed" in lines[0] and "rerun the same command to resume" in lines[0]
+
+
+def test_checkpoints_that_take_longer_than_the_rounds_are_said_in_one_line(
+    tmp_path, monkeypatch, capsys):
+  """The record's wall_s leaves checkpoint writing out; when writing took longer
+  than the rounds, one line says how long and which key spaces it out."""
+  import time
+  from fedfrac.runner import chunked
+  slow_save = Checkpointer.save
+
+  def save(self, step, state, history):
+    time.sleep(0.3)
+    slow_save(self, step, state, history)
+  monkeypatch.setattr(Checkpointer, "save", save)
+  monkeypatch.setattr(chunked, "CHECKPOINT_NOTE_S", 0.5)
+  c = helpers.tiny_config(rounds=4, eval_every=1)
+  c.methods = {"fedavg": {"name": "fedavg"}}
+  record = ff.run(c, workdir=str(tmp_path / "w")).records[0]
+  said = [l for l in capsys.readouterr().err.splitlines() if "checkpoints took" in l]
+  assert len(said) == 1, said
+  assert said[0].startswith("note: fedavg seed 0: writing 4 checkpoints took "), said
+  assert f"more than its {record.wall_s:.1f} s of rounds" in said[0]
+  assert "config.checkpoint_every=1 writes one every 1 chunk(s) of eval_every=1" in said[0]
+  monkeypatch.setattr(chunked, "CHECKPOINT_NOTE_S", 60.0)   # under the floor: no word
+  ff.run(c, workdir=str(tmp_path / "v"))
+  assert "checkpoints took" not in capsys.readouterr().err
