@@ -104,6 +104,12 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   def check_continued(restart):   # a kept run continues only at its own length
     lengths.check_continued(config, workdir, [j for j in jobs if j[0] not in restart],
                             data_for_seed)
+  # Every split and every method's data-dependent check before the workdir is
+  # written: a refused run leaves no config.json that would make the corrected
+  # rerun "a different config" for that workdir.
+  for _, seed in jobs:
+    data_for_seed(seed)
+  factories.check_methods(config, data_cache[data_seed(config, seeds[0])])
   if workdir:
     workdir_lib.prepare(config, workdir, overwrite=overwrite, runs=jobs,
                         extra=own.fingerprint, check=check_continued)
@@ -113,10 +119,8 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
         lambda label, seed: workdir_lib.can_rerun(config, workdir, label))
     jobs += [j for j in again if j not in jobs]
     written.register(workdir, runs=[stored.checkpoint_run(l, s) for l, s in jobs])
-  for _, seed in jobs:   # every split up front: a bad data request stops before compute
+  for _, seed in jobs:   # kept runs to redo: their splits too, before compute
     data_for_seed(seed)
-  # every method, before any runs
-  factories.check_methods(config, data_cache[data_seed(config, seeds[0])])
   records, failed = [], {}
 
   held = []    # a signal that arrived while the outputs were written

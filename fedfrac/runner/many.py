@@ -111,20 +111,22 @@ def run_many(config, seeds=None, grid: Optional[dict] = None,
   seeds = tuple(config.seeds if seeds is None else
                 ((seeds,) if isinstance(seeds, int) else seeds))
   _check_grid(grid, config)
-  if workdir:
-    workdir_lib.prepare(config, workdir, overwrite=overwrite,
-                        runs=[(l, s) for l in config_base.method_labels(config) for s in seeds],
-                        extra=own.fingerprint)
   data_cache = {} if data_cache is None else data_cache
   records = []
   data_key = config.data.to_json_best_effort(sort_keys=True)
   if own.data is not None:   # your own arrays: not cached across calls
     data_cache, data_key = {}, "data="
   show = config.progress if progress is None else progress
+  for seed in seeds:   # every split, then every method, before the workdir is written
+    ds = (data_key, data_seed(config, seed))
+    if ds not in data_cache:
+      data_cache[ds] = build_data(config, ds[1], own.data)
   first = (data_key, data_seed(config, seeds[0]))
-  if first not in data_cache:
-    data_cache[first] = build_data(config, first[1], own.data)
   factories.check_methods(config, data_cache[first])   # every method, before any runs
+  if workdir:
+    workdir_lib.prepare(config, workdir, overwrite=overwrite,
+                        runs=[(l, s) for l in config_base.method_labels(config) for s in seeds],
+                        extra=own.fingerprint)
   for label in config_base.method_labels(config):
     feds = []
     for seed in seeds:

@@ -187,6 +187,19 @@ def _read_fingerprint(path):
     raise ValueError(f"is unreadable ({type(e).__name__})") from None
 
 
+def never_started(workdir) -> bool:
+  """Whether ``workdir`` holds the config of a run that never started and
+  nothing else of fedfrac's: no run records, result files or checkpoint,
+  record or tensorboard folders with anything in them (a run refused by a
+  data-dependent check once left ``experiment.json`` and ``config.json``)."""
+  if stored.kept_runs(workdir):
+    return False
+  if any(os.path.exists(os.path.join(workdir, f)) for f in written.RESULT_FILES):
+    return False
+  return not any(os.path.isdir(os.path.join(workdir, t)) and
+                 os.listdir(os.path.join(workdir, t)) for t in written.TREES)
+
+
 def _rebuilt(config, workdir, new, restart, problem):
   """``((shared, methods, rounds), note)``: a fingerprint rebuilt from the runs
   kept in ``workdir`` (but those of ``restart``) when every one is bound to the
@@ -288,6 +301,12 @@ def prepare(config, workdir, overwrite=False, runs=(), extra=None, check=None) -
                       f"start afresh")
   if problem is not None:
     old, note = _rebuilt(config, workdir, new, restart, problem)
+  if old is not None and (old[0], old[1]) != (new["shared"], new["methods"]) \
+      and never_started(workdir):
+    # Only the config of a run that never started: nothing to keep, not another
+    # experiment's results.
+    old, note = None, (f"--workdir={workdir}: it held only the config of a run that "
+                       f"never started; this run's config replaces it")
   if old is not None:
     old_shared, all_old, old_rounds = old
     old_methods = {k: v for k, v in all_old.items() if k not in restart}

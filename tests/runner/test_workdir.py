@@ -427,3 +427,37 @@ def test_an_empty_workdir_is_refused():
   for entry in (ff.run, ff.run_many):
     with pytest.raises(ConfigError, match="--workdir='' is empty: give a directory"):
       entry(_config(), workdir="")
+
+
+@pytest.mark.parametrize("entry", ["run", "run_many"])
+@pytest.mark.parametrize("key,value,match", [
+    ("data.num_clients", 2000, "num_clients=2000"),        # the partition is infeasible
+    ("client.batch_size", 5000, "batch_size=5000"),        # larger than any client
+])
+def test_a_run_refused_by_a_data_check_writes_nothing(tmp_path, entry, key, value, match):
+  # These checks need the data loaded; a refused run once left experiment.json
+  # and config.json behind, and the corrected rerun was then refused as "a
+  # different config" for that workdir.
+  call = {"run": ff.run, "run_many": ff.run_many}[entry]
+  workdir = tmp_path / "wd"
+  with pytest.raises(ValueError, match=match):
+    call(_config(**{key: value}), workdir=str(workdir))
+  assert not workdir.exists() or not os.listdir(workdir)
+  res = call(_config(rounds=1), workdir=str(workdir))
+  assert res.records[0].status == "ok"
+  assert json.loads((workdir / "config.json").read_text())["data"]["num_clients"] == 6
+
+
+def test_a_workdir_holding_only_the_config_of_a_run_that_never_started(tmp_path, capsys):
+  # What such a refused run left behind before the data checks came first: the
+  # fingerprint and config.json of a config that never ran. Nothing of it is
+  # kept, so it is not another experiment: the corrected run replaces it, in one
+  # line. One whose run started (a record) still refuses another config.
+  bad = _config(**{"data.num_clients": 2000})
+  workdir_lib.prepare(bad, str(tmp_path))
+  assert (tmp_path / "config.json").exists()
+  res = ff.run(_config(rounds=1), workdir=str(tmp_path))
+  assert res.records[0].status == "ok"
+  assert "held only the config of a run that never started" in capsys.readouterr().err
+  with pytest.raises(ConfigError, match="holds results of a different config"):
+    ff.run(_config(rounds=1, **{"client.lr": 0.01}), workdir=str(tmp_path))
