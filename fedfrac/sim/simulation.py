@@ -74,10 +74,13 @@ class Simulation:
       shard = jax.device_count() > 1
     self.mesh = devices.client_mesh() if shard else None
     self.num_shards = 1 if self.mesh is None else self.mesh.devices.size
+    # engine.device_invariant: the groups of the whole cohort, as on one device
+    # (execution.run_sharded_groups); else each device groups its own share.
     self.step_buckets = execution.choose_step_buckets(
         config.step_buckets, self.parallelism, training, self.num_steps,
-        -(-self.cohort // self.num_shards))
+        self.cohort if config.device_invariant else -(-self.cohort // self.num_shards))
     check_shard_client_state(config.shard_client_state, config.shard_clients)
+    execution.check_device_invariant(config.device_invariant, config.shard_client_state)
     # engine.shard_client_state: per-client state and data sharded by client
     # over the mesh (fedfrac.sim.client_rows); without a mesh (shard_clients="auto"
     # on one device) there is nothing to shard.
@@ -171,6 +174,9 @@ class Simulation:
       # The cohort's data rows travel in ``args``; the sharded data arrays stay
       # where they are instead of being replicated into every device's share.
       arrays = {}
+    if self.config.device_invariant and self.parallelism == "vmap":
+      return execution.run_sharded_groups(make_one, self.mesh, payload, arrays, t, args,
+                                          self.step_buckets, self.training)
     return execution.run_sharded(local, self.mesh, payload, arrays, t, args)
 
   def run_round(self, algorithm, arrays, state: SimState):
