@@ -86,8 +86,10 @@ def run(config, workdir: Optional[str] = None, stop_after_round: Optional[int] =
   workdir_lib.check_name(workdir)
   use_compile_cache(compile_cache)
   if stop_after_round is not None:
-    _validation.check(_validation.is_int(stop_after_round) and stop_after_round >= 1,
-                     "stop_after_round", stop_after_round, "must be an integer >= 1")
+    if not (_validation.is_int(stop_after_round) and stop_after_round >= 1):
+      # An argument of the call (the flag on the command line), not a config key.
+      raise _validation.ConfigError(f"{_validation.setting('stop_after_round', stop_after_round)}"
+                                    f": must be an integer >= 1")
   factories.apply_cpu_devices(config)
   labels = config_base.method_labels(config)
   seeds = (config.seeds,) if isinstance(config.seeds, int) else tuple(config.seeds)

@@ -50,7 +50,7 @@ import sys
 from fedfrac import algorithms
 from fedfrac.algorithms import server_optimizer
 from fedfrac import config_base
-from fedfrac._validation import ConfigError
+from fedfrac._validation import ConfigError, argument, setting
 from fedfrac.runner import sealed, stored, written
 from fedfrac.runner.checkpoint import atomic_write, json_default
 from fedfrac.runner.stored import load_records, save_record  # noqa: F401  (re-exported)
@@ -124,8 +124,8 @@ def _differences(old: dict, new: dict, prefix=""):
 def check_name(workdir) -> None:
   """An empty ``--workdir=`` is refused (one line): it would keep nothing."""
   if workdir is not None and not str(workdir).strip():
-    raise ConfigError(f"--workdir={workdir!r} is empty: give a directory, or leave "
-                      f"--workdir out to keep nothing")
+    raise ConfigError(f"{setting('workdir', workdir)} is empty: give a directory, or "
+                      f"leave {argument('workdir')} out to keep nothing")
 
 
 def check_writable(workdir) -> None:
@@ -138,7 +138,8 @@ def check_writable(workdir) -> None:
     os.remove(probe)
   except OSError as e:
     reason = e.strerror or type(e).__name__
-    raise ConfigError(f"--workdir={workdir}: cannot write there ({reason})") from None
+    raise ConfigError(f"{setting('workdir', workdir)}: cannot write there ({reason})") \
+        from None
 
 
 def clear(workdir) -> None:
@@ -161,17 +162,18 @@ def overwrite_labels(config, workdir, overwrite):
   unknown = [l for l in labels if l not in known]
   if not labels or unknown:
     shown = unknown[0] if unknown else overwrite
-    raise ConfigError(f"--overwrite={shown}: no such method in the config or the "
-                      f"workdir (methods: {', '.join(known)}); give --overwrite alone "
-                      f"to start afresh")
+    raise ConfigError(f"{setting('overwrite', shown)}: no such method in the config or "
+                      f"the workdir (methods: {', '.join(known)}); give "
+                      f"{setting('overwrite')} to start afresh")
   running = config_base.method_labels(config)
   idle = [l for l in labels if l not in running]
   if idle:
     raise ConfigError(
-        f"--overwrite={','.join(labels)}: this command does not run {', '.join(idle)} "
+        f"{setting('overwrite', ','.join(labels))}: this command does not run "
+        f"{', '.join(idle)} "
         f"(it runs {', '.join(running)}), so its results would be deleted and not "
-        f"computed again; add {'it' if len(idle) == 1 else 'them'} to --config.only, or "
-        f"name only methods the command runs (nothing was deleted)")
+        f"computed again; add {'it' if len(idle) == 1 else 'them'} to "
+        f"{argument('config.only')}, or name only methods the command runs (nothing was deleted)")
   return labels
 
 
@@ -210,7 +212,7 @@ def _rebuilt(config, workdir, new, restart, problem):
   with the file (``is missing``, ``failed verification (...)``)."""
   kept = [k for k in stored.kept_runs(workdir)
           if k[0] not in restart and k[0].split("[", 1)[0] not in restart]
-  head = f"--workdir={workdir}: {FINGERPRINT_FILE} {problem}"
+  head = f"{setting('workdir', workdir)}: {FINGERPRINT_FILE} {problem}"
   if not kept:
     return None, f"{head} and no run is kept there; wrote it afresh for this config"
   methods, unbound, differing = {}, [], {}
@@ -236,11 +238,11 @@ def _rebuilt(config, workdir, new, restart, problem):
       what = (f"{unbound[0][1]} does not say which config it belongs to (written by an "
               f"older fedfrac)")
     rerun = [l for l in labels if l in config_base.method_labels(config)]
-    fix = (f"--overwrite={','.join(rerun)} to rerun "
+    fix = (f"{setting('overwrite', ','.join(rerun))} to rerun "
            f"{'that method' if len(rerun) == 1 else 'those methods'} (the others' "
            f"results are kept), " if rerun and len(rerun) == len(labels) else "")
-    raise ConfigError(f"{head}, and {what}; give {fix}another --workdir, or --overwrite "
-                      f"to start afresh")
+    raise ConfigError(f"{head}, and {what}; give {fix}another {argument('workdir')}, or "
+                      f"{setting('overwrite')} to start afresh")
   rounds = max([int(config.rounds)] + [stored.stored_rounds(workdir, l, s)
                                        for l, s, _, _ in kept])
   order = list(dict.fromkeys(l.split("[", 1)[0] for l, _, _, _ in kept))
@@ -260,11 +262,12 @@ def check_lengths(config, workdir, runs, skip=()) -> None:
       done = stored.stored_rounds(workdir, name, seed)
       if done > config.rounds:
         raise ConfigError(
-            f"--workdir={workdir}: {name} seed {seed} already ran {done} rounds, more "
-            f"than config.rounds={config.rounds} (its first {config.rounds} are not a "
-            f"{config.rounds}-round run when anything depends on the length); give "
-            f"--config.rounds={done} to report it, another --workdir, or "
-            f"--overwrite={label} to run it again for {config.rounds} rounds")
+            f"{setting('workdir', workdir)}: {name} seed {seed} already ran {done} "
+            f"rounds, more than config.rounds={config.rounds} (its first {config.rounds} "
+            f"are not a {config.rounds}-round run when anything depends on the length); "
+            f"give {setting('config.rounds', done)} to report it, another "
+            f"{argument('workdir')}, or {setting('overwrite', label)} to run it again for "
+            f"{config.rounds} rounds")
 
 
 def prepare(config, workdir, overwrite=False, runs=(), extra=None, check=None) -> None:
@@ -296,16 +299,16 @@ def prepare(config, workdir, overwrite=False, runs=(), extra=None, check=None) -
   elif stored.kept_runs(workdir):
     problem = "is missing"
   elif any(os.path.exists(os.path.join(workdir, item)) for item in written.RESULT_FILES):
-    raise ConfigError(f"--workdir={workdir} holds results without {FINGERPRINT_FILE} "
-                      f"(an unknown config); use another --workdir, or --overwrite to "
-                      f"start afresh")
+    raise ConfigError(f"{setting('workdir', workdir)} holds results without "
+                      f"{FINGERPRINT_FILE} (an unknown config); use another "
+                      f"{argument('workdir')}, or {setting('overwrite')} to start afresh")
   if problem is not None:
     old, note = _rebuilt(config, workdir, new, restart, problem)
   if old is not None and (old[0], old[1]) != (new["shared"], new["methods"]) \
       and never_started(workdir):
     # Only the config of a run that never started: nothing to keep, not another
     # experiment's results.
-    old, note = None, (f"--workdir={workdir}: it held only the config of a run that "
+    old, note = None, (f"{setting('workdir', workdir)}: it held only the config of a run that "
                        f"never started; this run's config replaces it")
   if old is not None:
     old_shared, all_old, old_rounds = old
@@ -322,15 +325,16 @@ def prepare(config, workdir, overwrite=False, runs=(), extra=None, check=None) -
     if diffs:
       shown = "; ".join(diffs[:6]) + ("; ..." if len(diffs) > 6 else "")
       if restart:
-        fix = (f"--overwrite to start afresh (--overwrite={','.join(restart)} keeps the "
+        fix = (f"{setting('overwrite')} to start afresh "
+               f"({setting('overwrite', ','.join(restart))} keeps the "
                f"other methods' results, so what they share must not change)")
       elif shared_differs:
-        fix = "--overwrite to start afresh"
+        fix = f"{setting('overwrite')} to start afresh"
       else:
-        fix = (f"--overwrite={','.join(differing)} to restart only "
+        fix = (f"{setting('overwrite', ','.join(differing))} to restart only "
                f"{'that method' if len(differing) == 1 else 'those methods'}")
-      raise ConfigError(f"--workdir={workdir} holds results of a different config "
-                        f"({shown}); use another --workdir, or {fix}")
+      raise ConfigError(f"{setting('workdir', workdir)} holds results of a different "
+                        f"config ({shown}); use another {argument('workdir')}, or {fix}")
     # Methods keep the order they were first run in (a restarted one its place).
     merged = {**old_methods, **new["methods"]}
     new["methods"] = {k: merged[k] for k in list(all_old) + list(merged) if k in merged}
