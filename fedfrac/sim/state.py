@@ -80,9 +80,8 @@ class EngineConfig:
       device, dealt whole to devices
       (:func:`fedfrac.sim.execution.run_sharded_groups`), so 1, 2 or 4 devices
       give the same bits; devices then run in parallel only with at least as
-      many groups (``step_buckets``) as devices. ``map`` needs no setting (each
-      client runs alone). Not with ``shard_client_state`` (its evaluation sums
-      across devices).
+      many groups (``step_buckets``) as devices. Not with
+      ``shard_client_state`` (its evaluation sums across devices).
     attack: ``None`` or an :class:`fedfrac.sim.attacks.AttackConfig`.
     system: ``None`` (every client runs its full local work, as if all were
       equally fast) or a :class:`fedfrac.ops.system.SystemConfig`: per-client
