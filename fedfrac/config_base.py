@@ -135,11 +135,16 @@ def base_config() -> ml_collections.ConfigDict:
   # takes effect before JAX first runs, e.g. from the CLI). None of them changes
   # which steps train; vmap and map agree to float rounding and differ in the
   # executed_steps cost measure (fedfrac.sim.execution docstring).
+  # device_invariant: vmapped groups formed over the whole cohort, as on one
+  # device, and dealt whole to devices: 1, 2 or 4 devices give the same bits
+  # (parallel only with >= as many step_buckets as devices; not with
+  # shard_client_state; fedfrac.sim.placement.ShardedGroups).
   # matmul_precision: highest | tensorfloat32 | bfloat16 (fedfrac.sim.precision).
   c.engine = ml_collections.ConfigDict(dict(
       client_parallelism="auto", unroll=0, eval_batch_size=1024,
       dynamic_steps=True, step_buckets=0, shard_clients="auto",
-      shard_client_state=False, cpu_devices=0, matmul_precision="highest"))
+      shard_client_state=False, device_invariant=False, cpu_devices=0,
+      matmul_precision="highest"))
   # cohort_rule: |S_t| under churn, "available" = max(ceil(C·|A_t|), 1) of the
   # available clients (FO-RI-FedAvg §IV-N) or "slots" = ceil(C·K) slots filled
   # from the available ones.

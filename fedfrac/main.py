@@ -42,6 +42,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from fedfrac import config_files, config_keys, runner
+from fedfrac import _validation
 from fedfrac._validation import ConfigError
 from fedfrac.data.array_checks import DataError
 from fedfrac.runner import compile_cache, log, signals
@@ -238,8 +239,10 @@ def parse_flags(argv):
 
   Loading the config file and applying ``--config.<key>`` overrides happen here,
   before ``main``; any failure becomes ``error: ...`` on stderr and exit status 2
-  (with ``--debug``, the exception propagates with its traceback).
+  (with ``--debug``, the exception propagates with its traceback). From here on
+  messages name arguments as flags (``--workdir``), not as ``ff.run``'s keywords.
   """
+  _validation.name_flags()
   _check_config_file(argv)
   try:
     argv, method_overrides = _split_method_overrides(argv)

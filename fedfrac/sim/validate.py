@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fedfrac._validation import ConfigError, check, int_at_least, is_int, is_num
 from fedfrac.ops import system as system_lib
-from fedfrac.sim import attacks, churn, client_rows, devices, execution, precision
+from fedfrac.sim import attacks, churn, client_rows, devices, execution, placement, precision
 
 
 def _engine_rule(rule, value, prefix=""):
@@ -22,7 +22,8 @@ def validate_engine(config) -> None:
 
   Engine keys: ``client_parallelism``, ``unroll``, ``dynamic_steps``,
   ``shard_clients``, ``shard_client_state`` (True needs ``shard_clients`` True or
-  ``'auto'``), ``step_buckets``, ``cpu_devices``, ``eval_batch_size``,
+  ``'auto'``), ``device_invariant`` (not with ``shard_client_state``),
+  ``step_buckets``, ``cpu_devices``, ``eval_batch_size``,
   ``matmul_precision``."""
   from fedfrac.data import sources
   from fedfrac.data.validate import BEV_CLASSES
@@ -34,6 +35,8 @@ def validate_engine(config) -> None:
   _engine_rule(devices.check_shard_clients, e.get("shard_clients", False))
   _engine_rule(lambda v: client_rows.check_shard_client_state(
       v, e.get("shard_clients", False)), e.get("shard_client_state", False))
+  _engine_rule(lambda v: placement.check_device_invariant(
+      v, e.get("shard_client_state", False)), e.get("device_invariant", False))
   if "step_buckets" in e:
     _engine_rule(execution.check_step_buckets, e.step_buckets)
   if "cpu_devices" in e:
