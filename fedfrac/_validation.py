@@ -91,6 +91,36 @@ class ConfigError(ValueError):
   """A config value is invalid; the message names the key, value and allowed range."""
 
 
+# How messages name the arguments of a run (``workdir``, ``overwrite``,
+# ``config.rounds``): as ``ff.run``'s keywords and the config's keys from Python,
+# as flags (``--workdir``) once the command line says so (:func:`name_flags`).
+_WORDING = {"flags": False}
+
+
+def name_flags(flags: bool = True) -> None:
+  """Name arguments as command-line flags in messages from now on
+  (:mod:`fedfrac.main` calls it; Python calls see ``workdir=``, ``overwrite=``)."""
+  _WORDING["flags"] = bool(flags)
+
+
+def argument(name: str) -> str:
+  """An argument named in a message: ``--workdir`` on the command line,
+  ``workdir`` from Python."""
+  return f"--{name}" if _WORDING["flags"] else name
+
+
+def setting(name: str, value=True) -> str:
+  """An argument with its value in a message: ``--overwrite``, ``--overwrite=fedavg``,
+  ``--workdir=/tmp/x`` on the command line (shell-quoted), ``overwrite=True``,
+  ``overwrite='fedavg'``, ``workdir='/tmp/x'`` from Python."""
+  if not _WORDING["flags"]:
+    return f"{name}={value!r}"
+  if value is True:
+    return f"--{name}"
+  import shlex
+  return f"--{name}={shlex.quote(str(value))}"
+
+
 def fail(key, value, allowed):
   """Raise :class:`ConfigError` ``config.<key>=<value>: <allowed>`` (a number that
   is not finite in float32 is said to be so first)."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from absl import app, flags, logging
 
-from fedfrac import config_files, runner
+from fedfrac import _validation, config_files, runner
 from fedfrac.runner import compile_cache, endings, log
 
 _CONFIG = flags.DEFINE_string(
@@ -62,7 +62,9 @@ _LOADED: dict = {}   # the config, read once by parse_flags
 def parse_flags(argv):
   """Parse ``argv`` like absl does, read the ``--config`` file once and apply the
   ``--config.<key>`` overrides; any failure is one line ``error: ...`` and exit
-  status 2 (with ``--debug``, the exception with its traceback)."""
+  status 2 (with ``--debug``, the exception with its traceback). From here on
+  messages name arguments as flags (``--workdir``), not as ``ff.run``'s keywords."""
+  _validation.name_flags()   # from here on, messages name flags (--workdir)
   argv, overrides = config_files.split_overrides(argv)
   with endings.one_line_errors(endings.debug_requested(argv)):
     args = flags.FLAGS(argv)

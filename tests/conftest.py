@@ -17,11 +17,18 @@
   XLA's default.
 
 Subprocesses the tests start inherit both settings.
+
+* Every test starts with messages naming ``ff.run``'s keywords
+  (``workdir='...'``): a test that parses a command line in this process
+  (:func:`fedfrac.main.parse_flags` switches messages to flags, ``--workdir=...``)
+  does not change what the next test reads.
 """
 import atexit
 import os
 import shutil
 import tempfile
+
+import pytest
 
 RUN_CACHE = "FEDFRAC_TEST_RUN_CACHE"   # set by the first process of a pytest run
 if RUN_CACHE not in os.environ:
@@ -31,3 +38,10 @@ os.environ["FEDFRAC_COMPILE_CACHE"] = os.environ[RUN_CACHE]
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                              + " --xla_backend_optimization_level=1").strip()
+
+
+@pytest.fixture(autouse=True)
+def _messages_name_keywords():
+  yield
+  from fedfrac import _validation
+  _validation.name_flags(False)

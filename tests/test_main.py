@@ -184,7 +184,7 @@ def test_workdir_of_another_config_is_one_line_and_overwrite_reruns(tmp_path):
 
 def test_negative_stop_after_round_and_unwritable_workdir(tmp_path):
   line = _error_line(_cli(QUICKSTART, *SMALL, "--stop_after_round=-1"))
-  assert line == "error: config.stop_after_round=-1: must be an integer >= 1"
+  assert line == "error: --stop_after_round=-1: must be an integer >= 1"
   blocker = tmp_path / "file"
   blocker.write_text("")
   line = _error_line(_cli(QUICKSTART, *SMALL, f"--workdir={blocker}/sub"))

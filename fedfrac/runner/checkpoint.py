@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedfrac._validation import ConfigError
+from fedfrac._validation import ConfigError, setting
 
 FORMAT = 1
 STEP_PATTERN = re.compile(r"^step_(\d+)$")
@@ -195,7 +195,7 @@ class Checkpointer:
   def advice(self) -> str:
     """What to do when no step can be used: restart this method's runs only."""
     method = self.label or "<method>"
-    return (f"rerun with --overwrite={method} to restart {method}'s runs (other "
+    return (f"rerun with {setting('overwrite', method)} to restart {method}'s runs (other "
             f"methods' results are kept)")
 
   def steps(self) -> list:

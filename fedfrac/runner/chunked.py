@@ -6,7 +6,6 @@ built on. Below both drivers and the worker processes
 """
 from __future__ import annotations
 
-import shlex
 import signal
 import sys
 import time
@@ -94,9 +93,14 @@ def checkpoint_cost_line(label, seed, count, seconds, wall_s, config) -> str:
 
 
 def resume_hint(workdir) -> str:
-  """How to resume (the workdir quoted as a shell would need it)."""
-  return (f"rerun the same command with --workdir={shlex.quote(str(workdir))} to resume"
-          if workdir else "no --workdir was given, so nothing was kept")
+  """How to resume (on the command line the workdir quoted as a shell would need
+  it; from Python the call's ``workdir=``)."""
+  if not workdir:
+    return f"no {_validation.argument('workdir')} was given, so nothing was kept"
+  where = _validation.setting("workdir", str(workdir))
+  if where.startswith("--"):
+    return f"rerun the same command with {where} to resume"
+  return f"call it again with the same {where} to resume"
 
 
 def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds: int,

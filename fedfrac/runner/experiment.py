@@ -8,9 +8,11 @@ how they execute the runs. Before any compute both take the same steps
 (:mod:`fedfrac.runner.user_inputs`), the validated config, the compilation
 cache, the data of every seed (memoised), the workdir made ready for the
 experiment (its fingerprint checked, kept runs continued only at their own
-length, kept records verified) and every method built once. After the runs
-both take the same step too (:meth:`Experiment.finish`): every record kept in
-the workdir, and the outputs written from all of them, while a signal waits.
+length, kept records verified) and every method built once; the data and the
+methods' checks come before the workdir is written, so a run they refuse leaves
+nothing there. After the runs both take the same step too
+(:meth:`Experiment.finish`): every record kept in the workdir, and the outputs
+written from all of them, while a signal waits.
 """
 from __future__ import annotations
 
@@ -101,8 +103,11 @@ def prepare(config, workdir=None, stop_after_round=None, overwrite=False, *, dat
   check_name(workdir)
   use_compile_cache(compile_cache)
   if stop_after_round is not None:
-    _validation.check(_validation.is_int(stop_after_round) and stop_after_round >= 1,
-                      "stop_after_round", stop_after_round, "must be an integer >= 1")
+    if not (_validation.is_int(stop_after_round) and stop_after_round >= 1):
+      # An argument of the call (the flag on the command line), not a config key.
+      raise _validation.ConfigError(
+          f"{_validation.setting('stop_after_round', stop_after_round)}: must be an "
+          f"integer >= 1")
   factories.apply_cpu_devices(config)
   labels = config_base.method_labels(config)
   if runs is None:
@@ -122,6 +127,12 @@ def prepare(config, workdir=None, stop_after_round=None, overwrite=False, *, dat
     lengths.check_continued(config, wd, [
         j for j in jobs if j[0].split("[", 1)[0] not in restart],
         experiment.data_for_seed)
+  # Every split and every method's data-dependent check before the workdir is
+  # written: a refused run leaves no config.json that would make the corrected
+  # rerun "a different config" for that workdir.
+  for _, seed in jobs:
+    experiment.data_for_seed(seed)
+  factories.check_methods(config, experiment.data_for_seed(jobs[0][1]))
   if wd is not None:
     base = list(dict.fromkeys((label.split("[", 1)[0], seed) for label, seed in jobs))
     wd.prepare(config, overwrite=overwrite, runs=base, extra=own.fingerprint,
@@ -132,8 +143,6 @@ def prepare(config, workdir=None, stop_after_round=None, overwrite=False, *, dat
             rerun_kept and wd.can_rerun(config, label)))
     jobs += [j for j in again if j not in jobs]
     written.register(wd, runs=[wd.checkpoint_run(l, s) for l, s in jobs])
-  for _, seed in jobs:   # every split up front: a bad data request stops before compute
+  for _, seed in jobs:   # kept runs to redo: their splits too, before compute
     experiment.data_for_seed(seed)
-  # every method, before any runs
-  factories.check_methods(config, experiment.data_for_seed(jobs[0][1]))
   return experiment

@@ -161,7 +161,8 @@ def engine_config(config, label=None, fed_data=None) -> EngineConfig:
       cohort_rule=config.churn.get("cohort_rule", "available"), attack=attack,
       step_buckets=int(e.get("step_buckets", 0)),
       shard_clients=e.get("shard_clients", False),
-      shard_client_state=e.get("shard_client_state", False), system=system_config(config),
+      shard_client_state=e.get("shard_client_state", False),
+      device_invariant=e.get("device_invariant", False), system=system_config(config),
       clock=clock_config(config, label, None if fed_data is None else fed_data.num_clients),
       matmul_precision=e.get("matmul_precision", "highest"))
 

@@ -15,12 +15,11 @@ differs, as a shorter length than a run already ran is refused
 from __future__ import annotations
 
 import functools
-import shlex
 
 import jax
 import numpy as np
 
-from fedfrac._validation import ConfigError
+from fedfrac._validation import ConfigError, argument, setting
 from fedfrac.runner import factories
 from fedfrac.runner.workdir import Workdir
 
@@ -76,9 +75,9 @@ def check_continued(config, workdir, jobs, data_for_seed) -> None:
            f"stopped at its target at round {step} of a {asked}-round run"
            if history.get("stopped") else f"stopped at round {step} of a {asked}-round run")
     raise ConfigError(
-        f"--workdir={shlex.quote(str(workdir))}: {label} seed {seed} {ran}, and "
+        f"{setting('workdir', str(workdir))}: {label} seed {seed} {ran}, and "
         f"{label}'s program depends on config.rounds (a learning-rate schedule or a "
         f"warm-up over the rounds), so its rounds are not those of a "
-        f"{config.rounds}-round run; give --config.rounds={asked} to "
-        f"{'report' if done else 'finish'} it, another --workdir, or "
-        f"--overwrite={method} to run it for {config.rounds} rounds")
+        f"{config.rounds}-round run; give {setting('config.rounds', asked)} to "
+        f"{'report' if done else 'finish'} it, another {argument('workdir')}, or "
+        f"{setting('overwrite', method)} to run it for {config.rounds} rounds")

@@ -79,7 +79,7 @@ from typing import Optional
 from fedfrac import algorithms
 from fedfrac.algorithms import server_optimizer
 from fedfrac import config_base
-from fedfrac._validation import ConfigError
+from fedfrac._validation import ConfigError, argument, setting
 from fedfrac.runner import sealed, written
 from fedfrac.runner.checkpoint import Checkpointer, atomic_write, json_default
 from fedfrac.runner.records import RunRecord
@@ -157,8 +157,8 @@ def _differences(old: dict, new: dict, prefix=""):
 def check_name(workdir) -> None:
   """An empty ``--workdir=`` is refused (one line): it would keep nothing."""
   if workdir is not None and not str(workdir).strip():
-    raise ConfigError(f"--workdir={workdir!r} is empty: give a directory, or leave "
-                      f"--workdir out to keep nothing")
+    raise ConfigError(f"{setting('workdir', workdir)} is empty: give a directory, or "
+                      f"leave {argument('workdir')} out to keep nothing")
 
 
 def _read_fingerprint(path):
@@ -498,6 +498,18 @@ class Workdir:
                     f"checkpoints/{folder}/{name}"))
     return out
 
+  def never_started(self) -> bool:
+    """Whether the workdir holds the config of a run that never started and
+    nothing else of fedfrac's: no run records, result files or checkpoint,
+    record or tensorboard folders with anything in them (a run refused by a
+    data-dependent check once left ``experiment.json`` and ``config.json``)."""
+    if self.kept_runs():
+      return False
+    if any(os.path.exists(self.file(f)) for f in written.RESULT_FILES):
+      return False
+    return not any(os.path.isdir(self.file(t)) and os.listdir(self.file(t))
+                   for t in written.TREES)
+
   def check_writable(self) -> None:
     """Create ``workdir`` and check a file can be written in it (one-line error)."""
     try:
@@ -508,7 +520,8 @@ class Workdir:
       os.remove(probe)
     except OSError as e:
       reason = e.strerror or type(e).__name__
-      raise ConfigError(f"--workdir={self.path}: cannot write there ({reason})") from None
+      raise ConfigError(f"{setting('workdir', self.path)}: cannot write there "
+                        f"({reason})") from None
 
   def clear(self) -> None:
     """Remove every result and checkpoint fedfrac wrote in ``workdir`` (only
@@ -529,17 +542,18 @@ class Workdir:
     unknown = [l for l in labels if l not in known]
     if not labels or unknown:
       shown = unknown[0] if unknown else overwrite
-      raise ConfigError(f"--overwrite={shown}: no such method in the config or the "
-                        f"workdir (methods: {', '.join(known)}); give --overwrite alone "
-                        f"to start afresh")
+      raise ConfigError(f"{setting('overwrite', shown)}: no such method in the config "
+                        f"or the workdir (methods: {', '.join(known)}); give "
+                        f"{setting('overwrite')} to start afresh")
     running = config_base.method_labels(config)
     idle = [l for l in labels if l not in running]
     if idle:
       raise ConfigError(
-          f"--overwrite={','.join(labels)}: this command does not run {', '.join(idle)} "
-          f"(it runs {', '.join(running)}), so its results would be deleted and not "
-          f"computed again; add {'it' if len(idle) == 1 else 'them'} to --config.only, or "
-          f"name only methods the command runs (nothing was deleted)")
+          f"{setting('overwrite', ','.join(labels))}: this command does not run "
+          f"{', '.join(idle)} (it runs {', '.join(running)}), so its results would be "
+          f"deleted and not computed again; add {'it' if len(idle) == 1 else 'them'} to "
+          f"{argument('config.only')}, or name only methods the command runs (nothing "
+          f"was deleted)")
     return labels
 
   def _rebuilt(self, config, new, restart, problem):
@@ -552,7 +566,7 @@ class Workdir:
     with the file (``is missing``, ``failed verification (...)``)."""
     kept = [k for k in self.kept_runs()
             if k[0] not in restart and k[0].split("[", 1)[0] not in restart]
-    head = f"--workdir={self.path}: {FINGERPRINT_FILE} {problem}"
+    head = f"{setting('workdir', self.path)}: {FINGERPRINT_FILE} {problem}"
     if not kept:
       return None, f"{head} and no run is kept there; wrote it afresh for this config"
     methods, unbound, differing = {}, [], {}
@@ -578,11 +592,11 @@ class Workdir:
         what = (f"{unbound[0][1]} does not say which config it belongs to (written by an "
                 f"older fedfrac)")
       rerun = [l for l in labels if l in config_base.method_labels(config)]
-      fix = (f"--overwrite={','.join(rerun)} to rerun "
+      fix = (f"{setting('overwrite', ','.join(rerun))} to rerun "
              f"{'that method' if len(rerun) == 1 else 'those methods'} (the others' "
              f"results are kept), " if rerun and len(rerun) == len(labels) else "")
-      raise ConfigError(f"{head}, and {what}; give {fix}another --workdir, or --overwrite "
-                        f"to start afresh")
+      raise ConfigError(f"{head}, and {what}; give {fix}another {argument('workdir')}, "
+                        f"or {setting('overwrite')} to start afresh")
     rounds = max([int(config.rounds)] + [self.stored_rounds(l, s)
                                          for l, s, _, _ in kept])
     order = list(dict.fromkeys(l.split("[", 1)[0] for l, _, _, _ in kept))
@@ -601,11 +615,12 @@ class Workdir:
         done = self.stored_rounds(name, seed)
         if done > config.rounds:
           raise ConfigError(
-              f"--workdir={self.path}: {name} seed {seed} already ran {done} rounds, more "
-              f"than config.rounds={config.rounds} (its first {config.rounds} are not a "
-              f"{config.rounds}-round run when anything depends on the length); give "
-              f"--config.rounds={done} to report it, another --workdir, or "
-              f"--overwrite={label} to run it again for {config.rounds} rounds")
+              f"{setting('workdir', self.path)}: {name} seed {seed} already ran {done} "
+              f"rounds, more than config.rounds={config.rounds} (its first "
+              f"{config.rounds} are not a {config.rounds}-round run when anything "
+              f"depends on the length); give {setting('config.rounds', done)} to report "
+              f"it, another {argument('workdir')}, or {setting('overwrite', label)} to "
+              f"run it again for {config.rounds} rounds")
 
   def prepare(self, config, overwrite=False, runs=(), extra=None, check=None) -> None:
     """Make ``workdir`` ready for ``config``, before any compute.
@@ -636,11 +651,17 @@ class Workdir:
     elif self.kept_runs():
       problem = "is missing"
     elif any(os.path.exists(os.path.join(self.path, item)) for item in written.RESULT_FILES):
-      raise ConfigError(f"--workdir={self.path} holds results without {FINGERPRINT_FILE} "
-                        f"(an unknown config); use another --workdir, or --overwrite to "
-                        f"start afresh")
+      raise ConfigError(f"{setting('workdir', self.path)} holds results without "
+                        f"{FINGERPRINT_FILE} (an unknown config); use another "
+                        f"{argument('workdir')}, or {setting('overwrite')} to start afresh")
     if problem is not None:
       old, note = self._rebuilt(config, new, restart, problem)
+    if old is not None and (old[0], old[1]) != (new["shared"], new["methods"]) \
+        and self.never_started():
+      # Only the config of a run that never started: nothing to keep, not another
+      # experiment's results.
+      old, note = None, (f"{setting('workdir', self.path)}: it held only the config of "
+                         f"a run that never started; this run's config replaces it")
     if old is not None:
       old_shared, all_old, old_rounds = old
       old_methods = {k: v for k, v in all_old.items() if k not in restart}
@@ -656,15 +677,17 @@ class Workdir:
       if diffs:
         shown = "; ".join(diffs[:6]) + ("; ..." if len(diffs) > 6 else "")
         if restart:
-          fix = (f"--overwrite to start afresh (--overwrite={','.join(restart)} keeps the "
+          fix = (f"{setting('overwrite')} to start afresh "
+                 f"({setting('overwrite', ','.join(restart))} keeps the "
                  f"other methods' results, so what they share must not change)")
         elif shared_differs:
-          fix = "--overwrite to start afresh"
+          fix = f"{setting('overwrite')} to start afresh"
         else:
-          fix = (f"--overwrite={','.join(differing)} to restart only "
+          fix = (f"{setting('overwrite', ','.join(differing))} to restart only "
                  f"{'that method' if len(differing) == 1 else 'those methods'}")
-        raise ConfigError(f"--workdir={self.path} holds results of a different config "
-                          f"({shown}); use another --workdir, or {fix}")
+        raise ConfigError(f"{setting('workdir', self.path)} holds results of a "
+                          f"different config ({shown}); use another "
+                          f"{argument('workdir')}, or {fix}")
       # Methods keep the order they were first run in (a restarted one its place).
       merged = {**old_methods, **new["methods"]}
       new["methods"] = {k: merged[k] for k in list(all_old) + list(merged) if k in merged}

@@ -31,7 +31,7 @@ import os
 import re
 import sys
 
-from fedfrac._validation import ConfigError
+from fedfrac._validation import ConfigError, argument
 from fedfrac.runner import sealed
 from fedfrac.runner.checkpoint import STEP_FILES, Checkpointer
 
@@ -268,7 +268,7 @@ def remove(workdir, labels=None) -> None:
                                           if len(unknown) > SHOWN else "")
     how = "" if listed is not None else (f" (no usable {MANIFEST}: its files were judged "
                                          f"by their content)")
-    raise ConfigError(f"--overwrite: {workdir} holds files fedfrac did not write "
+    raise ConfigError(f"{argument('overwrite')}: {workdir} holds files fedfrac did not write "
                       f"({shown}); move them out of the way (nothing was deleted){how}")
   for rel in owned:    # contents before their directories
     path = os.path.join(workdir, rel.rstrip("/"))

@@ -20,7 +20,10 @@ differ in two measured ways:
 * step buckets: with dynamic local-step loops, the cohort sorted by step count
   and run as ``groups`` vmapped groups, each only as long as its largest client.
 * shard: the cohort split over the ``clients`` mesh axis with ``shard_map``,
-  each device running its share in one of the ways above.
+  each device running its share in one of the ways above; with
+  ``engine.device_invariant`` the step-bucket groups of the whole cohort are
+  dealt whole to devices instead (:func:`run_sharded_groups`), so any device
+  count gives the bits of one device.
 
 A cohort is given as ``args = (client_states, client_index [S, n], client_size
 [S], num_steps [S], client_ids [S], keys [S, 2], budget [S] | None, byzantine
@@ -29,7 +32,8 @@ A cohort is given as ``args = (client_states, client_index [S, n], client_size
 """
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -155,6 +159,61 @@ def choose_step_buckets(setting, parallelism, training, num_steps, local_cohort)
   return auto_step_buckets(num_steps, local_cohort, training.unroll)
 
 
+def group_cohort(args, groups):
+  """The cohort ``args`` as ``groups`` vmapped groups of the step-sorted cohort.
+
+  The cohort is sorted by step count (stable) and padded at the front to
+  ``groups × m`` slots (m = ⌈S/groups⌉) with zero-step copies of the first
+  client. Returns ``(grouped args [groups, m, ...], order [groups·m], pad)``
+  for :func:`ungroup_cohort`.
+  """
+  steps = args[3]
+  s = steps.shape[0]
+  m = -(-s // groups)
+  pad = groups * m - s
+  order = jnp.argsort(steps, stable=True)
+  order = jnp.concatenate([jnp.full((pad,), order[0], order.dtype), order])
+  grouped = jax.tree.map(lambda x: x[order], args)
+  grouped = grouped[:3] + (jnp.where(jnp.arange(groups * m) < pad, 0, grouped[3]),) \
+      + grouped[4:]
+  grouped = jax.tree.map(lambda x: x.reshape((groups, m) + x.shape[1:]), grouped)
+  return grouped, order, pad
+
+
+def ungroup_cohort(out, order, pad):
+  """Outputs ``[groups, m, ...]`` of :func:`group_cohort`'s groups back in
+  cohort order ``[S, ...]`` (padding slots dropped)."""
+  inverse = jnp.argsort(order[pad:], stable=True) + pad
+  n = order.shape[0]
+  return jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:])[inverse], out)
+
+
+def run_groups(one, grouped):
+  """Groups ``[G, m, ...]`` one after another (``lax.map``), each vmapped over
+  its ``m`` clients on the named cohort axis (:mod:`fedfrac.ops.lockstep`)."""
+  group = lockstep.vmap(one, LOCKSTEP_AXIS)
+  if jax.tree.leaves(grouped)[0].shape[0] == 1:   # one group: no loop around it
+    return jax.tree.map(lambda x: x[None], group(*jax.tree.map(lambda x: x[0], grouped)))
+  return jax.lax.map(lambda a: group(*a), grouped)
+
+
+@dataclasses.dataclass(frozen=True)
+class CohortProgram:
+  """How a cohort's clients run, whatever the placement:
+  ``make_one(payload, arrays, t)`` builds the per-client function (on each
+  device, inside ``shard_map``), run as ``parallelism`` (``vmap`` | ``map``) in
+  ``step_buckets`` vmapped groups under ``training``'s loop settings."""
+  make_one: Callable
+  parallelism: str
+  step_buckets: int
+  training: Any
+
+  def local(self, payload, arrays, t, args):
+    """The cohort (or one device's share of it), as :func:`run_local` runs it."""
+    return run_local(self.make_one(payload, arrays, t), args, self.parallelism,
+                     self.step_buckets, self.training)
+
+
 def run_local(one, args, parallelism, step_buckets, training):
   """The cohort (or this device's share of it) as vmap / map / step buckets.
 
@@ -175,17 +234,8 @@ def run_local(one, args, parallelism, step_buckets, training):
                                  training.max_steps),)
   # Sort by step count, pad to groups × m with zero-step copies of the first
   # client, run the groups one after another, and restore the cohort order.
-  m = -(-s // groups)
-  pad = groups * m - s
-  order = jnp.argsort(steps, stable=True)
-  order = jnp.concatenate([jnp.full((pad,), order[0], order.dtype), order])
-  grouped = jax.tree.map(lambda x: x[order], args)
-  grouped = grouped[:3] + (jnp.where(jnp.arange(groups * m) < pad, 0, grouped[3]),) \
-      + grouped[4:]
-  grouped = jax.tree.map(lambda x: x.reshape((groups, m) + x.shape[1:]), grouped)
-  out = jax.lax.map(lambda a: lockstep.vmap(one, LOCKSTEP_AXIS)(*a), grouped)
-  inverse = jnp.argsort(order[pad:], stable=True) + pad
-  out = jax.tree.map(lambda x: x.reshape((groups * m,) + x.shape[2:])[inverse], out)
+  grouped, order, pad = group_cohort(args, groups)
+  out = ungroup_cohort(run_groups(one, grouped), order, pad)
   return out + (executed_steps(loop_steps(steps, out[2], training), groups,
                                training.unroll, training.dynamic_steps,
                                training.max_steps),)
@@ -237,3 +287,54 @@ def run_sharded(local, mesh, payload, arrays, t, args):
   inverse = jnp.argsort(jnp.where(valid, rows, s + jnp.arange(d * m)), stable=True)[:s]
   out = jax.tree.map(lambda x: x[inverse], out)
   return out + (done.sum(),)
+
+
+def run_sharded_groups(make_one, mesh, payload, arrays, t, args, step_buckets,
+                       training):
+  """The cohort split over the ``clients`` mesh axis so that any device count
+  gives the bits of one device (``engine.device_invariant``).
+
+  A vmapped client's float rounding depends on the group it is vmapped with
+  (the group's width, and :func:`fedfrac.ops.lockstep.shared_min`: how many of
+  its local steps run in the loop without a per-step select), so
+  :func:`run_sharded` (each device groups its own share) differs from one
+  device in the last bits. Here the groups are those one device forms
+  (:func:`group_cohort` of the whole cohort into ``step_buckets`` groups of m
+  clients), padded with zero-step groups to a multiple of the device count D
+  and dealt whole to devices; each device runs its ⌈G/D⌉ groups one after
+  another (:func:`run_groups`). Every client thus runs in the same group, at
+  the same width, with the same loop split as on one device; only the groups'
+  order in time differs. ``make_one(payload, arrays, t)`` builds the
+  per-client function on each device. Returns ``(messages, states, metrics,
+  executed_steps)`` in cohort order; D devices run in parallel only when
+  there are at least D groups.
+  """
+  from jax.sharding import NamedSharding, PartitionSpec as P
+  d = mesh.devices.size
+  steps = args[3]
+  groups = max(1, min(step_buckets, steps.shape[0]))
+  grouped, order, pad = group_cohort(args, groups)
+  per_device = -(-groups // d)
+  extra = per_device * d - groups
+  if extra:
+    # Zero-step copies of the first group fill the last devices: a gather and a
+    # ``where`` (a concatenation followed by ``.at[...].set`` right before
+    # shard_map partitioned wrongly on forced CPU devices, docs/scaling.md).
+    slots = jnp.arange(groups + extra)
+    grouped = jax.tree.map(lambda x: x[jnp.where(slots < groups, slots, 0)], grouped)
+    grouped = grouped[:3] + (jnp.where((slots < groups)[:, None], grouped[3], 0),) \
+        + grouped[4:]
+
+  def shard(payload, arrays, t, grouped):
+    return run_groups(make_one(payload, arrays, t), grouped)
+
+  spec = P(CLIENT_AXIS)
+  out = jax.shard_map(shard, mesh=mesh, in_specs=(P(), P(), P(), spec),
+                      out_specs=(spec, spec, spec), check_vma=False)(
+                          payload, arrays, t, grouped)
+  out = jax.lax.with_sharding_constraint(out, NamedSharding(mesh, P()))
+  out = jax.tree.map(lambda x: x[:groups], out)
+  out = ungroup_cohort(out, order, pad)
+  return out + (executed_steps(loop_steps(steps, out[2], training), groups,
+                               training.unroll, training.dynamic_steps,
+                               training.max_steps),)

@@ -1,8 +1,8 @@
 """Where a simulation's arrays live and how its cohort runs: one object, chosen once.
 
-:func:`choose_placement` reads ``engine.shard_clients`` and
-``engine.shard_client_state`` and the devices JAX sees, and returns one of
-three forms; :class:`fedfrac.sim.simulation.Simulation` and
+:func:`choose_placement` reads ``engine.shard_clients``,
+``engine.shard_client_state``, ``engine.device_invariant`` and the devices JAX
+sees, and returns one of four forms; :class:`fedfrac.sim.simulation.Simulation` and
 :class:`fedfrac.sim.batched.BatchedSimulation` ask it instead of branching on
 the settings:
 
@@ -10,15 +10,21 @@ the settings:
   there (vmap | map | step buckets, :func:`fedfrac.sim.execution.run_local`).
 * :class:`ShardedCohort` — data and state replicated over the 1-D ``clients``
   mesh; each round's cohort is split over its devices with ``shard_map``
-  (:func:`fedfrac.sim.execution.run_sharded`).
+  (:func:`fedfrac.sim.execution.run_sharded`), each device forming the
+  vmapped step-bucket groups of its own share.
+* :class:`ShardedGroups` — as :class:`ShardedCohort`, but the groups are
+  those one device forms of the whole cohort, dealt whole to devices
+  (``engine.device_invariant``, :func:`fedfrac.sim.execution.run_sharded_groups`):
+  1, 2 or 4 devices give the bits of one device.
 * :class:`ShardedRows` — as :class:`ShardedCohort`, with the ``[K, ...]``
   client state, the client tables and the train rows sharded by client
   (:class:`fedfrac.sim.client_rows.ClientRows`); each round gathers the
   cohort's rows (the :class:`fedfrac.sim.client_rows.CohortRows` stage).
 
-Every form computes the same numbers (up to float rounding of cross-device
-sums for :class:`ShardedRows`); only where arrays live and what runs where
-differ.
+Every form computes the same numbers up to float rounding (a vmapped
+client's rounding depends on the group it runs in; :class:`ShardedRows` also
+sums across devices); :class:`ShardedGroups` equals :class:`SingleDevice` bit
+for bit. Only where arrays live and what runs where differ.
 """
 from __future__ import annotations
 
@@ -68,10 +74,16 @@ class SingleDevice:
     """The round stages this placement needs."""
     return ()
 
-  def execute(self, local, payload, arrays, t, args):
-    """The cohort's client updates: ``local(payload, arrays, t, args)`` runs
-    the cohort (or one device's share of it)."""
-    return local(payload, arrays, t, args)
+  def local_cohort(self, cohort: int) -> int:
+    """How many of a ``cohort``-client cohort one device forms its vmapped
+    step-bucket groups from (:func:`fedfrac.sim.execution.choose_step_buckets`)."""
+    return cohort
+
+  def execute(self, program: execution.CohortProgram, payload, arrays, t, args):
+    """The cohort's client updates ``(messages, states, metrics,
+    executed_steps)``: ``program`` says how the clients run
+    (:class:`fedfrac.sim.execution.CohortProgram`)."""
+    return program.local(payload, arrays, t, args)
 
   def scan_rounds(self, round_fn, arrays, state: SimState, num_rounds: int):
     """``num_rounds`` rounds ``round_fn(arrays, state) -> (state, metrics)`` in
@@ -97,8 +109,27 @@ class ShardedCohort(SingleDevice):
   def replicate(self, tree):
     return devices.replicate(self.mesh, tree)
 
-  def execute(self, local, payload, arrays, t, args):
-    return execution.run_sharded(local, self.mesh, payload, arrays, t, args)
+  def local_cohort(self, cohort: int) -> int:
+    return -(-cohort // self.num_shards)   # each device groups its own share
+
+  def execute(self, program, payload, arrays, t, args):
+    return execution.run_sharded(program.local, self.mesh, payload, arrays, t, args)
+
+
+class ShardedGroups(ShardedCohort):
+  """As :class:`ShardedCohort`, with the vmapped groups of the whole cohort, as
+  one device forms them, dealt whole to the devices (``engine.device_invariant``):
+  every client runs in the group, at the width and with the loop split it has
+  on one device, so any device count gives one device's bits. Devices run in
+  parallel only with at least as many groups (``engine.step_buckets``) as
+  devices (:func:`fedfrac.sim.execution.run_sharded_groups`)."""
+
+  def local_cohort(self, cohort: int) -> int:
+    return cohort   # the groups of the whole cohort, as on one device
+
+  def execute(self, program, payload, arrays, t, args):
+    return execution.run_sharded_groups(program.make_one, self.mesh, payload, arrays, t,
+                                        args, program.step_buckets, program.training)
 
 
 class ShardedRows(ShardedCohort):
@@ -130,10 +161,10 @@ class ShardedRows(ShardedCohort):
   def stages(self) -> tuple:
     return (CohortRows(),)
 
-  def execute(self, local, payload, arrays, t, args):
+  def execute(self, program, payload, arrays, t, args):
     # The cohort's data rows travel in ``args``; the sharded data arrays stay
     # where they are instead of being replicated into every device's share.
-    return execution.run_sharded(local, self.mesh, payload, {}, t, args)
+    return execution.run_sharded(program.local, self.mesh, payload, {}, t, args)
 
   def scan_rounds(self, round_fn, arrays, state: SimState, num_rounds: int):
     # K rows inside (padding cut off), the carry pinned to the row sharding
@@ -154,18 +185,37 @@ class ShardedRows(ShardedCohort):
 Placement = SingleDevice   # the type of every form (each subclasses it)
 
 
-def choose_placement(shard_clients, shard_client_state, host: dict) -> Placement:
-  """The placement of ``engine.shard_clients`` / ``engine.shard_client_state``
-  on the devices JAX sees, for the host data arrays ``host``
-  (:func:`fedfrac.sim.state.data_arrays`). ``shard_clients="auto"`` shards when there is more
-  than one device; ``shard_client_state`` without a mesh to shard over
-  (``"auto"`` on one device) places nothing by row."""
+def check_device_invariant(setting, shard_client_state=False) -> None:
+  """Raise ValueError unless ``engine.device_invariant`` is True or False (and
+  False with ``shard_client_state``, whose evaluation sums across devices)."""
+  if not isinstance(setting, bool):
+    raise ValueError(f"engine.device_invariant={setting!r}: must be True or False")
+  if setting and shard_client_state:
+    raise ValueError("engine.device_invariant=True: not with engine.shard_client_state="
+                     "True (its evaluation sums over devices); allowed value here is False")
+
+
+def choose_placement(shard_clients, shard_client_state, host: dict,
+                     device_invariant: bool = False,
+                     parallelism: str = "vmap") -> Placement:
+  """The placement of ``engine.shard_clients`` / ``engine.shard_client_state`` /
+  ``engine.device_invariant`` on the devices JAX sees, for the host data arrays
+  ``host`` (:func:`fedfrac.sim.state.data_arrays`) and the cohort's
+  ``parallelism`` (``vmap`` | ``map``). ``shard_clients="auto"`` shards when
+  there is more than one device; ``shard_client_state`` without a mesh to shard
+  over (``"auto"`` on one device) places nothing by row; ``device_invariant``
+  deals one device's vmapped groups to the devices (:class:`ShardedGroups`;
+  with ``map`` every client runs alone, in no group, so :class:`ShardedCohort`
+  already gives one device's bits)."""
   devices.check_shard_clients(shard_clients)
   check_shard_client_state(shard_client_state, shard_clients)
+  check_device_invariant(device_invariant, shard_client_state)
   shard = jax.device_count() > 1 if shard_clients == "auto" else shard_clients
   if not shard:
     return SingleDevice()
   mesh = devices.client_mesh()
   if shard_client_state:
     return ShardedRows(mesh, host)
+  if device_invariant and parallelism == "vmap":
+    return ShardedGroups(mesh)
   return ShardedCohort(mesh)

@@ -26,6 +26,10 @@ ENGINE = Section("engine", "How the engine runs a round; none of these changes w
     Field("shard_client_state", False, "shard the clients' persistent state, tables "
           "and train rows over the same devices (about K/D clients each) instead of "
           "replicating them (needs shard_clients True or auto; fedfrac.sim.client_rows)"),
+    Field("device_invariant", False, "vmapped groups formed over the whole cohort, as on "
+          "one device, and dealt whole to devices: 1, 2 or 4 devices give the same bits "
+          "(parallel only with >= as many step_buckets as devices; not with "
+          "shard_client_state; fedfrac.sim.placement.ShardedGroups)", BOOLEAN),
     Field("cpu_devices", 0, "split the CPU into this many devices, one per core (0 = "
           "leave JAX's default; only takes effect before JAX first runs, e.g. from the "
           "CLI)", integer(0)),

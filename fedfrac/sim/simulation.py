@@ -72,10 +72,11 @@ class Simulation:
     precision_lib.check_matmul_precision(config.matmul_precision)
     host = data_arrays(data, training)
     self.placement = placement_lib.choose_placement(
-        config.shard_clients, config.shard_client_state, host)
+        config.shard_clients, config.shard_client_state, host, config.device_invariant,
+        self.parallelism)
     self.step_buckets = execution.choose_step_buckets(
         config.step_buckets, self.parallelism, training, self.num_steps,
-        -(-self.cohort // self.num_shards))
+        self.placement.local_cohort(self.cohort))
     self.arrays = self.placement.place_arrays(host)
     churn.check_availability(config.availability, self.num_clients)
     churn.check_cohort_rule(config.cohort_rule)
@@ -212,10 +213,9 @@ class Simulation:
 
   def _execute(self, make_one, payload, arrays, t, args):
     """The cohort's client updates, on this device or sharded over the mesh."""
-    def local(payload, arrays, t, args):
-      return execution.run_local(make_one(payload, arrays, t), args, self.parallelism,
-                                 self.step_buckets, self.training)
-    return self.placement.execute(local, payload, arrays, t, args)
+    program = execution.CohortProgram(make_one, self.parallelism, self.step_buckets,
+                                      self.training)
+    return self.placement.execute(program, payload, arrays, t, args)
 
   def run_round(self, algorithm, arrays, state: SimState):
     """One round of ``algorithm`` on ``arrays`` (traceable; for custom scans):

@@ -73,6 +73,15 @@ class EngineConfig:
       ``shard_clients`` True or ``"auto"`` (with ``"auto"`` on one device there
       is nothing to shard). Results equal the replicated engine to float
       rounding of cross-device sums. Not for :class:`BatchedSimulation`.
+    device_invariant: ``False`` (default): with ``shard_clients`` each device
+      forms its own vmapped groups of its share of the cohort, and results
+      equal a single-device run to float rounding (a client's rounding depends
+      on the group it is vmapped with). ``True``: the groups are those of one
+      device, dealt whole to devices
+      (:class:`fedfrac.sim.placement.ShardedGroups`), so 1, 2 or 4 devices
+      give the same bits; devices then run in parallel only with at least as
+      many groups (``step_buckets``) as devices. Not with
+      ``shard_client_state`` (its evaluation sums across devices).
     attack: ``None`` or an :class:`fedfrac.sim.attacks.AttackConfig`.
     clock: ``None`` or a :class:`fedfrac.sim.clock.ClockConfig`: client speeds
       and bandwidths on a simulated clock, and the server that waits for them
@@ -94,6 +103,7 @@ class EngineConfig:
   step_buckets: int = 0
   shard_clients: Any = False
   shard_client_state: bool = False
+  device_invariant: bool = False
   attack: Optional[Any] = None
   system: Optional[Any] = None
   clock: Optional[Any] = None

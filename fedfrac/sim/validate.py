@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fedfrac._validation import ConfigError, check, is_num
 from fedfrac.ops import system as system_lib
-from fedfrac.sim import attacks, client_rows
+from fedfrac.sim import attacks, client_rows, placement
 from fedfrac.sim.schema import ATTACK, CHURN, CLOCK, ENGINE
 
 
@@ -23,6 +23,7 @@ def validate_engine(config) -> None:
   checked per method by :func:`validate_attack`): every key by its declaration
   (:mod:`fedfrac.sim.schema`), then the rules that relate several keys
   (``shard_client_state`` True needs ``shard_clients`` True or ``'auto'``;
+  ``device_invariant`` not with ``shard_client_state``;
   per-class churn needs a source with client groups)."""
   from fedfrac.data import sources
   from fedfrac.data.validate import BEV_CLASSES
@@ -30,6 +31,8 @@ def validate_engine(config) -> None:
   e = config.engine
   _engine_rule(lambda v: client_rows.check_shard_client_state(
       v, e.get("shard_clients", False)), e.get("shard_client_state", False))
+  _engine_rule(lambda v: placement.check_device_invariant(
+      v, e.get("shard_client_state", False)), e.get("device_invariant", False))
   CHURN.check(config.churn, "churn", config)
   ch = config.churn
   bev_source = config.data.source in sources.BEV_SOURCES

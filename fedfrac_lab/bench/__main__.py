@@ -1,7 +1,8 @@
 """``fedfrac-bench [flags]`` (round benchmarks), ``fedfrac-bench fractional
 [flags]`` (fractional-method overhead), ``fedfrac-bench sweep [flags]`` (sweep
-throughput: the runner vs one process per point) or ``fedfrac-bench convs
-[flags]`` (convolution forms under vmap); ``--help`` after any lists its flags."""
+throughput: the runner vs one process per point), ``fedfrac-bench convs
+[flags]`` (convolution forms under vmap) or ``fedfrac-bench device_invariant
+[flags]`` (the cost of ``engine.device_invariant``); ``--help`` after any lists its flags."""
 from __future__ import annotations
 
 import sys
@@ -19,6 +20,9 @@ def main(argv=None):
   if argv and argv[0] == "million":
     from fedfrac_lab.bench import million
     return million.main(argv[1:])
+  if argv and argv[0] == "device_invariant":
+    from fedfrac_lab.bench import device_invariant
+    return device_invariant.main(argv[1:])
   if argv and argv[0] == "convs":
     from fedfrac_lab.bench import convs
     return convs.main(argv[1:])

@@ -121,7 +121,7 @@ def test_no_intact_step_stops_with_one_line(tmp_path):
   ck = Checkpointer(str(tmp_path))
   ck.save(1, _state(), {"rows": []})
   (tmp_path / "step_1" / "state.npz").write_bytes(b"garbage")
-  with pytest.raises(CheckpointError, match="no intact step.*--overwrite") as e:
+  with pytest.raises(CheckpointError, match="no intact step.*overwrite=") as e:
     ck.restore_latest(_state())
   assert "\n" not in str(e.value)
 

@@ -58,9 +58,9 @@ def test_a_run_continues_only_where_its_rounds_are_its_own(tmp_path, case):
     message = str(e.value)
     ran = (f"ran {rounds} rounds of a {rounds}-round run" if stop is None else
            f"stopped at round {stop} of a {rounds}-round run")
-    assert message.startswith(f"--workdir={work}: {method} seed 0 {ran}, and {method}'s "
+    assert message.startswith(f"workdir='{work}': {method} seed 0 {ran}, and {method}'s "
                               f"program depends on config.rounds"), message
-    assert f"--overwrite={method} to run it for {again} rounds" in message
+    assert f"overwrite='{method}' to run it for {again} rounds" in message
     assert "\n" not in message and _tree(work) == before
     return
   kept = ff.run(config, workdir=str(work))

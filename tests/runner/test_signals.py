@@ -55,8 +55,8 @@ def test_sigterm_stops_a_run_after_its_chunk_and_the_resume_is_bit_identical(
   assert signal.getsignal(signal.SIGTERM) is handler      # restored
   assert e.value.signum == signal.SIGTERM and not fallback_sigterm
   assert e.value.message == (f"interrupted: fedavg seed 0 stopped after round 2 of 5 "
-                             f"(SIGTERM); rerun the same command with --workdir={tmp_path} "
-                             f"to resume")
+                             f"(SIGTERM); call it again with the same "
+                             f"workdir='{tmp_path}' to resume")
   assert os.listdir(tmp_path / "checkpoints" / "fedavg" / "seed_0") == ["step_2"]
   with open(tmp_path / "metrics.csv") as f:
     rows = list(csv.DictReader(f))
@@ -94,11 +94,25 @@ def test_sigterm_stops_a_sweep_keeping_its_points_and_the_resume_is_bit_identica
 
 def test_the_resume_line_quotes_a_workdir_with_spaces():
   # Before: --workdir=/tmp/my runs, which a shell splits in two.
+  from fedfrac import _validation
   from fedfrac.runner import chunked
-  assert chunked.resume_hint("/tmp/my runs") == ("rerun the same command with "
-                                                 "--workdir='/tmp/my runs' to resume")
-  assert chunked.resume_hint("/tmp/w") == "rerun the same command with --workdir=/tmp/w " \
-                                          "to resume"
+  _validation.name_flags()    # as fedfrac.main does
+  try:
+    assert chunked.resume_hint("/tmp/my runs") == ("rerun the same command with "
+                                                   "--workdir='/tmp/my runs' to resume")
+    assert chunked.resume_hint("/tmp/w") == "rerun the same command with --workdir=/tmp/w " \
+                                            "to resume"
+    assert chunked.resume_hint(None) == "no --workdir was given, so nothing was kept"
+  finally:
+    _validation.name_flags(False)
+
+
+def test_the_resume_line_from_python_names_the_keyword_not_the_flag():
+  # Before: a Ctrl-C in a notebook said "no --workdir was given".
+  from fedfrac.runner import chunked
+  assert chunked.resume_hint("/tmp/my runs") == ("call it again with the same "
+                                                 "workdir='/tmp/my runs' to resume")
+  assert chunked.resume_hint(None) == "no workdir was given, so nothing was kept"
 
 
 def test_a_warning_on_the_command_line_is_one_line(tmp_path):

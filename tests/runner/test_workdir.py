@@ -34,7 +34,7 @@ def test_a_different_config_is_refused_before_compute(tmp_path):
                             ("model.hidden", (8,), "model.hidden [16] -> [8]")]:
     with pytest.raises(ConfigError, match="holds results of a different config") as e:
       ff.run(_config(**{key: value}), workdir=str(tmp_path))
-    assert shown in str(e.value) and "--overwrite" in str(e.value)
+    assert shown in str(e.value) and "overwrite=True" in str(e.value)
     assert "\n" not in str(e.value)
   # Nothing was touched: the old results and config stay as they were.
   assert (tmp_path / "metrics.csv").read_text() == before
@@ -105,7 +105,7 @@ def test_unwritable_workdir_is_one_line(tmp_path, kind):
   blocker = tmp_path / "file"
   blocker.write_text("x")
   target = blocker if kind == "file_in_place" else blocker / "sub"
-  with pytest.raises(ConfigError, match=f"--workdir={target}: cannot write there"):
+  with pytest.raises(ConfigError, match=f"workdir='{target}': cannot write there"):
     ff.run(_config(), workdir=str(target))
 
 
@@ -194,7 +194,7 @@ def test_damaged_checkpoints_restart_one_method_and_overwrite_keeps_the_others(
   ff.run(c, workdir=str(work), overwrite="fedavg")
   assert {**_tree(work, "runs", "fedprox"), **_tree(work, "checkpoints", "fedprox")} == fedprox
   assert _values(work, "fedavg") == fedavg and _values(work, "fedprox")
-  with pytest.raises(ConfigError, match="--overwrite=nosuch: no such method"):
+  with pytest.raises(ConfigError, match="overwrite='nosuch': no such method"):
     ff.run(c, workdir=str(work), overwrite="nosuch")
 
 
@@ -224,9 +224,9 @@ def test_a_run_is_not_reported_at_a_shorter_length(two_methods, tmp_path):
   # Before: the round-2 accuracy was reported under rounds: 1, with no message.
   with pytest.raises(ConfigError) as e:
     ff.run(_two(rounds=1, only="fedavg"), workdir=str(work))
-  assert str(e.value).startswith(f"--workdir={work}: fedavg seed 0 already ran 2 "
+  assert str(e.value).startswith(f"workdir='{work}': fedavg seed 0 already ran 2 "
                                  f"rounds, more than config.rounds=1")
-  assert "--overwrite=fedavg" in str(e.value) and "\n" not in str(e.value)
+  assert "overwrite='fedavg'" in str(e.value) and "\n" not in str(e.value)
   assert (work / "summary.json").read_text() == summary
   ff.run(_two(rounds=1, only="fedavg"), workdir=str(work), overwrite="fedavg")
   stored = json.loads((work / "summary.json").read_text())
@@ -302,7 +302,7 @@ def test_a_damaged_experiment_file_is_rebuilt_from_the_runs_that_match(
   if damage == "edit":   # the runs kept are bound to client.lr 0.1: refused
     with pytest.raises(ConfigError) as e:
       ff.run(config, workdir=str(work))
-    assert str(e.value).startswith(f"--workdir={work}: experiment.json failed "
+    assert str(e.value).startswith(f"workdir='{work}': experiment.json failed "
                                    f"verification (checksum mismatch), and the runs of "
                                    f"fedavg, fedprox kept there are of another config "
                                    f"(client.lr 0.1 -> 0.3)")
@@ -333,7 +333,7 @@ def test_a_lost_experiment_file_offers_to_rerun_only_the_method_that_differs(
     ff.run(c, workdir=str(work))
   message = str(e.value)
   assert "the runs of fedavg kept there are of another config (methods.fedavg.options." \
-         "server_lr 1.0 -> 0.5)" in message and "give --overwrite=fedavg to rerun that " \
+         "server_lr 1.0 -> 0.5)" in message and "give overwrite='fedavg' to rerun that " \
          "method (the others' results are kept)" in message, message
   res = ff.run(c, workdir=str(work), overwrite="fedavg")
   assert {**_tree(work, "runs", "fedprox"), **_tree(work, "checkpoints", "fedprox")} == fedprox
@@ -349,7 +349,7 @@ def test_an_overwrite_of_a_method_the_command_does_not_run_is_refused(two_method
   before = _tree(work)
   with pytest.raises(ConfigError) as e:
     ff.run(_two(only="fedprox"), workdir=str(work), overwrite="fedavg")
-  assert str(e.value).startswith("--overwrite=fedavg: this command does not run fedavg "
+  assert str(e.value).startswith("overwrite='fedavg': this command does not run fedavg "
                                  "(it runs fedprox)")
   assert "nothing was deleted" in str(e.value) and "\n" not in str(e.value)
   assert _tree(work) == before
@@ -425,5 +425,39 @@ def test_a_stray_step_folder_is_not_rounds_run(two_methods, tmp_path, stray):
 def test_an_empty_workdir_is_refused():
   # Before: --workdir= ran and kept nothing, without a word.
   for entry in (ff.run, ff.run_many):
-    with pytest.raises(ConfigError, match="--workdir='' is empty: give a directory"):
+    with pytest.raises(ConfigError, match="workdir='' is empty: give a directory"):
       entry(_config(), workdir="")
+
+
+@pytest.mark.parametrize("entry", ["run", "run_many"])
+@pytest.mark.parametrize("key,value,match", [
+    ("data.num_clients", 2000, "num_clients=2000"),        # the partition is infeasible
+    ("client.batch_size", 5000, "batch_size=5000"),        # larger than any client
+])
+def test_a_run_refused_by_a_data_check_writes_nothing(tmp_path, entry, key, value, match):
+  # These checks need the data loaded; a refused run once left experiment.json
+  # and config.json behind, and the corrected rerun was then refused as "a
+  # different config" for that workdir.
+  call = {"run": ff.run, "run_many": ff.run_many}[entry]
+  workdir = tmp_path / "wd"
+  with pytest.raises(ValueError, match=match):
+    call(_config(**{key: value}), workdir=str(workdir))
+  assert not workdir.exists() or not os.listdir(workdir)
+  res = call(_config(rounds=1), workdir=str(workdir))
+  assert res.records[0].status == "ok"
+  assert json.loads((workdir / "config.json").read_text())["data"]["num_clients"] == 6
+
+
+def test_a_workdir_holding_only_the_config_of_a_run_that_never_started(tmp_path, capsys):
+  # What such a refused run left behind before the data checks came first: the
+  # fingerprint and config.json of a config that never ran. Nothing of it is
+  # kept, so it is not another experiment: the corrected run replaces it, in one
+  # line. One whose run started (a record) still refuses another config.
+  bad = _config(**{"data.num_clients": 2000})
+  workdir_lib.prepare(bad, str(tmp_path))
+  assert (tmp_path / "config.json").exists()
+  res = ff.run(_config(rounds=1), workdir=str(tmp_path))
+  assert res.records[0].status == "ok"
+  assert "held only the config of a run that never started" in capsys.readouterr().err
+  with pytest.raises(ConfigError, match="holds results of a different config"):
+    ff.run(_config(rounds=1, **{"client.lr": 0.01}), workdir=str(tmp_path))
