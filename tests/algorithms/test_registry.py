@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 fractional_lib = importlib.import_module("fedfrac.optim.fractional")
 _SHARED = {"contract", "client_view", "schema", "local_training", "tasks", "trees", "server",
            "server_optimizer", "families",
-           "firma", "check"}
+           "firma", "check", "asynchronous",
+           "fedbuff", "fedasync"}  # asynchronous servers (algorithms.async_server)
 
 
 def _lr_below_10_with_samples(hp):
