@@ -149,14 +149,20 @@ def check_output(flag: str, path: str, directory: bool = False) -> None:
 
 
 def _check_creatable(flag: str, path: str, target: str, existing: str) -> None:
-  """Create the folders from ``existing`` down to ``target`` (the sweep makes
-  them anyway): one that cannot be made (a read-only or virtual file system,
-  where permissions alone do not tell) is refused before compute. They are not
-  removed again, which could pull a folder from under a shard starting at once."""
+  """Create the folders from ``existing`` down to ``target`` and remove them
+  again: a folder that cannot be made (a read-only or virtual file system, where
+  permissions alone do not tell) is refused before compute."""
   try:
-    os.makedirs(target, exist_ok=True)
+    os.makedirs(target)
   except OSError as e:
     raise UsageError(f"{flag}={path}: cannot be created ({e.strerror or e})") from None
+  folder = target
+  while folder != existing:
+    try:
+      os.rmdir(folder)
+    except OSError:
+      break
+    folder = os.path.dirname(folder)
 
 
 def check_point_directory(flag: str, directory: str) -> None:
