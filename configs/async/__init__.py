@@ -1,0 +1,1 @@
+"""Asynchronous aggregation on the simulated clock (the guide's "Asynchronous runs")."""
