@@ -24,22 +24,23 @@ def _fmt(stats) -> str:
           else f"{stats['mean']:.4f}")
 
 
-def _rounds_to_target(seeds) -> str:
-  r2t = [e.get("rounds_to_target") for e in seeds]
-  reached = [x for x in r2t if x is not None]
+def _mean_reached(seeds, key, fmt) -> str:
+  """The mean of ``key`` over the seeds that reached the target ("never": none
+  did; "(k/n seeds)" when only some did)."""
+  values = [e.get(key) for e in seeds]
+  reached = [x for x in values if x is not None]
   if not reached:
     return "never"
-  return f"{np.mean(reached):.1f}" + ("" if len(reached) == len(r2t)
-                                      else f" ({len(reached)}/{len(r2t)} seeds)")
+  return format(np.mean(reached), fmt) + ("" if len(reached) == len(values)
+                                          else f" ({len(reached)}/{len(values)} seeds)")
+
+
+def _rounds_to_target(seeds) -> str:
+  return _mean_reached(seeds, "rounds_to_target", ".1f")
 
 
 def _time_to_target(seeds) -> str:
-  t2t = [e.get("time_to_target") for e in seeds]
-  reached = [x for x in t2t if x is not None]
-  if not reached:
-    return "never"
-  return f"{np.mean(reached):.4g}" + ("" if len(reached) == len(t2t)
-                                      else f" ({len(reached)}/{len(t2t)} seeds)")
+  return _mean_reached(seeds, "time_to_target", ".4g")
 
 
 def _difference(final, reference, accuracy: bool) -> str:
