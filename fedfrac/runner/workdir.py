@@ -142,15 +142,48 @@ def fingerprint(config, extra=None) -> dict:
                       for label in config_base.method_labels(config)}}
 
 
-def _differences(old: dict, new: dict, prefix=""):
-  keys = sorted(set(old) | set(new))
-  missing = object()
+_MISSING = object()
+
+
+def _show(value):
+  return "(absent)" if value is _MISSING else repr(value)
+
+
+_SHARED_DEFAULTS = []
+
+
+def shared_default(key):
+  """The default of the shared setting ``key`` (dotted), as a fingerprint holds
+  it; ``_MISSING`` for a key the schema does not declare (a data digest)."""
+  if not _SHARED_DEFAULTS:
+    _SHARED_DEFAULTS.append(_flatten(_plain(config_base.base_config().to_dict())))
+  return _SHARED_DEFAULTS[0].get(key, _MISSING)
+
+
+def method_default(name, key):
+  """The default of a method's setting ``key`` (``options.<option>``) for
+  algorithm ``name``; ``_MISSING`` for any other key."""
+  section, _, option = key.partition(".")
+  if section != "options" or not option:
+    return _MISSING
+  try:
+    defaults = _plain(algorithms.hparams(name, {}))
+  except (KeyError, ValueError, TypeError):
+    return _MISSING
+  return defaults.get(option, _MISSING)
+
+
+def _differences(old: dict, new: dict, prefix="", default=shared_default):
+  """``key old -> new`` for each key whose value differs. A key absent from
+  ``old`` whose new value is its ``default(key)`` is no difference: a setting
+  fedfrac added later defaults to the behaviour from before it (docs/design.md
+  §2.4), so results kept before it existed are results of that default."""
   out = []
-  for k in keys:
-    a, b = old.get(k, missing), new.get(k, missing)
-    if a != b:
-      show = lambda v: "(absent)" if v is missing else repr(v)
-      out.append(f"{prefix}{k} {show(a)} -> {show(b)}")
+  for k in sorted(set(old) | set(new)):
+    a, b = old.get(k, _MISSING), new.get(k, _MISSING)
+    if a == b or (a is _MISSING and b is not _MISSING and default(k) == b):
+      continue
+    out.append(f"{prefix}{k} {_show(a)} -> {_show(b)}")
   return out
 
 
@@ -186,15 +219,10 @@ def _flat(tree, prefix=""):
 def binding_differences(bound: dict, current: dict, label: str) -> list:
   """``key old -> new`` for every setting in which the binding ``bound`` differs
   from ``current`` (method settings as ``methods.<label>.<key>``)."""
-  missing = object()
-  show = lambda v: "(absent)" if v is missing else repr(v)   # noqa: E731
-  out = []
-  for part, prefix in (("shared", ""), ("method", f"methods.{label}.")):
-    old, new = _flat((bound or {}).get(part)), _flat((current or {}).get(part))
-    for k in sorted(set(old) | set(new)):
-      a, b = old.get(k, missing), new.get(k, missing)
-      if a != b:
-        out.append(f"{prefix}{k} {show(a)} -> {show(b)}")
+  name = ((current or {}).get("method") or {}).get("name")
+  out = _differences(_flat((bound or {}).get("shared")), _flat((current or {}).get("shared")))
+  out += _differences(_flat((bound or {}).get("method")), _flat((current or {}).get("method")),
+                      f"methods.{label}.", default=lambda k: method_default(name, k))
   return out
 
 
@@ -671,9 +699,12 @@ class Workdir:
       differing = []
       for label, entry in new["methods"].items():
         if label in old_methods and old_methods[label] != entry:
-          differing.append(label)
-          diffs += _differences(_flatten(old_methods[label]), _flatten(entry),
-                                f"methods.{label}.")
+          more = _differences(_flatten(old_methods[label]), _flatten(entry),
+                              f"methods.{label}.",
+                              default=lambda k, n=entry.get("name"): method_default(n, k))
+          if more:
+            differing.append(label)
+            diffs += more
       if diffs:
         shown = "; ".join(diffs[:6]) + ("; ..." if len(diffs) > 6 else "")
         if restart:

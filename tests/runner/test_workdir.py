@@ -461,3 +461,36 @@ def test_a_workdir_holding_only_the_config_of_a_run_that_never_started(tmp_path,
   assert "held only the config of a run that never started" in capsys.readouterr().err
   with pytest.raises(ConfigError, match="holds results of a different config"):
     ff.run(_config(rounds=1, **{"client.lr": 0.01}), workdir=str(tmp_path))
+
+
+def test_a_setting_added_later_at_its_default_keeps_older_results(tmp_path):
+  # A workdir written before the `clock` section existed: its fingerprint has
+  # none of clock's keys. The same command now carries them at their defaults
+  # (the behaviour from before), so it extends the kept run; the same key at
+  # another value is a different experiment and is refused, naming it.
+  ff.run(_config(), workdir=str(tmp_path))
+  path = str(tmp_path / "experiment.json")
+  stored = workdir_lib.sealed.read(path)
+  assert any(k.startswith("clock.") for k in stored["shared"])
+  stored["shared"] = {k: v for k, v in stored["shared"].items() if not k.startswith("clock.")}
+  workdir_lib.sealed.write(path, stored, indent=2)
+  res = ff.run(_config(rounds=3), workdir=str(tmp_path))
+  assert [r["round"] for r in res.rows][-1] == 3
+  assert any(k.startswith("clock.") for k in workdir_lib.sealed.read(path)["shared"])
+  workdir_lib.sealed.write(path, stored, indent=2)
+  with pytest.raises(ConfigError, match=r"clock.speed_mean \(absent\) -> 2.0"):
+    ff.run(_config(rounds=3, **{"clock.speed_mean": 2.0}), workdir=str(tmp_path))
+
+
+def test_a_method_option_added_later_at_its_default_is_no_difference():
+  bound = {"shared": {"client": {"lr": 0.1}},
+           "method": {"name": "fibfl_pp", "options": {"warmup_rounds": 2}}}
+  current = {"shared": {"client": {"lr": 0.1}, "clock": {"server": "none"}},
+             "method": {"name": "fibfl_pp",
+                        "options": {"warmup_rounds": 2, "warmup_optimizer": "keep"}}}
+  assert workdir_lib.binding_differences(bound, current, "fibfl_pp") == []
+  current["method"]["options"]["warmup_optimizer"] = "reset"
+  current["shared"]["clock"]["server"] = "fedbuff"
+  assert workdir_lib.binding_differences(bound, current, "fibfl_pp") == [
+      "clock.server (absent) -> 'fedbuff'",
+      "methods.fibfl_pp.options.warmup_optimizer (absent) -> 'reset'"]
