@@ -63,10 +63,14 @@ def parse_flags(argv):
   """Parse ``argv`` like absl does, read the ``--config`` file once and apply the
   ``--config.<key>`` overrides; any failure is one line ``error: ...`` and exit
   status 2 (with ``--debug``, the exception with its traceback). From here on
-  messages name arguments as flags (``--workdir``), not as ``ff.run``'s keywords."""
+  messages name arguments as flags (``--workdir``), not as ``ff.run``'s keywords.
+  Each call starts from the flags' defaults: absl keeps what an earlier parse in
+  the same process set (a second call without ``--config`` would still read the
+  first one's file)."""
   _validation.name_flags()   # from here on, messages name flags (--workdir)
   argv, overrides = config_files.split_overrides(argv)
   with endings.one_line_errors(endings.debug_requested(argv)):
+    flags.FLAGS.unparse_flags()
     args = flags.FLAGS(argv)
     _LOADED.clear()
     if _CONFIG.value is not None:

@@ -218,3 +218,20 @@ def test_ctrl_c_checkpoints_writes_rows_and_exits_130(tmp_path):
   out = _cli(*args[3:], f"--stop_after_round={done + 1}")
   assert out.returncode == 0, out.stderr[-2000:]
   assert f"resuming fedavg seed 0 from round {done}" in out.stderr.splitlines()
+
+
+def test_a_second_parse_in_one_process_starts_from_the_defaults():
+  # absl keeps what an earlier parse set: `--list` parsed after a run's flags in
+  # the same process (a notebook, a test session) must not read that run's file.
+  from absl import flags
+  from fedfrac import main as main_lib
+  try:
+    main_lib.parse_flags(["fedfrac-run", "--config=" + os.path.join(ROOT, "configs",
+                                                                      "quickstart.py"),
+                          "--workdir=/tmp/unused"])
+    assert "config" in main_lib._LOADED and flags.FLAGS.workdir == "/tmp/unused"
+    main_lib.parse_flags(["fedfrac-run", "--list"])
+    assert "config" not in main_lib._LOADED
+    assert flags.FLAGS.config is None and flags.FLAGS.workdir is None
+  finally:
+    flags.FLAGS.unparse_flags()
