@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 
-from fedfrac import algorithms, models
+from fedfrac import algorithms, config_base, models
 # The families of methods live with the algorithms (re-exported: --list, the docs).
 from fedfrac.algorithms.families import (FAMILIES, OTHER, REFERENCE,  # noqa: F401
                                          STAND_INS, Family, family)
@@ -99,9 +99,24 @@ def _named(title, config_key, descriptions) -> list:
           [f"  {n.ljust(width)}  {d}" for n, d in descriptions.items()])
 
 
+def config_keys_text() -> list:
+  """Every config key (``--config.<key>=<value>``) with its default, what its
+  checks allow and what it means, section by section, from its one declaration
+  (:func:`fedfrac.config_base.schema`)."""
+  lines, section = ["Config keys (--config.<key>=<value>; default, (allowed), meaning):"], None
+  for key, default, allowed, doc in config_base.schema().described():
+    head = key.split(".", 1)[0] if "." in key else ""
+    if head != section:
+      section = head
+      lines.append(f"  [{head or 'run'}]")
+    lines.append(f"  {key} = {default!r}" + (f"  ({allowed})" if allowed else "") +
+                 (f"  {doc}" if doc else ""))
+  return lines
+
+
 def catalog_text() -> str:
   """Every algorithm with its options, defaults and allowed values; every data
-  source, partition and model."""
+  source, partition and model; every config key."""
   lines = ["Algorithms (config.methods.<label>.name; options go beside it):"]
   for name in algorithms.names():
     lines += algorithm_block(name)
@@ -129,4 +144,5 @@ def catalog_text() -> str:
             "  e.g. 'crop:28:4,flip,cutout:16' (the Kuramoto-FedAvg authors' MNIST / "
             "Fashion-MNIST transform)", ""]
   lines += _named("Models", "config.model.name", models.MODEL_DESCRIPTIONS)
+  lines += [""] + config_keys_text()
   return "\n".join(lines)

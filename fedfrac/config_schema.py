@@ -109,6 +109,22 @@ class Field(NamedTuple):
   def checks(self) -> tuple:
     return self.check if type(self.check) is tuple else (self.check,)
 
+  def allowed(self, node=None) -> str:
+    """What the field's checks allow, as their messages say it (``node``: the
+    section holding it, for a phrase that depends on the section, e.g. its
+    defaults); ``""`` when nothing is checked here. A :class:`Rule` is named by
+    the layer whose function checks it."""
+    phrases = []
+    for c in self.checks():
+      if isinstance(c, Rule):
+        phrases.append(f"checked by the {c.section} layer")
+      elif isinstance(c, Check):
+        try:
+          phrases.append(c.allowed(node) if callable(c.allowed) else c.allowed)
+        except (AttributeError, KeyError, TypeError):
+          phrases.append("depends on the section's other keys")
+    return "; ".join(p for p in phrases if p)
+
 
 class Section:
   """A config section: its fields and sub-sections (each a :class:`Section`),
@@ -186,3 +202,16 @@ class Section:
         yield from e.fields(key)
       else:
         yield key, e
+
+  def described(self, prefix: str = ""):
+    """``(dotted key, default, allowed, doc)`` of every field in declaration
+    order (``allowed``: :meth:`Field.allowed` with the section's defaults as its
+    node): what ``fedfrac-run --list`` and the docs' config page print."""
+    defaults = self.defaults()
+    for e in self.entries:
+      key = f"{prefix}.{e.name}" if prefix else e.name
+      if isinstance(e, Section):
+        if not e.free:
+          yield from e.described(key)
+      else:
+        yield key, e.default, e.allowed(defaults), e.doc

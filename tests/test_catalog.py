@@ -53,3 +53,18 @@ def test_guide_method_catalogue_names_each_methods_family():
       assert family.strip() == catalog.family(name).key, name
       seen.add(name)
   assert seen == set(algorithms.names())
+
+
+def test_list_prints_every_config_key_from_its_one_declaration():
+  from fedfrac import config_base
+  text = catalog.catalog_text()
+  fields = list(config_base.schema().fields())
+  assert len(fields) > 100
+  for key, field in fields:
+    if "." in key and any(key.startswith(f"{s}.") for s in ("methods",)):
+      continue
+    assert f"  {key} = {field.default!r}" in text, key
+  # What a key's checks allow is the phrase its refusal says.
+  assert "  data.partition = 'dirichlet'  (allowed values are iid, dirichlet" in text
+  assert "  participation = 1.0  (must be in (0, 1])" in text
+  assert "  clock.server = 'none'  (allowed values are 'none', 'sync', 'fedbuff'" in text

@@ -1,5 +1,6 @@
 """The config page: every key of ``fedfrac.config.base_config()`` with its
-default and its note, both from the key's one declaration (its ``Field``), and the values
+default, what its checks allow and its note, all from the key's one declaration
+(its ``Field``, as ``fedfrac-run --list`` prints them), and the values
 the registries ``--list`` prints (data sources, partitions, models, algorithms)."""
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ def config_page() -> str:
   from fedfrac import algorithms, catalog, models
   from fedfrac.data import sources
   partition = importlib.import_module("fedfrac.data.partition")
+  from fedfrac import config_base
   notes, intros = config_notes()
+  allowed = {k: a for k, _, a, _ in config_base.schema().described()}
   keys = config_keys()
   lines = title("Config keys") + [
       "Every key of ``fedfrac.config.base_config()`` with its default; any of them is "
@@ -61,9 +64,9 @@ def config_page() -> str:
     lines += title(f"``{section}``" if section else "Run", "-")
     if intros.get(section):
       lines += [escape(intros[section]), ""]
-    rows = [(f"``{k}``", f"``{v!r}``", escape(notes.get(k, "")))
+    rows = [(f"``{k}``", f"``{v!r}``", escape(allowed.get(k, "")), escape(notes.get(k, "")))
             for k, v in keys if (k.split(".")[0] if "." in k else "") == section]
-    lines += table(("key", "default", "note"), rows)
+    lines += table(("key", "default", "allowed", "note"), rows)
   lines += title("Values from the registries", "-")
   for heading, key, descriptions in (
       ("Data sources", "data.source", sources.SOURCE_DESCRIPTIONS),
