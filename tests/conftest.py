@@ -21,7 +21,8 @@ Subprocesses the tests start inherit both settings.
 * Every test starts with messages naming ``ff.run``'s keywords
   (``workdir='...'``): a test that parses a command line in this process
   (:func:`fedfrac.main.parse_flags` switches messages to flags, ``--workdir=...``)
-  does not change what the next test reads.
+  does not change what the next test reads, nor leaves its flags parsed
+  (absl keeps them between parses).
 """
 import atexit
 import os
@@ -45,3 +46,6 @@ def _messages_name_keywords():
   yield
   from fedfrac import _validation
   _validation.name_flags(False)
+  import sys
+  if "absl.flags" in sys.modules:          # a command line parsed in this process
+    sys.modules["absl.flags"].FLAGS.unparse_flags()

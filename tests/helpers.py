@@ -1,6 +1,10 @@
 """Shared builders for small, fast test cases."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 
 from fedfrac import data as data_lib
@@ -96,3 +100,17 @@ def run_on_two_cpu_devices(script: str) -> dict:
   assert proc.returncode == 0, proc.stderr[-4000:]
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
   return json.loads(line[len("RESULT "):])
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_quickstart_cli(args, workdir):
+  """``python -m fedfrac.main --config=configs/quickstart.py --workdir=<workdir>
+  <args>`` in a process of its own (CPU, the repository first on the path):
+  the completed process, its output captured as text."""
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable, "-m", "fedfrac.main",
+                         "--config=configs/quickstart.py", f"--workdir={workdir}", *args],
+                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)

@@ -141,24 +141,45 @@ SMALL = ("--config.only=fedavg", "--config.rounds=2", "--config.progress=False",
          "--config.model.hidden=(16,)")
 
 
-@pytest.mark.parametrize("override", [
+OPTIONS_ABSENT_FROM_THE_FILE = [
     "--config.methods.fofedavg.alpha=0.9",
     "--config.methods.fofedavg.delta=0.5",
     "--config.methods.fibfl_pp.passes=2",
     "--config.methods.fedavg.client.lr=0.05",
-])
-def test_method_options_absent_from_the_config_file_can_be_set(override, tmp_path):
-  # Row 1: three chained tracebacks ending in AttributeError before.
-  label = override.split(".")[2]
-  out = _cli(QUICKSTART, *SMALL[1:], f"--config.only={label}", override,
-             f"--workdir={tmp_path}")
-  assert out.returncode == 0, out.stderr[-3000:]
-  stored = json.loads((tmp_path / "config.json").read_text())
+]
+
+
+def _stored(tree, override):
   path, value = override[len("--config."):].split("=")
-  node = stored
+  node = tree
   for part in path.split("."):
     node = node[part]
-  assert node == float(value) if "." in value else node == int(value)
+  return node, float(value) if "." in value else int(value)
+
+
+@pytest.mark.parametrize("override", OPTIONS_ABSENT_FROM_THE_FILE)
+def test_method_options_absent_from_the_config_file_can_be_set(override):
+  # Row 1: three chained tracebacks ending in AttributeError before, while the
+  # overrides were applied to the loaded file (the parse, before any compute).
+  from absl import flags
+  from fedfrac import main as main_lib
+  label = override.split(".")[2]
+  try:
+    main_lib.parse_flags(["fedfrac-run", QUICKSTART.replace("configs/", ROOT + "/configs/"),
+                          *SMALL[1:], f"--config.only={label}", override])
+    node, value = _stored(main_lib._LOADED["config"].to_dict(), override)
+    assert node == value
+  finally:
+    flags.FLAGS.unparse_flags()
+
+
+def test_a_method_option_absent_from_the_config_file_runs_and_is_recorded(tmp_path):
+  override = OPTIONS_ABSENT_FROM_THE_FILE[0]
+  out = _cli(QUICKSTART, *SMALL[1:], "--config.only=fofedavg", override,
+             f"--workdir={tmp_path}")
+  assert out.returncode == 0, out.stderr[-3000:]
+  node, value = _stored(json.loads((tmp_path / "config.json").read_text()), override)
+  assert node == value
 
 
 def test_a_misspelt_method_option_says_did_you_mean():
