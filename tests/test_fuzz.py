@@ -40,7 +40,7 @@ from fedfrac.data.files import DataFileError
 from tests import helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = 15
+EXAMPLES = 10
 SEED = 14
 
 BASE = {"only": "fedavg", "rounds": "2", "progress": "False", "model.hidden": "(8,)",

@@ -112,7 +112,7 @@ def test_windows_continue_the_plan_inside_their_budgets(tmp_path):
   assert table.startswith("# Tiny logistic (devices: CPU") and "| fedavg | 2 |" in table
 
   # Window 2 skips the committed item and stops the long one at its deadline.
-  budget = 30
+  budget = 20
   out2, proc = _window(tmp_path, "out2", root, plan, budget)
   text2, wall = _finish(proc, budget)
   assert wall < budget, text2
