@@ -203,6 +203,33 @@ class Section:
       else:
         yield key, e
 
+  def values(self, node) -> dict:
+    """``{field name: value}`` of this section's fields in ``node`` (a field the
+    node lacks, e.g. in a config written before the key existed, at its default
+    here, the one place it is declared); sub-sections are left out."""
+    get = getattr(node, "get", None)
+    return {e.name: (get(e.name, e.default) if get is not None else e.default)
+            for e in self.entries if not isinstance(e, Section)}
+
+  def build(self, cls, node, elsewhere=(), **given):
+    """``cls(**kwargs)``: the object the layer reading this section takes (a
+    dataclass or NamedTuple: ``EngineConfig``, ``SystemConfig``), its fields filled from the
+    section's fields of the same name (:meth:`values`) and from ``given``
+    (composites built from several keys or sections). A field of the section
+    that ``cls`` lacks must be named in ``elsewhere`` (read by another object,
+    e.g. ``engine.unroll`` by the local training): a key added to the schema
+    and forgotten by its reader raises here, not silently nothing."""
+    import dataclasses
+    names = (set(cls._fields) if hasattr(cls, "_fields")          # a NamedTuple
+             else {f.name for f in dataclasses.fields(cls)})
+    values = self.values(node)
+    lost = sorted(set(values) - names - set(elsewhere) - set(given))
+    if lost:
+      raise TypeError(f"config section {self.name!r}: {', '.join(lost)} reach no "
+                      f"field of {cls.__name__} and are not named as read elsewhere")
+    return cls(**{k: v for k, v in values.items() if k in names and k not in given},
+               **given)
+
   def described(self, prefix: str = ""):
     """``(dotted key, default, allowed, doc)`` of every field in declaration
     order (``allowed``: :meth:`Field.allowed` with the section's defaults as its

@@ -282,3 +282,33 @@ def test_a_key_of_several_types_takes_each_from_python_and_the_command_line():
   c = ff.base_config()
   config_keys.set_key(c, "data.partition", text="True")   # a str key stays text
   assert c.data.partition == "True"
+
+
+def test_the_engine_objects_are_built_from_the_schema_and_no_key_is_forgotten():
+  import dataclasses
+  from fedfrac.runner import factories
+  from fedfrac.sim import schema as sim_schema
+  from fedfrac.sim.state import EngineConfig
+
+  # Every engine.* key reaches an EngineConfig field of its name, or is named as
+  # read by another object; a key the engine lacks is refused when building.
+  fields = {f.name for f in dataclasses.fields(EngineConfig)}
+  for key in sim_schema.ENGINE.keys():
+    assert key in fields or key in factories.ENGINE_KEYS_READ_ELSEWHERE, key
+  c = config_base.base_config()
+  c.engine.step_buckets = 3
+  c.engine.matmul_precision = "bfloat16"
+  engine = factories.engine_config(c)
+  assert (engine.step_buckets, engine.matmul_precision) == (3, "bfloat16")
+  # A key missing from an older config takes the schema's default.
+  del c.engine["device_invariant"]
+  assert factories.engine_config(c).device_invariant is False
+
+  @dataclasses.dataclass
+  class Target:
+    a: int = 0
+
+  section = Section("demo", "", [Field("a", 1), Field("b", 2)])
+  with pytest.raises(TypeError, match="'demo': b reach no field of Target"):
+    section.build(Target, {"a": 5, "b": 6})
+  assert section.build(Target, {"a": 5}, elsewhere=("b",)) == Target(a=5)

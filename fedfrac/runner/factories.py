@@ -25,6 +25,7 @@ from fedfrac.sim import attacks, devices
 from fedfrac.sim.evaluate import task_evaluation
 from fedfrac.sim.simulation import Simulation
 from fedfrac.sim import clock as clock_lib
+from fedfrac.sim import schema as sim_schema
 from fedfrac.sim.state import EngineConfig, cohort_size
 
 
@@ -114,14 +115,14 @@ def system_config(config):
   sc = config.get("system", None)
   if sc is None:
     return None
-  policy, speed = sc.get("policy", "none"), sc.get("speed", "equal")
+  values = sim_schema.SYSTEM.values(sc)
+  policy, speed, deadline = values["policy"], values["speed"], values["deadline"]
   if policy == "none" and speed == "equal":
     return None
-  deadline = sc.get("deadline", None)
-  return system_lib.SystemConfig(
-      speed=speed, sigma=float(sc.get("sigma", 0.0)),
-      group_speeds=tuple(float(v) for v in (sc.get("group_speeds", ()) or ())),
-      groups=tuple(int(g) for g in (sc.get("groups", ()) or ())),
+  return sim_schema.SYSTEM.build(
+      system_lib.SystemConfig, sc, speed=speed, sigma=float(values["sigma"]),
+      group_speeds=tuple(float(v) for v in (values["group_speeds"] or ())),
+      groups=tuple(int(g) for g in (values["groups"] or ())),
       deadline=math.inf if deadline is None else float(deadline), policy=policy)
 
 
@@ -148,23 +149,22 @@ def clock_config(config, label=None, num_clients=None):
       bandwidth_spread=cc.bandwidth_spread, trace=trace, server=server, options=options))
 
 
+# engine.* keys that are not EngineConfig fields: the local training's loop
+# (make_training) and the process's CPU devices (fedfrac.sim.devices, at start-up).
+ENGINE_KEYS_READ_ELSEWHERE = ("unroll", "dynamic_steps", "cpu_devices")
+
+
 def engine_config(config, label=None, fed_data=None) -> EngineConfig:
   """Engine settings of the run (with ``label``: that method's attack settings;
   with ``fed_data``: per-client churn rates from ``config.churn.per_class``)."""
   churn = churn_rates(config, fed_data)
   attack = None if label is None else engine_attack(config, label)
-  e = config.engine
-  return EngineConfig(
-      participation=config.participation,
-      client_parallelism=e.client_parallelism,
-      eval_batch_size=e.eval_batch_size, availability=churn,
-      cohort_rule=config.churn.get("cohort_rule", "available"), attack=attack,
-      step_buckets=int(e.get("step_buckets", 0)),
-      shard_clients=e.get("shard_clients", False),
-      shard_client_state=e.get("shard_client_state", False),
-      device_invariant=e.get("device_invariant", False), system=system_config(config),
-      clock=clock_config(config, label, None if fed_data is None else fed_data.num_clients),
-      matmul_precision=e.get("matmul_precision", "highest"))
+  return sim_schema.ENGINE.build(
+      EngineConfig, config.engine, elsewhere=ENGINE_KEYS_READ_ELSEWHERE,
+      participation=config.participation, availability=churn,
+      cohort_rule=sim_schema.CHURN.values(config.churn)["cohort_rule"], attack=attack,
+      system=system_config(config),
+      clock=clock_config(config, label, None if fed_data is None else fed_data.num_clients))
 
 
 # Override key of the client learning rate η0 (``client.lr``) in a vmapped grid.
