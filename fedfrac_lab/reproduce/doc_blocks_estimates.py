@@ -120,6 +120,15 @@ def priced(w: Workload, cpu_workload, gpu_workload=None, cohort=None):
           f"client-steps/s, `{GPU_JSON}`{narrower}): ≈ {_hours(w.steps / rate)}")
 
 
+def priced_short(w: Workload, cpu_workload, gpu_workload=None):
+  """"≈ 1.3 h on one CPU core, ≈ 2 min on the H200": :func:`priced`'s two figures
+  alone, for a table cell (its inputs stand in the full text under the table)."""
+  text = f"≈ {_hours(w.steps * cpu_rates()[cpu_workload][0])} on one CPU core"
+  if gpu_workload is None:
+    return text + ", no GPU figure"
+  return text + f", ≈ {_hours(w.steps / gpu_rates()[gpu_workload][0])} on the H200"
+
+
 def _cohort(spec, clients=None):
   c = _config(spec)
   return max(math.ceil(c.participation * (clients or c.data.num_clients)), 1)
@@ -150,8 +159,44 @@ def _measured_then_estimate(spec, scenario, what, tail=""):
   return f"{text}; estimate for the {left} {what} not run yet: {estimate}"
 
 
-@block("fofedavg_t2_time", R, CPU_JSON, GPU_JSON, FOFEDAVG, "results/fofedavg_mnist_iid.json",
-       inline=True)
+def _measured_then_estimate_short(spec, scenario, what):
+  from fedfrac_lab.reproduce import fofedavg_mnist
+  done = len(fofedavg_mnist.finished_times(scenario))
+  _, left = measured(scenario)
+  parts = [f"{done} {what} measured on the CPU"] if done else []
+  if left:
+    w = workload(spec, runs=left, what=what)
+    parts.append(f"{'the ' + str(left) + ' left: ' if done else ''}"
+                 f"{priced_short(w, 'cnn_mnist_real', 'cnn10')}")
+  return "; ".join(parts) + f" ({TIMES})"
+
+
+TIMES = "[inputs below](#fofedavg-tables-iiv)"
+
+
+@block("fofedavg_t2_time_row", R, CPU_JSON, GPU_JSON, FOFEDAVG,
+       "results/fofedavg_mnist_iid.json", inline=True)
+def fofedavg_t2_time_row():
+  return _measured_then_estimate_short(f"{FOFEDAVG}:iid", "iid", "methods")
+
+
+@block("fofedavg_t4_time_row", R, CPU_JSON, GPU_JSON, FOFEDAVG,
+       "results/fofedavg_mnist_alpha.json", inline=True)
+def fofedavg_t4_time_row():
+  return _measured_then_estimate_short(f"{FOFEDAVG}:alpha", "alpha", "α values")
+
+
+def _table_v_workload():
+  clients = _module(FOFEDAVG).SEVERE_CLIENTS
+  return workload(f"{FOFEDAVG}:severe", clients=clients, rounds=TABLE_V_ROUNDS), clients
+
+
+@block("fofedavg_t5_time_row", R, CPU_JSON, GPU_JSON, FOFEDAVG, inline=True)
+def fofedavg_t5_time_row():
+  return f"{priced_short(_table_v_workload()[0], 'cnn_mnist_real', 'cnn1000')} ({TIMES})"
+
+
+@block("fofedavg_t2_time", R, CPU_JSON, GPU_JSON, FOFEDAVG, "results/fofedavg_mnist_iid.json")
 def fofedavg_t2_time():
   return _measured_then_estimate(f"{FOFEDAVG}:iid", "iid", "methods",
                                  "; FedAvg's step: MOON, SCAFFOLD and DP-SGD do more per "
@@ -159,28 +204,36 @@ def fofedavg_t2_time():
 
 
 @block("fofedavg_t4_time", R, CPU_JSON, GPU_JSON, FOFEDAVG,
-       "results/fofedavg_mnist_alpha.json", inline=True)
+       "results/fofedavg_mnist_alpha.json")
 def fofedavg_t4_time():
   return _measured_then_estimate(f"{FOFEDAVG}:alpha", "alpha", "α values")
 
 
-@block("fofedavg_t5_time", R, CPU_JSON, GPU_JSON, FOFEDAVG, inline=True)
+@block("fofedavg_t5_time", R, CPU_JSON, GPU_JSON, FOFEDAVG)
 def fofedavg_t5_time():
-  clients = _module(FOFEDAVG).SEVERE_CLIENTS
+  w, clients = _table_v_workload()
   spec = f"{FOFEDAVG}:severe"
-  w = workload(spec, clients=clients, rounds=TABLE_V_ROUNDS)
   return ("estimate: " + priced(w, "cnn_mnist_real", "cnn1000", _cohort(spec, max(clients)))
           + "; FedAvg's step: MOON, SCAFFOLD and DP-SGD do more per step")
 
 
-@block("kuramoto_t1_time", R, CPU_JSON, GPU_JSON, KURAMOTO, inline=True)
-def kuramoto_t1_time():
+def _kuramoto_workload():
   from fedfrac_lab.reproduce import kuramoto_tables
   runs = (len(kuramoto_tables.BASELINE_LABELS)
           + len(kuramoto_tables.WEIGHTINGS) * len(kuramoto_tables.KAPPAS))
-  w = workload(f"{KURAMOTO}:K=10,s=3", runs=runs,
-               what=f"runs (FedAvg, SCAFFOLD and the {len(kuramoto_tables.WEIGHTINGS)} "
-                    f"weightings at the {len(kuramoto_tables.KAPPAS)} κ0 of Table 1)")
+  return workload(f"{KURAMOTO}:K=10,s=3", runs=runs,
+                  what=f"runs (FedAvg, SCAFFOLD and the {len(kuramoto_tables.WEIGHTINGS)} "
+                       f"weightings at the {len(kuramoto_tables.KAPPAS)} κ0 of Table 1)")
+
+
+@block("kuramoto_t1_time_row", R, CPU_JSON, KURAMOTO, inline=True)
+def kuramoto_t1_time_row():
+  return f"per data set {priced_short(_kuramoto_workload(), 'kuramoto_cnn')}"
+
+
+@block("kuramoto_t1_time", R, CPU_JSON, GPU_JSON, KURAMOTO)
+def kuramoto_t1_time():
+  w = _kuramoto_workload()
   ratio = cpu_rates()["kuramoto_cnn"][2] / cpu_rates()["cnn_mnist_real"][2]
   return (f"estimate per data set: {priced(w, 'kuramoto_cnn')}; a CNN4 step is "
           f"{ratio:.0f}× the FLOPs of a CNNMnist step, so CNNMnist's GPU rate does not "
