@@ -298,18 +298,20 @@ def firma_window_files():
 @functools.lru_cache(maxsize=None)
 def firma_window_rate() -> WindowRate:
   """The client-steps/s of the Fashion-MNIST cells a GPU window measured: Σ client-steps
-  (:func:`firma_cell_steps` of each item's method, rounds and seeds) ÷ Σ the item's
-  wall seconds, read from its ``campaign`` record."""
+  (:func:`firma_cell_steps` of each run the item records: its method, its rounds)
+  ÷ Σ the item's wall seconds, read from its ``campaign`` record."""
   cells, devices, seconds, steps = 0, set(), 0.0, 0
   for path in firma_window_files():
     item = common.load_results_json(path)
-    run = item["campaign"]
-    spec = run["spec"]
     cells += 1
-    devices.add(run["device"])
-    seconds += run["seconds"]
-    steps += firma_cell_steps(FIRMA_TRAIN["t78"], spec["method"], spec["rounds"],
-                              spec["seeds"])
+    devices.add(item["campaign"]["device"])
+    seconds += item["campaign"]["seconds"]
+    for scenario in item["scenarios"].values():
+      for by_cell in scenario["results"].values():
+        for key, cell in by_cell.items():
+          method = key.split("/")[1]
+          steps += sum(firma_cell_steps(FIRMA_TRAIN["t78"], method, len(r["curve"]), 1)
+                       for r in cell["runs"])
   return WindowRate(cells, " and ".join(sorted(devices)), seconds, steps)
 
 
