@@ -16,8 +16,8 @@ of these:
 - a setting (a hyper-parameter, a constant of a paper or of the authors' code) or a
   section number (:data:`SETTINGS`), which no run produces.
 
-- on a reproduction page, an assumed input of an estimate, marked "≈" where it
-  stands (:data:`ASSUMED`).
+On the reproduction pages only settings may stand outside a generated span: their
+GPU estimates and every input they use are rendered from the measurement files.
 
 Any other decimal number in those texts fails the test: a new measurement has to
 come with its file.
@@ -70,15 +70,6 @@ QUOTED = {
     "0.8788": ("fedfrac_lab/reproduce/published/firma.json",
                "the published FibFL++ IID cell (Table 7)"),
 }
-# The same for the reproduction pages: the GPU estimates' measured inputs.
-PAGES_QUOTED = {
-    "0.018": ("benchmarks/results_h100.md", "CNNMnist FedAvg, 10 clients, s/round, H100"),
-    "0.112": ("benchmarks/results_h100.md", "CNNMnist FedAvg, 1,000 clients, s/round, H100"),
-    "0.057": ("benchmarks/results_h100.md", "FIRMA digits FibFL++, one seed, s/round, H100"),
-    "0.066": ("benchmarks/results_h100.md", "the same, 5 seeds vmapped, s/round, H100"),
-}
-# Assumed inputs of an estimate on a reproduction page, marked "≈" where they stand.
-ASSUMED = {"0.02": "≈ 0.005–0.02 s/round"}
 # Measurements kept in no file, and the words beside them that say so.
 NOT_KEPT = {
     "0.9067": "cannot be remade here", "0.9133": "cannot be remade here",
@@ -208,19 +199,6 @@ def test_every_decimal_of_the_reproduction_pages_is_listed():
   found = set()
   for path in PAGES:
     found |= set(DECIMAL.findall(_page_prose(path)))
-  unlisted = found - set(PAGES_QUOTED) - set(ASSUMED) - PAGE_SETTINGS
+  unlisted = found - PAGE_SETTINGS
   assert not unlisted, (f"reproduction pages: numbers outside a generated span with no "
                         f"file: {sorted(unlisted)}")
-  assert not (set(PAGES_QUOTED) | set(ASSUMED)) - found
-
-
-@pytest.mark.parametrize("number", sorted(PAGES_QUOTED))
-def test_each_number_of_the_pages_is_in_its_file(number):
-  path, _ = PAGES_QUOTED[number]
-  assert _holds(path, number), f"{number} not in {path}"
-
-
-def test_an_assumed_input_is_marked_as_one():
-  text = " ".join("".join(_page_prose(p) for p in PAGES).split())
-  for number, context in ASSUMED.items():
-    assert context in text, number

@@ -198,6 +198,10 @@ def firma_runtime():
           f"for both modes, {total.get('workers', '?')} workers")
 
 
+# REPRODUCTION.md's section under the FIRMA table on the MNIST-1797 rows.
+MNIST_1797_NOTES = "[below](#firma-on-the-digits-data)"
+
+
 @block("firma_t11", R, FIRMA_JSON, inline=True)
 def firma_t11():
   counts, _ = firma_counts()
@@ -215,7 +219,7 @@ def _cell_means(results, scenario, methods, key="accuracy"):
           for m in methods if (scenario, m) in results]
 
 
-@block("firma_t11_differs", R, FIRMA_JSON, inline=True)
+@block("firma_t11_differs", R, FIRMA_JSON)
 def firma_t11_differs():
   all_results, *_ = firma_digits()
   heads = ("rdfl", "fedrep", "fibfl", "fibfl_plus", "fibfl_pp")
@@ -239,11 +243,10 @@ def firma_t13():
     parts.append(f"`{mode}`: " + ", ".join(
         f"{label.split(' ')[0]} {c.mean:+.1f} ± {c.std:.1f} vs {c.published.value:.1f} "
         f"({c.verdict})" for label, c, _ in rows) + " pp")
-  return ("; ".join(parts) + "; each gain is judged on its paired seeds and "
-          "inherits the verdicts of the two accuracies it is the difference of")
+  return "; ".join(parts) + f" ({MNIST_1797_NOTES})"
 
 
-@block("firma_fig12", R, FIRMA_JSON, inline=True)
+@block("firma_fig12", R, FIRMA_JSON)
 def firma_fig12():
   all_results, *_ = firma_digits()
   res = all_results["reference_code"]
@@ -297,10 +300,8 @@ def readme_published_cells():
   for paper, name in (("kuramoto", "Kuramoto"), ("fofedavg", "FOFedAvg"),
                       ("fo_ri_fedavg", "FO-RI-FedAvg")):
     cells, with_ours, _ = published_tables.counts(paper)
-    parts.append(f"{name}: {with_ours} of {cells} cells, "
-                 f"{published_tables.coverage_text(paper)}")
-  return ("the published cells of the result tables of Kuramoto, FOFedAvg and "
-          "FO-RI-FedAvg, with a number of ours and its setting where a results file holds "
-          "one: FOFedAvg's Tables II–IV on the real MNIST where those runs have finished "
-          "(judged), a stand-in number otherwise "
-          f"({'; '.join(parts)})")
+    parts.append(f"{name} {with_ours} of {cells}")
+  return (f"the published result cells with a number of ours and its setting beside "
+          f"them: {', '.join(parts)} (FOFedAvg Tables II–IV: the real MNIST where those "
+          f"runs have finished, judged; a stand-in otherwise); the tables each covers: "
+          f"the summary of its file")

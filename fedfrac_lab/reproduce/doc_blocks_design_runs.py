@@ -238,6 +238,13 @@ def _none_escapes(runs: Dict[int, dict]) -> Optional[str]:
 
 @block("design_adam_ablation", DESIGN, ABLATION_JSON, inline=True)
 def design_adam_ablation():
+  return adam_ablation_text(replay=True)
+
+
+def adam_ablation_text(replay):
+  """What the ablation file shows: which seeds of each variant leave chance, their
+  live units and accuracy per round (``replay``: say which escaping seeds the
+  replay file's runs are)."""
   runs = ablation_runs()
   keep = runs["keep"]
   out = [s for s in sorted(keep) if _left_chance(keep[s]["curve"][-1])]
@@ -245,7 +252,8 @@ def design_adam_ablation():
   arrows = [" → ".join(_units(row) for row in keep[s]["live_units"]) for s in out]
   rounds = len(keep[out[0]]["curve"]) if out else 0
   early = [s for s in out if _left_chance(keep[s]["curve"][-2])] if rounds > 1 else []
-  text = (f"seeds {_seeds(out)} escape (1 and 2 as in the replay): {listing(arrows)} units "
+  text = (f"seeds {_seeds(out)} escape{' (1 and 2 as in the replay)' if replay else ''}: "
+          f"{listing(arrows)} units "
           f"alive after rounds 1–{rounds}, accuracy "
           f"{listing(_acc([keep[s]['curve'][-1]]) for s in out)} at round {rounds}")
   if early:
@@ -271,3 +279,18 @@ def design_adam_ablation():
               f"seeds {_seeds([s for s in average if _left_chance(average[s]['curve'][-1])])}"
               f" escape"))
   return text
+
+
+FIRMA_PAGE = "docs/api/guide/reproductions/firma.rst"
+
+
+@block("firma_page_adam_ablation", FIRMA_PAGE, ABLATION_JSON)
+def firma_page_adam_ablation():
+  """The FIRMA page's account of the warm-up optimizer ablation: the text of
+  design.md §3.3's block (:func:`adam_ablation_text`), in reST."""
+  device = common.load_results_json(ABLATION_JSON)["device"].split(" (")[0]
+  return (f"**The warm-up optimizer ablation** (``{ABLATION_JSON}``, {device}; "
+          f"FibFL++ ``reference_code``, Fashion-MNIST IID, every round a warm-up "
+          f"round): with each client's warm-up Adam state kept across the average "
+          f"(``keep``, the authors' code), "
+          + adam_ablation_text(replay=False).replace("`", "``") + ".")

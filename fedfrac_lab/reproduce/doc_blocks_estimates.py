@@ -20,8 +20,8 @@ import math
 import os
 from typing import NamedTuple
 
-from fedfrac_lab.reproduce import common
-from fedfrac_lab.reproduce.doc_blocks import R
+from fedfrac_lab.reproduce import common, item_files
+from fedfrac_lab.reproduce.doc_blocks import FMNIST_JSONS, R
 from fedfrac_lab.reproduce.doc_registry import block
 
 CPU_JSON = "benchmarks/results.json"
@@ -120,6 +120,15 @@ def priced(w: Workload, cpu_workload, gpu_workload=None, cohort=None):
           f"client-steps/s, `{GPU_JSON}`{narrower}): ≈ {_hours(w.steps / rate)}")
 
 
+def priced_short(w: Workload, cpu_workload, gpu_workload=None):
+  """"≈ 1.3 h on one CPU core, ≈ 2 min on the H200": :func:`priced`'s two figures
+  alone, for a table cell (its inputs stand in the full text under the table)."""
+  text = f"≈ {_hours(w.steps * cpu_rates()[cpu_workload][0])} on one CPU core"
+  if gpu_workload is None:
+    return text + ", no GPU figure"
+  return text + f", ≈ {_hours(w.steps / gpu_rates()[gpu_workload][0])} on the H200"
+
+
 def _cohort(spec, clients=None):
   c = _config(spec)
   return max(math.ceil(c.participation * (clients or c.data.num_clients)), 1)
@@ -150,8 +159,44 @@ def _measured_then_estimate(spec, scenario, what, tail=""):
   return f"{text}; estimate for the {left} {what} not run yet: {estimate}"
 
 
-@block("fofedavg_t2_time", R, CPU_JSON, GPU_JSON, FOFEDAVG, "results/fofedavg_mnist_iid.json",
-       inline=True)
+def _measured_then_estimate_short(spec, scenario, what):
+  from fedfrac_lab.reproduce import fofedavg_mnist
+  done = len(fofedavg_mnist.finished_times(scenario))
+  _, left = measured(scenario)
+  parts = [f"{done} {what} measured on the CPU"] if done else []
+  if left:
+    w = workload(spec, runs=left, what=what)
+    parts.append(f"{'the ' + str(left) + ' left: ' if done else ''}"
+                 f"{priced_short(w, 'cnn_mnist_real', 'cnn10')}")
+  return "; ".join(parts) + f" ({TIMES})"
+
+
+TIMES = "[inputs below](#fofedavg-tables-iiv)"
+
+
+@block("fofedavg_t2_time_row", R, CPU_JSON, GPU_JSON, FOFEDAVG,
+       "results/fofedavg_mnist_iid.json", inline=True)
+def fofedavg_t2_time_row():
+  return _measured_then_estimate_short(f"{FOFEDAVG}:iid", "iid", "methods")
+
+
+@block("fofedavg_t4_time_row", R, CPU_JSON, GPU_JSON, FOFEDAVG,
+       "results/fofedavg_mnist_alpha.json", inline=True)
+def fofedavg_t4_time_row():
+  return _measured_then_estimate_short(f"{FOFEDAVG}:alpha", "alpha", "α values")
+
+
+def _table_v_workload():
+  clients = _module(FOFEDAVG).SEVERE_CLIENTS
+  return workload(f"{FOFEDAVG}:severe", clients=clients, rounds=TABLE_V_ROUNDS), clients
+
+
+@block("fofedavg_t5_time_row", R, CPU_JSON, GPU_JSON, FOFEDAVG, inline=True)
+def fofedavg_t5_time_row():
+  return f"{priced_short(_table_v_workload()[0], 'cnn_mnist_real', 'cnn1000')} ({TIMES})"
+
+
+@block("fofedavg_t2_time", R, CPU_JSON, GPU_JSON, FOFEDAVG, "results/fofedavg_mnist_iid.json")
 def fofedavg_t2_time():
   return _measured_then_estimate(f"{FOFEDAVG}:iid", "iid", "methods",
                                  "; FedAvg's step: MOON, SCAFFOLD and DP-SGD do more per "
@@ -159,103 +204,217 @@ def fofedavg_t2_time():
 
 
 @block("fofedavg_t4_time", R, CPU_JSON, GPU_JSON, FOFEDAVG,
-       "results/fofedavg_mnist_alpha.json", inline=True)
+       "results/fofedavg_mnist_alpha.json")
 def fofedavg_t4_time():
   return _measured_then_estimate(f"{FOFEDAVG}:alpha", "alpha", "α values")
 
 
-@block("fofedavg_t5_time", R, CPU_JSON, GPU_JSON, FOFEDAVG, inline=True)
+@block("fofedavg_t5_time", R, CPU_JSON, GPU_JSON, FOFEDAVG)
 def fofedavg_t5_time():
-  clients = _module(FOFEDAVG).SEVERE_CLIENTS
+  w, clients = _table_v_workload()
   spec = f"{FOFEDAVG}:severe"
-  w = workload(spec, clients=clients, rounds=TABLE_V_ROUNDS)
   return ("estimate: " + priced(w, "cnn_mnist_real", "cnn1000", _cohort(spec, max(clients)))
           + "; FedAvg's step: MOON, SCAFFOLD and DP-SGD do more per step")
 
 
-@block("kuramoto_t1_time", R, CPU_JSON, GPU_JSON, KURAMOTO, inline=True)
-def kuramoto_t1_time():
+def _kuramoto_workload():
   from fedfrac_lab.reproduce import kuramoto_tables
   runs = (len(kuramoto_tables.BASELINE_LABELS)
           + len(kuramoto_tables.WEIGHTINGS) * len(kuramoto_tables.KAPPAS))
-  w = workload(f"{KURAMOTO}:K=10,s=3", runs=runs,
-               what=f"runs (FedAvg, SCAFFOLD and the {len(kuramoto_tables.WEIGHTINGS)} "
-                    f"weightings at the {len(kuramoto_tables.KAPPAS)} κ0 of Table 1)")
+  return workload(f"{KURAMOTO}:K=10,s=3", runs=runs,
+                  what=f"runs (FedAvg, SCAFFOLD and the {len(kuramoto_tables.WEIGHTINGS)} "
+                       f"weightings at the {len(kuramoto_tables.KAPPAS)} κ0 of Table 1)")
+
+
+@block("kuramoto_t1_time_row", R, CPU_JSON, KURAMOTO, inline=True)
+def kuramoto_t1_time_row():
+  return f"per data set {priced_short(_kuramoto_workload(), 'kuramoto_cnn')}"
+
+
+@block("kuramoto_t1_time", R, CPU_JSON, GPU_JSON, KURAMOTO)
+def kuramoto_t1_time():
+  w = _kuramoto_workload()
   ratio = cpu_rates()["kuramoto_cnn"][2] / cpu_rates()["cnn_mnist_real"][2]
   return (f"estimate per data set: {priced(w, 'kuramoto_cnn')}; a CNN4 step is "
           f"{ratio:.0f}× the FLOPs of a CNNMnist step, so CNNMnist's GPU rate does not "
           f"carry over")
 
 
-# ------------------------------------------------------------------ FIRMA, real data
+# ------------------------------------------------------------------ FIRMA
 
-class FirmaRun(NamedTuple):
-  """The inputs of a FIRMA real-data command's GPU estimate: samples per client
-  (the training set over N = 10), its seeds and the client-steps a second the
-  estimate assumes (a stated rate, not a measurement of this model)."""
-  samples: int
-  seeds: int
-  rate: int
-
-
-# Table -> the command REPRODUCTION.md gives for it: CIFAR-10 (50,000 / 10),
-# Fashion-MNIST and MNIST-60k (60,000 / 10), with that command's --seeds.
-FIRMA_RUNS = {"t56": FirmaRun(5_000, 5, 20_000), "t78": FirmaRun(6_000, 3, 45_000),
-              "t910": FirmaRun(6_000, 3, 45_000)}
-FIRMA_SHAPE = dict(clients=10, batch=64, epochs=20, rounds=30, scenarios=7, methods=6,
-                   modes=2)
+FIRMA_CONFIG = "configs/firma/digits.py"     # firma_methods: every data set's methods
+FIRMA_CLIENTS = 10                           # N of configs/firma/<data set>.py
+FIRMA_BATCH = 64
+FIRMA_TRAIN = {"t56": 50_000, "t78": 60_000, "t910": 60_000}   # training images
+FIRMA_NAMES = {"t56": "Tables 5–6 (CIFAR-10)", "t78": "Tables 7–8 (Fashion-MNIST)",
+               "t910": "Tables 9–10 (MNIST-60k)"}
+FIRMA_SCENARIOS, FIRMA_MODES, FIRMA_ROUNDS = 7, 2, 30
+# The seeds of the command REPRODUCTION.md gives: CIFAR-10's fedfrac-sweep runs the
+# config's 5, the Fashion-MNIST and MNIST-60k commands say --seeds=3.
+FIRMA_SEEDS = {"t56": 5, "t78": 3, "t910": 3}
 
 
-def firma_gpu_estimate(run: FirmaRun, clients=10, batch=64, epochs=20, rounds=30,
-                       scenarios=7, methods=6, modes=2):
-  """(client-steps a round, seconds) of a FIRMA real-data command: every client
-  takes E_e = ``epochs`` passes of ⌈samples / batch⌉ Adam steps a round, over
-  ``rounds`` × ``scenarios`` × ``methods`` × ``modes`` × the run's seeds, at its
-  stated rate."""
-  per_round = clients * math.ceil(run.samples / batch) * epochs
-  total = per_round * rounds * scenarios * methods * modes * run.seeds
-  return per_round, total / run.rate
+def firma_method_epochs():
+  """{method: passes over its data a client makes a round} of FIRMA's six methods
+  (``firma_methods`` of configs/firma/digits.py): ``client.local_epochs`` where a
+  method sets it, else its head plus extractor epochs (FedRep, FibFL*)."""
+  methods = _module(FIRMA_CONFIG).firma_methods("paper")
+  out = {}
+  for name, m in methods.items():
+    epochs = m.get("client", {}).get("local_epochs")
+    out[name] = int(epochs if epochs is not None else m.head_epochs + m.extractor_epochs)
+  return out
+
+
+def firma_cell_steps(train, method, rounds, seeds, clients=FIRMA_CLIENTS,
+                     batch=FIRMA_BATCH):
+  """Client-steps of one FIRMA cell (one method, scenario and mode): ``clients`` ×
+  ⌈(train / clients) / batch⌉ batches × the method's epochs, a round, × ``rounds``
+  × ``seeds`` (the nominal count: a non-IID split moves a few batches between
+  clients)."""
+  return clients * math.ceil(train / clients / batch) * firma_method_epochs()[method] * \
+      rounds * seeds
+
+
+class WindowRate(NamedTuple):
+  """FIRMA Fashion-MNIST cells measured in GPU campaign windows: how many, on what
+  device, their wall seconds (compile included) and client-steps, in sum."""
+  cells: int
+  device: str
+  seconds: float
+  steps: int
+
+  @property
+  def rate(self):
+    """Client-steps a second over the measured cells."""
+    return self.steps / self.seconds
+
+
+def firma_window_files():
+  """The campaign item files of FIRMA's Fashion-MNIST table (its GPU windows)."""
+  return tuple(f for f in FMNIST_JSONS if f.startswith(item_files.CAMPAIGN + os.sep))
+
+
+@functools.lru_cache(maxsize=None)
+def firma_window_rate() -> WindowRate:
+  """The client-steps/s of the Fashion-MNIST cells a GPU window measured: Σ client-steps
+  (:func:`firma_cell_steps` of each run the item records: its method, its rounds)
+  ÷ Σ the item's wall seconds, read from its ``campaign`` record."""
+  cells, devices, seconds, steps = 0, set(), 0.0, 0
+  for path in firma_window_files():
+    item = common.load_results_json(path)
+    cells += 1
+    devices.add(item["campaign"]["device"])
+    seconds += item["campaign"]["seconds"]
+    for scenario in item["scenarios"].values():
+      for by_cell in scenario["results"].values():
+        for key, cell in by_cell.items():
+          method = key.split("/")[1]
+          steps += sum(firma_cell_steps(FIRMA_TRAIN["t78"], method, len(r["curve"]), 1)
+                       for r in cell["runs"])
+  return WindowRate(cells, " and ".join(sorted(devices)), seconds, steps)
+
+
+def firma_command_steps(key):
+  """(client-steps a round of the six methods together, client-steps of the whole
+  command) of FIRMA's real-data command ``key``: every scenario, method and mode."""
+  train = FIRMA_TRAIN[key]
+  per_round = sum(firma_cell_steps(train, m, 1, 1) for m in firma_method_epochs())
+  return per_round, per_round * FIRMA_ROUNDS * FIRMA_SCENARIOS * FIRMA_MODES * FIRMA_SEEDS[key]
+
+
+def firma_gpu_seconds(key):
+  """Seconds of FIRMA's command ``key`` on the GPU the windows measured: its client-
+  steps ÷ the windows' client-steps/s; None for a data set whose model (input size)
+  no window has measured (CIFAR-10's 3,072 inputs)."""
+  if key == "t56":
+    return None
+  return firma_command_steps(key)[1] / firma_window_rate().rate
 
 
 def firma_gpu_text(key):
-  """"≈ 53 min (18,800 client-steps/round × 30 × 7 × 6 × 2 × 3 seeds at an
-  assumed 45,000/s)": :func:`firma_gpu_estimate` with its inputs."""
-  run = FIRMA_RUNS[key]
-  s = FIRMA_SHAPE
-  per_round, seconds = firma_gpu_estimate(run, **s)
-  return (f"≈ {_hours(seconds)} ({per_round:,} client-steps/round = {s['clients']} × "
-          f"⌈{run.samples:,}/{s['batch']}⌉ × E_e {s['epochs']}; × {s['rounds']} rounds × "
-          f"{s['scenarios']} scenarios × {s['methods']} methods × {s['modes']} modes × "
-          f"{run.seeds} seeds, at an assumed {run.rate:,}/s)")
-
-
-FIRMA_NAMES = {"t56": "Tables 5–6 (CIFAR-10)", "t78": "Tables 7–8 (Fashion-MNIST)",
-               "t910": "Tables 9–10 (MNIST-60k)"}
+  """The estimate of :func:`firma_gpu_seconds` with every input it uses: the
+  command's client-steps (:func:`firma_command_steps`) and the measured rate."""
+  same = next((k for k in FIRMA_NAMES if k < key and FIRMA_TRAIN[k] == FIRMA_TRAIN[key]
+               and FIRMA_SEEDS[k] == FIRMA_SEEDS[key]), None)
+  if same is not None and firma_gpu_seconds(key) is not None:
+    return (f"≈ {_hours(firma_gpu_seconds(key))}: as {FIRMA_NAMES[same].split(' (')[0]}, "
+            f"the same client-steps at the same rate")
+  per_round, steps = firma_command_steps(key)
+  epochs = firma_method_epochs()
+  batches = math.ceil(FIRMA_TRAIN[key] / FIRMA_CLIENTS / FIRMA_BATCH)
+  count = (f"{steps:,} client-steps = {FIRMA_CLIENTS} clients × ⌈{FIRMA_TRAIN[key]:,}/"
+           f"{FIRMA_CLIENTS}/{FIRMA_BATCH}⌉ = {batches} batches × "
+           f"{sum(epochs.values())} epochs over the six methods ("
+           + ", ".join(f"{m} {e}" for m, e in epochs.items())
+           + f"; `{FIRMA_CONFIG}`) = {per_round:,} a round, × {FIRMA_ROUNDS} rounds × "
+           f"{FIRMA_SCENARIOS} scenarios × {FIRMA_MODES} modes × {FIRMA_SEEDS[key]} seeds")
+  seconds = firma_gpu_seconds(key)
+  if seconds is None:
+    return (f"{count}; no GPU figure: no window has measured the MLP on "
+            f"{FIRMA_NAMES[key].split('(')[1][:-1]}'s inputs")
+  w = firma_window_rate()
+  return (f"≈ {_hours(seconds)}: {count}, ÷ {w.rate:,.0f} client-steps/s, the rate of "
+          f"the {w.cells} Fashion-MNIST cells measured on the {w.device} in campaign "
+          f"windows ({w.steps:,} client-steps counted the same way in {w.seconds:,.0f} s "
+          f"wall, compile included; `{item_files.CAMPAIGN}/firma_fashion_mnist/`)")
 
 
 def _short(key):
-  seconds = firma_gpu_estimate(FIRMA_RUNS[key], **FIRMA_SHAPE)[1]
+  seconds = firma_gpu_seconds(key)
+  if seconds is None:
+    return "no GPU rate measured for this model (inputs below)"
   return f"≈ {_hours(seconds)} (estimate, inputs below)"
 
 
-@block("firma_t56_gpu", R, inline=True)
+@block("firma_t56_gpu", R, FIRMA_CONFIG, inline=True)
 def firma_t56_gpu():
   return _short("t56")
 
 
-@block("firma_t78_gpu", R, inline=True)
+@block("firma_t78_gpu", R, FIRMA_CONFIG, *firma_window_files(), inline=True)
 def firma_t78_gpu():
   return _short("t78")
 
 
-@block("firma_t910_gpu", R, inline=True)
+@block("firma_t910_gpu", R, FIRMA_CONFIG, *firma_window_files(), inline=True)
 def firma_t910_gpu():
   return _short("t910")
 
 
-@block("firma_gpu_inputs", R)
+@block("firma_gpu_inputs", R, FIRMA_CONFIG, GPU_JSON, "results/firma_digits.json",
+       *firma_window_files())
 def firma_gpu_inputs():
-  return ("**GPU estimates of FIRMA's tables on real data** (one GPU, every scenario, "
-          "method and mode of the command; the rate is assumed, not measured for this "
-          "model):\n\n" + "\n".join(f"- {FIRMA_NAMES[k]}: {firma_gpu_text(k)}"
-                                     for k in FIRMA_RUNS))
+  return ("**GPU estimates of FIRMA's tables** (one GPU, every scenario, method and mode "
+          "of the command; the real-data tables priced at the client-steps a second the "
+          "GPU windows measured on Fashion-MNIST, the same MLP and client size as "
+          "MNIST-60k):\n\n- Tables 2 and 11–13 (MNIST-1797): " + firma_digits_gpu()[1]
+          + "\n" + "\n".join(f"- {FIRMA_NAMES[k]}: {firma_gpu_text(k)}"
+                             for k in FIRMA_NAMES))
+
+
+@functools.lru_cache(maxsize=None)
+def firma_digits_gpu():
+  """(seconds, text with its inputs) of FIRMA's digits command on the GPU: its
+  cells (every mode, scenario and method of ``results/firma_digits.json``) × the
+  config's rounds × the round time measured on the GPU for FibFL++ (the most epochs
+  a round) with the run's seeds vmapped, plus the run's compiles × the compile time
+  measured there (``fibfl_seeds`` of ``benchmarks/results_h200.json``)."""
+  from fedfrac_lab.reproduce.doc_blocks import FIRMA_JSON
+  digits = common.load_results_json(FIRMA_JSON)
+  cells = sum(len(digits[mode]) for mode in ("paper", "reference_code"))
+  compiles = sum(t["compiles"] for t in digits["timings"].values())
+  rounds = _module(FIRMA_CONFIG).firma_config().rounds
+  m = common.load_results_json(GPU_JSON)["accelerator"]["fibfl_seeds"]["result"]
+  seconds = cells * rounds * m["many_seeds_round_s"] + compiles * m["compile_many_s"]
+  return seconds, (
+      f"≈ {_hours(seconds)}: {cells} cells × {rounds} rounds × "
+      f"{m['many_seeds_round_s']:.3f} s, the round of {m['workload'].split(') ', 1)[-1]} with "
+      f"{m['seeds']} seeds vmapped on the {m['device']}, + {compiles} compiles "
+      f"(`{FIRMA_JSON}`) × its {m['compile_many_s']:.1f} s compile (`{GPU_JSON}`)")
+
+
+@block("firma_digits_gpu", R, FIRMA_CONFIG, GPU_JSON, "results/firma_digits.json",
+       inline=True)
+def firma_digits_gpu_block():
+  return f"≈ {_hours(firma_digits_gpu()[0])} (estimate, inputs below the table)"

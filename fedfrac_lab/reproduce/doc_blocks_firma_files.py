@@ -439,15 +439,12 @@ def firma_t13_fmnist():
   if missing:
     return f"Fashion-MNIST: not run ({listing(missing)} at Dir 0.1 lack a run)"
   rows = firma_tables.ablation_rows(cells, "Fashion-MNIST")
-  accs = ", ".join(f"{label.split(' ')[0]} {c.mean:.3f} vs {c.published.value:.3f} "
-                   f"({verdicts.verdict_text(c)})" for label, c, _ in rows[:3])
-  gains = ", ".join(f"{label.split(' ')[0]} {c.mean:+.1f} ± {c.std:.1f} vs "
-                    f"{c.published.value:.1f} ({c.verdict})" for label, c, _ in rows[3:])
+  accs = verdicts.tally_text(verdicts.tally(c.verdict for _, c, _ in rows[:3]))
+  gains = verdicts.tally_text(verdicts.tally(c.verdict for _, c, _ in rows[3:]))
   seeds = sorted({len(cells[("dir0.1", m)]["runs"]) for m in methods})
   return (f"Fashion-MNIST (`reference_code`, authors' inputs, "
-          f"{' or '.join(map(str, seeds))} seeds): {accs}; {gains} pp, gains paired by "
-          f"seed (`{FMNIST_MD}`, “{firma_files_table.TABLE13_TITLE}”); MNIST-60k and "
-          f"CIFAR-10: not run")
+          f"{' or '.join(map(str, seeds))} seeds): accuracies {accs}; gains {gains}; "
+          f"`{FMNIST_MD}`; MNIST-60k, CIFAR-10: not run")
 
 
 # ------------------------------------------------------------------ the shared-start variant

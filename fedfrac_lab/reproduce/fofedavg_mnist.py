@@ -575,8 +575,27 @@ def versus_fedavg(doc: dict) -> str:
           f"0.8953)")
 
 
+def t2_tally_text() -> str:
+  """"agrees 5 · differs 18 · …" of the Table II cells judged on MNIST ("" while
+  no run has finished)."""
+  doc = load("iid")
+  if not doc.get("cells"):
+    return ""
+  return verdicts.tally_text(verdicts.tally(x[3].verdict for x in iid_cells(doc)
+                                            if x[0] == "Table II"))
+
+
+def t4_tally_text() -> str:
+  """The same for the Table IV means judged on MNIST ("" while none has finished)."""
+  doc = load("alpha")
+  if not doc.get("cells"):
+    return ""
+  return verdicts.tally_text(verdicts.tally(c.verdict for _, _, col, c, _, _
+                                            in alpha_cells(doc) if col == "mean"))
+
+
 def t2_text() -> str:
-  """The MNIST part of REPRODUCTION.md's Table II cell (one line)."""
+  """The MNIST part of REPRODUCTION.md's Table II notes (one paragraph)."""
   doc = load("iid")
   if not doc.get("cells"):
     return f"MNIST: no run of `{SPEC}:iid` has finished yet (`{MD}`)"
@@ -586,14 +605,13 @@ def t2_text() -> str:
   listed = ", ".join(f"{row} {c.mean:.4f} ± {c.std:.4f} (published "
                      f"{c.published.value:.4f}: {verdicts.verdict_text(c)})"
                      for row, c in means)
-  tally = verdicts.tally(x[3].verdict for x in cells if x[0] == "Table II")
   pending = pending_names("iid")
   rounds = next(iter(doc["cells"].values()))["rounds"]
   return (f"MNIST ({_short_setting(doc)}): {len(doc['cells'])} of the "
           f"{len(labels('iid'))} methods run here have finished. Mean test accuracy over "
           f"the {rounds} rounds of a run, over the seeds: {listed}"
           + (f"; {versus_fedavg(doc)}" if versus_fedavg(doc) else "") + ". Table II cells: "
-          + verdicts.tally_text(tally)
+          + t2_tally_text()
           + (f"; not finished yet: {', '.join(pending)}" if pending else "")
           + "; SparseSecAgg refused at C = 0.2 (its masks cancel only when every client "
             "uploads)")

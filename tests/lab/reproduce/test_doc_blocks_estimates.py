@@ -35,20 +35,65 @@ def test_a_gpu_figure_names_the_cohort_it_was_measured_at():
   assert "cohort 10" in text and "this run's cohort of 2 was not measured" in text
 
 
-def test_firma_gpu_estimates_follow_from_their_inputs():
-  """Tables 7–8: 10 clients × ⌈6,000/64⌉ = 94 steps × E_e 20 = 18,800 client-steps
-  a round; × 30 rounds × 7 scenarios × 6 methods × 2 modes × 3 seeds at 45,000/s
-  is 3,158 s ≈ 53 min (5 seeds would be ≈ 88 min). Tables 5–6: 15,800 a round,
-  at 5 seeds and 20,000/s ≈ 2.8 h."""
-  from fedfrac_lab.reproduce import doc_blocks_estimates as est
-  per_round, seconds = est.firma_gpu_estimate(est.FirmaRun(6_000, 3, 45_000))
-  assert per_round == 18_800
-  assert seconds == pytest.approx(18_800 * 30 * 7 * 6 * 2 * 3 / 45_000)
-  assert round(seconds / 60) == 53
-  five = est.firma_gpu_estimate(est.FirmaRun(6_000, 5, 45_000))[1]
-  assert round(five / 60) == 88
-  per_round, seconds = est.firma_gpu_estimate(est.FIRMA_RUNS["t56"])
-  assert per_round == 15_800 and round(seconds / 3600, 1) == 2.8
-  assert est.firma_t78_gpu().startswith("≈ 53 min")
-  assert est.firma_t56_gpu().startswith("≈ 2.8 h")
-  assert "18,800 client-steps/round" in est.firma_gpu_text("t78")
+# The passes over its data a client makes a round, per FIRMA method, as
+# configs/firma/digits.py sets them: local_epochs 5 (FedAvg, RDFL), head 2 +
+# extractor 2 (FedRep), head 1 + extractor 20 (FibFL, FibFL+, FibFL++).
+FIRMA_EPOCHS = {"fedavg": 5, "rdfl": 5, "fedrep": 4, "fibfl": 21, "fibfl_plus": 21,
+                "fibfl_pp": 21}
+
+
+def test_firma_method_epochs_are_the_configs():
+  assert est.firma_method_epochs() == FIRMA_EPOCHS
+
+
+def test_firma_real_data_gpu_estimates_are_client_steps_over_the_windows_rate():
+  """Tables 7–8 and 9–10: 10 clients × ⌈6,000/64⌉ = 94 batches × 77 epochs over the
+  six methods = 72,380 client-steps a round; × 30 rounds × 7 scenarios × 2 modes ×
+  3 seeds, divided by Σ client-steps ÷ Σ wall seconds of the Fashion-MNIST cells the
+  H200 windows ran, each read here from its item file."""
+  from fedfrac_lab.reproduce import common
+  per_round, steps = est.firma_command_steps("t78")
+  assert per_round == 10 * 94 * 77 == 72_380
+  assert steps == 72_380 * 30 * 7 * 2 * 3
+  files = est.firma_window_files()
+  assert files and all(f.startswith("results/campaign/firma_fashion_mnist/") for f in files)
+  seconds, measured = 0.0, 0
+  for f in files:
+    run = common.load_results_json(f)["campaign"]
+    assert run["device"] == "NVIDIA H200"
+    seconds += run["seconds"]
+    # every item a whole cell: its 3 seeds × 30 rounds
+    measured += 10 * 94 * FIRMA_EPOCHS[run["spec"]["method"]] * 30 * 3
+  w = est.firma_window_rate()
+  assert (w.cells, w.steps) == (len(files), measured)
+  assert w.seconds == pytest.approx(seconds)
+  expected = steps / (measured / seconds)
+  assert est.firma_gpu_seconds("t78") == pytest.approx(expected)
+  assert est.firma_gpu_seconds("t910") == pytest.approx(expected)
+  shown = f"≈ {expected / 60:,.0f} min"
+  assert est.firma_t78_gpu().startswith(shown) and est.firma_t910_gpu().startswith(shown)
+  text = est.firma_gpu_text("t78")
+  assert f"{steps:,} client-steps" in text and f"{measured / seconds:,.0f} client-steps/s" in text
+  assert f"the {len(files)} Fashion-MNIST cells measured on the NVIDIA H200" in text
+
+
+def test_firma_cifar10_gets_no_gpu_figure_without_a_measured_rate():
+  assert est.firma_gpu_seconds("t56") is None
+  assert "≈" not in est.firma_t56_gpu()
+  text = est.firma_gpu_text("t56")
+  assert "no GPU figure" in text and "≈" not in text
+  assert f"{10 * 79 * 77 * 30 * 7 * 2 * 5:,} client-steps" in text     # 5 seeds
+
+
+def test_firma_digits_gpu_estimate_is_rounds_and_compiles_measured_on_the_gpu():
+  from fedfrac_lab.reproduce import common
+  digits = common.load_results_json("results/firma_digits.json")
+  cells = len(digits["paper"]) + len(digits["reference_code"])
+  compiles = sum(t["compiles"] for t in digits["timings"].values())
+  m = common.load_results_json(est.GPU_JSON)["accelerator"]["fibfl_seeds"]["result"]
+  assert cells == 84
+  seconds, text = est.firma_digits_gpu()
+  assert seconds == pytest.approx(cells * 10 * m["many_seeds_round_s"]
+                                  + compiles * m["compile_many_s"])
+  assert f"{cells} cells × 10 rounds" in text and f"+ {compiles} compiles" in text
+  assert est.firma_digits_gpu_block().startswith(f"≈ {seconds / 60:,.0f} min")

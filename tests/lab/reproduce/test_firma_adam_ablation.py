@@ -81,3 +81,17 @@ def test_the_committed_file_names_the_commands_that_remake_it():
         faa.ROUNDS, faa.DATA)
     assert len(run["curve"]) == faa.ROUNDS == len(run["live_units"])
   assert PAPERS["firma_adam_ablation"] is faa
+
+
+def test_the_firma_page_renders_the_ablation_from_its_file():
+  """The FIRMA guide page quotes the ablation through its generated block, the
+  same account design.md §3.3 renders, every accuracy read from the file."""
+  from fedfrac_lab.reproduce import doc_blocks_design_runs as runs_doc
+  text = runs_doc.firma_page_adam_ablation()
+  runs = runs_doc.ablation_runs()
+  escaped = [r["curve"][-1] for r in runs["keep"].values() if r["curve"][-1] > 0.2]
+  assert escaped and all(f"{a:.3f}" in text for a in escaped)
+  assert "``keep``" in text and "replay" not in text       # reST, and no file it lacks
+  with open(os.path.join(ROOT, runs_doc.FIRMA_PAGE), encoding="utf-8") as f:
+    page = " ".join(f.read().split())
+  assert " ".join(text.split()) in page
