@@ -13,6 +13,17 @@ with P the broadcast payload's bytes, U its message's bytes (both from the
 message shapes, :mod:`fedfrac.sim.communication`) and τ_k its local steps. A
 synchronous round lasts as long as its slowest participant's (1); the buffered
 asynchronous server (:mod:`fedfrac.sim.asynchronous`) orders arrivals by (1).
+
+A synchronous round may have a deadline T (``clock.deadline``, time units; inf:
+none): a sampled client whose (1), less the round's start, exceeds T is
+dropped (it trains nothing and sends nothing: masked, the cohort's shapes stay
+static), and the round lasts
+
+  min(T, max_k (1)_k)                                                      (2)
+
+over the sampled clients: the server closes the round at T unless everyone
+arrived before. A round whose every client missed T keeps the server and
+client states.
 Time starts at 0; a run reports ``clock/time`` (the time at the end of each
 server step) and ``clock/step_time`` per step.
 """
@@ -29,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedfrac.ops import system as system_lib
-from fedfrac.sim.stages import Cohort, Stage
+from fedfrac.sim.stages import Cohort, Stage, keep_unless_uploaded
 
 DISTRIBUTIONS = ("constant", "lognormal")
 SERVERS = ("sync", "fedbuff", "fedasync")
@@ -54,6 +65,8 @@ class ClockConfig:
       :mod:`fedfrac.algorithms.fedasync`).
     options: the server's built :class:`fedfrac.algorithms.asynchronous.AsyncServer`
       (``None`` for ``sync``).
+    deadline: a ``sync`` round's deadline T in time units (``inf``: none):
+      clients arriving later are dropped (eq. (2) of the module docstring).
   """
   speed: str = "constant"
   speed_mean: float = 1.0
@@ -64,6 +77,7 @@ class ClockConfig:
   trace: Optional[tuple] = None
   server: str = "sync"
   options: Optional[object] = None
+  deadline: float = math.inf
 
   @property
   def asynchronous(self) -> bool:
@@ -90,6 +104,15 @@ def check_clock(clock: ClockConfig, prefix: str = "clock.") -> ClockConfig:
   if clock.server not in SERVERS:
     raise ValueError(f"{prefix}server={clock.server!r}: allowed values are "
                      f"{', '.join(SERVERS)}")
+  deadline = clock.deadline
+  if not (isinstance(deadline, (int, float)) and not isinstance(deadline, bool)
+          and deadline > 0 and not math.isnan(deadline)):
+    raise ValueError(f"{prefix}deadline={deadline!r}: must be a number > 0 in time "
+                     "units (inf: no deadline)")
+  if clock.asynchronous and math.isfinite(deadline):
+    raise ValueError(f"{prefix}deadline={deadline!r}: a deadline closes a synchronous "
+                     f"round; only with {prefix}server='sync' (server is "
+                     f"{clock.server!r}), else leave it at inf")
   return clock
 
 
@@ -171,24 +194,43 @@ def cost_table(clock: ClockConfig, num_clients: int, steps, payload_bytes: int,
 
 
 class SyncClock(Stage):
-  """A synchronous round on the clock: it lasts as long as its slowest
-  uploading client's eq. (1) (every sampled client starts at the round's start)."""
+  """A synchronous round on the clock: every sampled client starts at the
+  round's start and the round lasts as long as its slowest uploading client's
+  eq. (1); with a finite ``clock.deadline`` T, clients whose eq. (1) exceeds T
+  are dropped before they train and the round lasts eq. (2)."""
   NAME = "clock"
 
   def __init__(self, clock: ClockConfig, payload_bytes: int, message_bytes: int):
     self.clock = clock
     self.payload_bytes = payload_bytes
     self.message_bytes = message_bytes
+    self.deadline = math.isfinite(clock.deadline)
 
   def cohort(self, cohort: Cohort, arrays, state) -> Cohort:
     rates = client_rates(self.clock, state.key, arrays["num_steps"].shape[0])
-    return cohort.with_value(self.NAME, durations(rates, cohort.ids, cohort.num_steps,
-                                                  self.payload_bytes,
-                                                  self.message_bytes))
+    took = durations(rates, cohort.ids, cohort.num_steps, self.payload_bytes,
+                     self.message_bytes)                                  # [S]
+    if not self.deadline:
+      return cohort.with_value(self.NAME, took)
+    on_time = took <= jnp.float32(self.clock.deadline)
+    sampled = cohort.mask
+    return cohort._replace(mask=sampled & on_time,
+                           num_steps=jnp.where(on_time, cohort.num_steps, 0)
+                           ).with_value(self.NAME, (took, sampled))
+
+  def server(self, new, old, cohort: Cohort):
+    # Every client missed the deadline: nothing arrived, the states stay.
+    return keep_unless_uploaded(new, old, cohort.mask) if self.deadline else new
 
   def metrics(self, cohort: Cohort) -> dict:
-    took = jnp.where(cohort.mask, cohort.value(self.NAME), 0.0)
-    return {"clock/step_time": jnp.max(took)}
+    if not self.deadline:
+      took = jnp.where(cohort.mask, cohort.value(self.NAME), 0.0)
+      return {"clock/step_time": jnp.max(took)}
+    took, sampled = cohort.value(self.NAME)
+    closed = jnp.minimum(jnp.where(sampled, took, 0.0),
+                         jnp.float32(self.clock.deadline))                # eq. (2)
+    return {"clock/step_time": jnp.max(closed),
+            "clock/dropped": jnp.sum(sampled & ~cohort.mask).astype(jnp.float32)}
 
 
 def advance(state, metrics):

@@ -16,6 +16,7 @@ churn and sampling (:mod:`fedfrac.sim.churn`), Byzantine clients
 from __future__ import annotations
 
 import functools
+import math
 import time
 from typing import Optional
 
@@ -144,6 +145,10 @@ class Simulation:
       raise ValueError("clock: engine.shard_client_state=True is not supported with "
                        "a simulated clock; set it to False")
     if not clock.asynchronous:
+      if math.isfinite(clock.deadline) and config.system is not None:
+        raise ValueError(f"clock.deadline={clock.deadline!r}: a round has one deadline; "
+                         "leave system.deadline / system.policy / system.speed at their "
+                         "defaults (the clock's deadline uses the clock's speeds)")
       return
     server = clock.options
     others = {"churn (config.churn)": config.availability,

@@ -75,7 +75,8 @@ def _validate_clock_section(config, cc, method) -> None:
     clock_lib.check_clock(clock_lib.ClockConfig(
         speed=cc.speed, speed_mean=cc.speed_mean, speed_spread=cc.speed_spread,
         bandwidth=cc.bandwidth, bandwidth_mean=cc.bandwidth_mean,
-        bandwidth_spread=cc.bandwidth_spread, server=server))
+        bandwidth_spread=cc.bandwidth_spread, server=server,
+        deadline=cc.get("deadline", float("inf"))))
     if server != "sync":
       algorithms.async_server(server, dict(cc.get("options", {}) or {}), method)
     if cc.get("trace", ""):
