@@ -43,7 +43,8 @@ from fedfrac.ops import system as system_lib
 from fedfrac.sim.stages import Cohort, Stage, keep_unless_uploaded
 
 DISTRIBUTIONS = ("constant", "lognormal")
-SERVERS = ("sync", "fedbuff", "fedasync")
+ASYNCHRONOUS_SERVERS = ("fedbuff", "fedasync")   # servers that read clock.options
+SERVERS = ("sync",) + ASYNCHRONOUS_SERVERS
 TRACE_COLUMNS = ("client", "speed", "bandwidth")
 CLOCK_TAG = 0x7FFFFFE0     # folded into the root key for speeds and bandwidths
 

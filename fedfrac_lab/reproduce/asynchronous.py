@@ -19,6 +19,7 @@ import csv
 import json
 import os
 
+from fedfrac.sim.clock import ASYNCHRONOUS_SERVERS
 from fedfrac_lab.reproduce import common
 
 OUT_MD = "results/async_fashion_mnist_cpu.md"
@@ -42,9 +43,6 @@ def read_curves(workdir):
 def time_to(curve, target):
   """The simulated time of the first evaluation at or above ``target`` (None: never)."""
   return next((t for _, t, a in curve if a >= target), None)
-
-
-ASYNCHRONOUS_SERVERS = ("fedbuff", "fedasync")
 
 
 def method_clocks(config) -> dict:

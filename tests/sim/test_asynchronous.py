@@ -254,6 +254,13 @@ def test_bad_trace_header_is_refused(tmp_path):
     ("clock.server", "fedsync", "config.clock.server='fedsync': allowed values"),
     ("methods.fedavg.name", "scaffold",
      "config.clock.server='fedbuff': method name='scaffold' cannot run asynchronously"),
+    # Options only an asynchronous server reads (a sweep axis over them would
+    # change nothing): the shared ones no method reads, a method's own under sync.
+    ("clock.server", "sync", "config.clock.options.buffer_size=2: no method reads it"),
+    ("methods.fedavg.clock", {"server": "sync", "options": {"concurrency": 4}},
+     "config.methods.fedavg.clock.options.concurrency=4: only an asynchronous server "
+     r"\(fedbuff, fedasync\) reads clock.options, and method 'fedavg' runs with "
+     "clock.server='sync'"),
 ])
 def test_bad_clock_config_is_one_line_before_compute(key, value, match):
   c = _async_config(**{key: value})
