@@ -87,8 +87,9 @@ CLOCK = Section("clock", "The simulated clock (fedfrac.sim.clock; the guide's "
     Field("bandwidth_mean", float("inf"), "bytes per time unit (inf: communication "
           "takes no time)"),
     Field("bandwidth_spread", 0.0, "lognormal spread of the bandwidths"),
-    Field("trace", "", "a CSV file client,speed,bandwidth (one row per client) "
-          "instead of the distributions"),
+    Field("trace", "", "a CSV file client,speed,bandwidth (one row per client; an "
+          "optional fourth column windows, e.g. 0-100;250-inf: when the client can "
+          "start training, read by fedbuff / fedasync) instead of the distributions"),
     Field("deadline", float("inf"), "server='sync' only: T per round in time units "
           "(inf = none); a sampled client arriving after T is dropped and the round "
           "lasts min(T, its slowest client)", POSITIVE_OR_INF),

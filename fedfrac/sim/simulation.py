@@ -144,6 +144,10 @@ class Simulation:
     if config.shard_client_state:
       raise ValueError("clock: engine.shard_client_state=True is not supported with "
                        "a simulated clock; set it to False")
+    windows = clock.trace is not None and clock.trace.windows is not None
+    if windows and not clock.asynchronous:
+      raise ValueError("clock.trace: its windows column is read by the asynchronous "
+                       "servers (fedbuff, fedasync) only; clock.server is 'sync'")
     if not clock.asynchronous:
       if math.isfinite(clock.deadline) and config.system is not None:
         raise ValueError(f"clock.deadline={clock.deadline!r}: a round has one deadline; "
@@ -164,6 +168,12 @@ class Simulation:
     if server.concurrency > self.num_clients:
       raise ValueError(f"clock.options.concurrency={server.concurrency}: must be <= "
                        f"the number of clients {self.num_clients}")
+    unbounded = clock_lib.always_available(clock.trace)
+    if windows and unbounded < server.concurrency:
+      raise ValueError(f"clock.trace: {unbounded} clients have a last window that never "
+                       f"ends (END inf); the server keeps clock.options.concurrency="
+                       f"{server.concurrency} training at every time, so it needs at "
+                       f"least that many")
 
   # ------------------------------------------------------------------ state
   def init(self, seed, data: Optional[FederatedData] = None) -> SimState:
