@@ -72,8 +72,11 @@ class Simulation:
     self.parallelism = execution.resolve_parallelism(config.client_parallelism, model)
     precision_lib.check_matmul_precision(config.matmul_precision)
     host = data_arrays(data, training)
+    shard_clients = config.shard_clients
+    if config.clock is not None and config.clock.asynchronous and shard_clients == "auto":
+      shard_clients = False     # the asynchronous server runs on one device
     self.placement = placement_lib.choose_placement(
-        config.shard_clients, config.shard_client_state, host, config.device_invariant,
+        shard_clients, config.shard_client_state, host, config.device_invariant,
         self.parallelism)
     self.step_buckets = execution.choose_step_buckets(
         config.step_buckets, self.parallelism, training, self.num_steps,
@@ -163,8 +166,9 @@ class Simulation:
         raise ValueError(f"clock.server={clock.server!r}: {what} is not supported by "
                          f"the asynchronous server; leave it at its default")
     if self.num_shards > 1:
-      raise ValueError(f"clock.server={clock.server!r}: runs on one device; set "
-                       f"engine.shard_clients=False")
+      raise ValueError(f"clock.server={clock.server!r}: runs on one device (its "
+                       f"server step is not sharded over devices); set "
+                       f"engine.shard_clients=False or auto")
     if server.concurrency > self.num_clients:
       raise ValueError(f"clock.options.concurrency={server.concurrency}: must be <= "
                        f"the number of clients {self.num_clients}")

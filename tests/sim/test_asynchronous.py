@@ -385,3 +385,43 @@ def test_fofedavg_clients_keep_their_state_under_fedbuff():
   np.testing.assert_array_equal(np.flatnonzero(state.clients["has_participated"]), arrived)
   assert np.all(np.isfinite(metrics["train_loss"]))
 
+
+def test_worker_processes_give_an_asynchronous_run_the_same_bits():
+  from tests.sim.test_determinism import fingerprints
+  alone = ff.run(_async_config(seeds=(0, 1)), progress=False)
+  in_workers = ff.run(_async_config(seeds=(0, 1), workers=2), progress=False)
+  assert fingerprints(in_workers) == fingerprints(alone)
+  assert any(r["async/staleness_max"] > 0 for r in alone.records[0].round_rows)
+
+
+# On 2 XLA host devices: the asynchronous server stays on one device, so
+# shard_clients=auto (with or without device_invariant) gives one device's
+# bits, and shard_clients=True is refused in one line.
+TWO_DEVICES = r"""
+import json
+import jax
+import fedfrac as ff
+from tests.sim.test_asynchronous import _async_config
+from tests.sim.test_determinism import fingerprints
+assert jax.device_count() == 2
+out = {}
+for name, engine in (("auto", {}), ("invariant", {"engine.device_invariant": True})):
+  out[name] = fingerprints(ff.run(_async_config(seeds=(0, 1), **engine), progress=False))
+try:
+  ff.run(_async_config(**{"engine.shard_clients": True}), progress=False).raise_failed()
+  out["sharded"] = "ran"
+except ValueError as e:
+  out["sharded"] = str(e)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_on_two_devices_an_asynchronous_run_stays_on_one_with_its_bits():
+  from tests.sim.test_determinism import fingerprints
+  got = helpers.run_on_two_cpu_devices(TWO_DEVICES)
+  want = fingerprints(ff.run(_async_config(seeds=(0, 1)), progress=False))
+  assert got["auto"] == want and got["invariant"] == want
+  assert got["sharded"] == ("config.methods.fedavg: clock.server='fedbuff': runs on "
+                            "one device (its server "
+                            "step is not sharded over devices); set "
+                            "engine.shard_clients=False or auto")
