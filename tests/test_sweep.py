@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from fedfrac import sweep as sweep_module
@@ -350,3 +351,58 @@ def test_a_ctrl_c_while_the_sweep_starts_is_one_line_not_a_traceback(monkeypatch
   assert capsys.readouterr().err == (
       "interrupted (SIGINT); the points finished are kept in the point directory: rerun "
       "the same command to run the rest\n")
+
+
+def test_a_sweep_addresses_the_asynchronous_servers_options(sweep):
+  # A method's own clock.options replace the shared ones whole, so the study's
+  # FedBuff options are swept as methods.fedbuff.clock.options.<key>; the speed
+  # spread is the shared clock's. Each point's engine clock says what was swept.
+  from fedfrac.runner import factories
+  base = sweep.load_config(os.path.join(ROOT, "configs", "async", "fashion_mnist.py"))
+  axes = [("methods.fedbuff.clock.options.buffer_size", [5, 10]),
+          ("methods.fedbuff.clock.options.staleness", ["constant", "hinge"]),
+          ("clock.speed_spread", [0.5, 1.5])]
+  points = [p for p in sweep.expand(base, axes, [0]) if p["label"] == "fedbuff"]
+  assert len(points) == 8
+  for p in points:
+    clock = factories.clock_config(p["config"], "fedbuff")
+    assert clock.options.buffer_size == p["axes"][axes[0][0]]
+    assert clock.speed_spread == p["axes"]["clock.speed_spread"]
+    # The message of a 5-steps-stale delta of ones is s(5): constant 1, hinge
+    # (a = 0.5, b = 4 by default) 1 / (0.5·(5 − 4) + 1).
+    weight = clock.options.messages({"w": np.ones((1, 1), np.float32)}, None, None,
+                                    np.array([5]))["w"][0, 0]
+    want = 1.0 if p["axes"][axes[1][0]] == "constant" else 1 / 1.5
+    np.testing.assert_allclose(weight, want, rtol=1e-6)
+
+
+def test_a_sweep_over_options_no_method_reads_is_one_line(sweep):
+  base = sweep.load_config(os.path.join(ROOT, "configs", "async", "fashion_mnist.py"))
+  with pytest.raises(ConfigError, match=r"^sweep point clock.options.buffer_size=5: "
+                     r"config.clock.options.buffer_size=5: no method reads it") as e:
+    sweep.expand(base, [("clock.options.buffer_size", [5, 10])], [0])
+  assert "\n" not in str(e.value)
+
+
+TINY_ASYNC = """
+from fedfrac.config import base_config
+
+def get_config():
+  c = base_config()
+  c.data.source, c.data.num_clients = "sklearn_digits", 4
+  c.model.hidden, c.rounds, c.eval_every, c.seeds = (8,), 2, 1, (0,)
+  c.clock.server, c.clock.speed, c.clock.speed_spread = "fedbuff", "lognormal", 1.0
+  c.clock.options = dict(concurrency=4, max_staleness=10)
+  return c
+"""
+
+
+def test_a_sweep_over_buffer_size_runs_each_point(sweep, tmp_path):
+  (tmp_path / "tiny_async.py").write_text(TINY_ASYNC)
+  points = sweep.main([
+      f"--config={tmp_path / 'tiny_async.py'}", "--sweep=clock.options.buffer_size=2,4",
+      "--workers=1", "--no_progress", f"--out={tmp_path / 't.md'}"])
+  assert [p for p, _ in points] == [{"clock.options.buffer_size": 2},
+                                    {"clock.options.buffer_size": 4}]
+  acc = [s["fedavg"]["accuracy"]["mean"] for _, s in points]
+  assert acc[0] != acc[1]

@@ -146,7 +146,8 @@ def clock_config(config, label=None, num_clients=None):
   return clock_lib.check_clock(clock_lib.ClockConfig(
       speed=cc.speed, speed_mean=cc.speed_mean, speed_spread=cc.speed_spread,
       bandwidth=cc.bandwidth, bandwidth_mean=cc.bandwidth_mean,
-      bandwidth_spread=cc.bandwidth_spread, trace=trace, server=server, options=options))
+      bandwidth_spread=cc.bandwidth_spread, trace=trace, server=server, options=options,
+      deadline=float(cc.get("deadline", math.inf))))
 
 
 # engine.* keys that are not EngineConfig fields: the local training's loop

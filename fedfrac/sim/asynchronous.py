@@ -21,7 +21,9 @@ Server step s (the time of the clock jumps to the K-th earliest arrival):
    the ring;
 4. dispatch K new clients at the current time with the new model: sampled as
    a synchronous round s + 1 samples its cohort (same key), from the clients
-   not in flight; each arrives after eq. (1) of :mod:`fedfrac.sim.clock`.
+   not in flight (with availability windows: that have a window still to
+   come); each starts at once or at its next window (eq. (3) of
+   :mod:`fedfrac.sim.clock`) and arrives after eq. (1).
 
 The initial state dispatches M clients at time 0 from version 0 (sampled as
 round 0's cohort). With every client equally fast and M = K = the cohort, step
@@ -95,16 +97,31 @@ def _round_key(root, step, tag):
 
 
 def _dispatch_times(plan: AsyncPlan, arrays, root, ids, now):
+  """``[S]`` arrival times of clients ``ids`` dispatched at ``now``: each starts
+  at ``now`` or, with availability windows, at its next window (eq. (3) of
+  :mod:`fedfrac.sim.clock`), then takes eq. (1)."""
   rates = clock_lib.client_rates(plan.clock, root, arrays["num_steps"].shape[0])
-  return now + clock_lib.durations(rates, ids, arrays["num_steps"][ids],
-                                   plan.payload_bytes, plan.message_bytes)
+  windows = clock_lib.window_arrays(plan.clock)
+  start = now if windows is None else clock_lib.start_times(windows, ids, now)
+  return start + clock_lib.durations(rates, ids, arrays["num_steps"][ids],
+                                     plan.payload_bytes, plan.message_bytes)
+
+
+def _can_start(plan: AsyncPlan, num_clients: int, now):
+  """``[K]`` bool: clients with a window still to come at ``now`` (all of them
+  without windows); only these are sampled."""
+  windows = clock_lib.window_arrays(plan.clock)
+  if windows is None:
+    return jnp.ones((num_clients,), bool)
+  return clock_lib.start_times(windows, jnp.arange(num_clients), now) < jnp.inf
 
 
 def init_state(plan: AsyncPlan, algorithm, arrays, state: SimState) -> AsyncState:
   """M clients dispatched at time 0 from version 0 (sampled as round 0's cohort)."""
   server = plan.server
   m, r = server.concurrency, server.max_staleness + 1
-  ids, _ = churn.sample_cohort(_round_key(state.key, 0, SAMPLE), state.available, m)
+  ids, _ = churn.sample_cohort(_round_key(state.key, 0, SAMPLE), state.available
+                               & _can_start(plan, state.available.shape[0], 0.0), m)
   payload = algorithm.broadcast(state.server)
   ring = jax.tree.map(lambda x: jnp.broadcast_to(x, (r,) + jnp.shape(x)), payload)
   zero = jnp.zeros((), jnp.int32)
@@ -169,7 +186,8 @@ def server_step(plan: AsyncPlan, algorithm, arrays, state: SimState):
                       algorithm.broadcast(update.server))
   # 4. K new clients, sampled as synchronous round s + 1 samples its cohort
   busy = jnp.zeros_like(state.available).at[a.ids].set(in_flight)
-  new_ids, _ = churn.sample_cohort(_round_key(root, s + 1, SAMPLE), ~busy, k)
+  new_ids, _ = churn.sample_cohort(_round_key(root, s + 1, SAMPLE),
+                                   ~busy & _can_start(plan, busy.shape[0], now), k)
   nxt = AsyncState(a.ids.at[taken].set(new_ids), a.base.at[taken].set(version),
                    a.finish.at[taken].set(_dispatch_times(plan, arrays, root, new_ids,
                                                           now)),

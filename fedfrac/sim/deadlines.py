@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from fedfrac.ops import system as system_lib
-from fedfrac.sim.stages import Cohort, Stage
+from fedfrac.sim.stages import Cohort, Stage, keep_unless_uploaded
 from fedfrac.sim.state import SPEED_TAG, SimState
 
 
@@ -95,8 +95,7 @@ class Deadlines(Stage):
   def server(self, new, old, cohort: Cohort):
     # Nobody uploaded (e.g. every client missed the deadline): nothing to
     # aggregate, the round leaves the states as they were.
-    anyone = jnp.any(cohort.mask)
-    return jax.tree.map(lambda a, b: jnp.where(anyone, a, b), new, old)
+    return keep_unless_uploaded(new, old, cohort.mask)
 
   def metrics(self, cohort: Cohort) -> dict:
     return system_metrics(cohort.value(self.NAME))

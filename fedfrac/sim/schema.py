@@ -6,8 +6,13 @@ check is that rule (:class:`fedfrac.config_schema.Rule`). Rules that relate
 several keys are in :mod:`fedfrac.sim.validate`."""
 from __future__ import annotations
 
-from fedfrac.config_schema import BOOLEAN, Field, Rule, Section, integer, number, one_of
+from fedfrac._validation import is_num
+from fedfrac.config_schema import (BOOLEAN, Check, Field, Rule, Section, integer, number,
+                                   one_of)
 from fedfrac.sim import churn, clock, devices, execution, precision
+
+POSITIVE_OR_INF = Check(lambda v, node: v == float("inf") or (is_num(v) and v > 0),
+                        "must be a number > 0 (inf: none)")
 
 ENGINE = Section("engine", "How the engine runs a round; none of these changes which "
                  "steps train (vmap and map agree to float rounding and differ in the "
@@ -82,8 +87,12 @@ CLOCK = Section("clock", "The simulated clock (fedfrac.sim.clock; the guide's "
     Field("bandwidth_mean", float("inf"), "bytes per time unit (inf: communication "
           "takes no time)"),
     Field("bandwidth_spread", 0.0, "lognormal spread of the bandwidths"),
-    Field("trace", "", "a CSV file client,speed,bandwidth (one row per client) "
-          "instead of the distributions"),
+    Field("trace", "", "a CSV file client,speed,bandwidth (one row per client; an "
+          "optional fourth column windows, e.g. 0-100;250-inf: when the client can "
+          "start training, read by fedbuff / fedasync) instead of the distributions"),
+    Field("deadline", float("inf"), "server='sync' only: T per round in time units "
+          "(inf = none); a sampled client arriving after T is dropped and the round "
+          "lasts min(T, its slowest client)", POSITIVE_OR_INF),
     Section("options", "The asynchronous server's options (see --list), checked "
             "against its schema.", free=True),
 ])

@@ -16,6 +16,7 @@ churn and sampling (:mod:`fedfrac.sim.churn`), Byzantine clients
 from __future__ import annotations
 
 import functools
+import math
 import time
 from typing import Optional
 
@@ -71,8 +72,11 @@ class Simulation:
     self.parallelism = execution.resolve_parallelism(config.client_parallelism, model)
     precision_lib.check_matmul_precision(config.matmul_precision)
     host = data_arrays(data, training)
+    shard_clients = config.shard_clients
+    if config.clock is not None and config.clock.asynchronous and shard_clients == "auto":
+      shard_clients = False     # the asynchronous server runs on one device
     self.placement = placement_lib.choose_placement(
-        config.shard_clients, config.shard_client_state, host, config.device_invariant,
+        shard_clients, config.shard_client_state, host, config.device_invariant,
         self.parallelism)
     self.step_buckets = execution.choose_step_buckets(
         config.step_buckets, self.parallelism, training, self.num_steps,
@@ -143,7 +147,15 @@ class Simulation:
     if config.shard_client_state:
       raise ValueError("clock: engine.shard_client_state=True is not supported with "
                        "a simulated clock; set it to False")
+    windows = clock.trace is not None and clock.trace.windows is not None
+    if windows and not clock.asynchronous:
+      raise ValueError("clock.trace: its windows column is read by the asynchronous "
+                       "servers (fedbuff, fedasync) only; clock.server is 'sync'")
     if not clock.asynchronous:
+      if math.isfinite(clock.deadline) and config.system is not None:
+        raise ValueError(f"clock.deadline={clock.deadline!r}: a round has one deadline; "
+                         "leave system.deadline / system.policy / system.speed at their "
+                         "defaults (the clock's deadline uses the clock's speeds)")
       return
     server = clock.options
     others = {"churn (config.churn)": config.availability,
@@ -154,11 +166,18 @@ class Simulation:
         raise ValueError(f"clock.server={clock.server!r}: {what} is not supported by "
                          f"the asynchronous server; leave it at its default")
     if self.num_shards > 1:
-      raise ValueError(f"clock.server={clock.server!r}: runs on one device; set "
-                       f"engine.shard_clients=False")
+      raise ValueError(f"clock.server={clock.server!r}: runs on one device (its "
+                       f"server step is not sharded over devices); set "
+                       f"engine.shard_clients=False or auto")
     if server.concurrency > self.num_clients:
       raise ValueError(f"clock.options.concurrency={server.concurrency}: must be <= "
                        f"the number of clients {self.num_clients}")
+    unbounded = clock_lib.always_available(clock.trace)
+    if windows and unbounded < server.concurrency:
+      raise ValueError(f"clock.trace: {unbounded} clients have a last window that never "
+                       f"ends (END inf); the server keeps clock.options.concurrency="
+                       f"{server.concurrency} training at every time, so it needs at "
+                       f"least that many")
 
   # ------------------------------------------------------------------ state
   def init(self, seed, data: Optional[FederatedData] = None) -> SimState:

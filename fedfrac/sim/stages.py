@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional
 
 import jax
+import jax.numpy as jnp
 
 from fedfrac.algorithms.client_view import ClientView
 
@@ -153,6 +154,14 @@ class CohortHooks(Stage):
     if self.algorithm.cohort_metrics is None:
       return {}
     return self.algorithm.cohort_metrics(client_metrics, weights, mask)
+
+
+def keep_unless_uploaded(new, old, mask):
+  """``new`` (the round's states after ``aggregate``) if any client of the
+  ``[S]`` ``mask`` uploaded, else ``old``: a round nobody uploaded to (every
+  client missed its deadline) aggregates nothing and keeps its states."""
+  anyone = jnp.any(mask)
+  return jax.tree.map(lambda a, b: jnp.where(anyone, a, b), new, old)
 
 
 def algorithm_stages(algorithm) -> tuple:

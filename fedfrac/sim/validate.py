@@ -62,20 +62,50 @@ def validate_clock(config) -> None:
     cc = config_base.section_config(config, label, "clock")
     if config.methods[label].get("clock", None) is not None:
       CLOCK.check(cc, f"methods.{label}.clock", config)
-    _validate_clock_section(config, cc, config.methods[label].name)
+    _validate_clock_section(config, cc, label)
+  _check_options_are_read(config)
 
 
-def _validate_clock_section(config, cc, method) -> None:
+def _check_options_are_read(config) -> None:
+  """``clock.options`` only an asynchronous server reads: options no method
+  reads (a sweep axis over them would change nothing) are one line. A method's
+  own ``clock.options`` replace the shared ones whole."""
+  from fedfrac import config_base
+  from fedfrac.sim.clock import ASYNCHRONOUS_SERVERS as asynchronous
+  shared_read = False
+  for label in config.methods.keys():
+    own = (config.methods[label].get("clock", None) or {}).get("options", None)
+    server = config_base.section_config(config, label, "clock").get("server", "none")
+    if own and server not in asynchronous:
+      first = sorted(own)[0]
+      raise ConfigError(f"config.methods.{label}.clock.options.{first}={own[first]!r}: "
+                        f"only an asynchronous server (fedbuff, fedasync) reads "
+                        f"clock.options, and method {label!r} runs with "
+                        f"clock.server={server!r}")
+    shared_read |= own is None and server in asynchronous
+  shared = dict(config.clock.get("options", {}) or {})
+  if shared and not shared_read:
+    first = sorted(shared)[0]
+    raise ConfigError(f"config.clock.options.{first}={shared[first]!r}: no method reads "
+                      f"it: only an asynchronous server (fedbuff, fedasync) reads "
+                      f"clock.options, and each method runs with server none or sync or "
+                      f"has its own methods.<label>.clock.options (they replace the "
+                      f"shared ones whole; address those)")
+
+
+def _validate_clock_section(config, cc, label) -> None:
   from fedfrac import algorithms
   from fedfrac.sim import clock as clock_lib
-  if cc.get("server", "none") == "none":
+  server = cc.get("server", "none")   # its allowed values: fedfrac.sim.schema.CLOCK
+  if server == "none":
     return
-  server = cc.get("server")   # its allowed values: fedfrac.sim.schema.CLOCK
+  method = config.methods[label].name
   try:
     clock_lib.check_clock(clock_lib.ClockConfig(
         speed=cc.speed, speed_mean=cc.speed_mean, speed_spread=cc.speed_spread,
         bandwidth=cc.bandwidth, bandwidth_mean=cc.bandwidth_mean,
-        bandwidth_spread=cc.bandwidth_spread, server=server))
+        bandwidth_spread=cc.bandwidth_spread, server=server,
+        deadline=cc.get("deadline", float("inf"))))
     if server != "sync":
       algorithms.async_server(server, dict(cc.get("options", {}) or {}), method)
     if cc.get("trace", ""):

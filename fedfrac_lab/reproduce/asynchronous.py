@@ -7,7 +7,8 @@ finished workdir of
 
 into ``results/async_fashion_mnist_cpu.md`` (per method and seed: simulated time
 to the config's target accuracy, the final accuracy, and the summary across
-seeds) and ``results/async_fashion_mnist_cpu.png`` (accuracy against simulated
+seeds; for a method with a ``clock.deadline``, the clients a round dropped and
+how long its rounds lasted) and ``results/async_fashion_mnist_cpu.png`` (accuracy against simulated
 time and against server steps, every seed). Every number is read from the
 workdir's ``metrics.csv`` and ``summary.json``; nothing is run here.
 """
@@ -18,6 +19,7 @@ import csv
 import json
 import os
 
+from fedfrac.sim.clock import ASYNCHRONOUS_SERVERS
 from fedfrac_lab.reproduce import common
 
 OUT_MD = "results/async_fashion_mnist_cpu.md"
@@ -43,7 +45,62 @@ def time_to(curve, target):
   return next((t for _, t, a in curve if a >= target), None)
 
 
-def markdown(workdir, target, device) -> str:
+def method_clocks(config) -> dict:
+  """{method label: its clock settings} (the shared ``clock`` section with the
+  method's own ``clock`` overrides) from the workdir's ``config.json``."""
+  shared = config.get("clock") or {}
+  return {label: {**shared, **(entry.get("clock") or {})}
+          for label, entry in (config.get("methods") or {}).items()}
+
+
+def round_means(workdir, names) -> dict:
+  """{(method, seed): {name: mean over the run's rounds}} of the ``rounds.csv``
+  columns ``names`` (empty without the file or the columns)."""
+  path = os.path.join(workdir, "rounds.csv")
+  if not os.path.exists(path):
+    return {}
+  sums: dict = {}
+  with open(path) as f:
+    for row in csv.DictReader(f):
+      if not all(row.get(n) for n in names):
+        continue
+      entry = sums.setdefault((row["method"], int(row["seed"])), [0, [0.0] * len(names)])
+      entry[0] += 1
+      entry[1] = [t + float(row[n]) for t, n in zip(entry[1], names)]
+  return {k: {n: t / count for n, t in zip(names, totals)}
+          for k, (count, totals) in sums.items()}
+
+
+def deadline_lines(workdir, config, methods, base) -> list:
+  """Per method with a finite ``clock.deadline``: the clients a round dropped
+  and how long its rounds lasted, against ``base``'s, from ``rounds.csv``."""
+  clocks = method_clocks(config)
+  means = round_means(workdir, ("cohort", "clock/dropped", "clock/step_time"))
+  plain = round_means(workdir, ("clock/step_time",))
+  lines = []
+  for m in methods:
+    deadline = float(clocks.get(m, {}).get("deadline", float("inf")))
+    seeds = sorted(s for mm, s in means if mm == m)
+    if deadline == float("inf") or not seeds:
+      continue
+    dropped = [means[(m, s)]["clock/dropped"] for s in seeds]
+    sampled = [means[(m, s)]["cohort"] + means[(m, s)]["clock/dropped"] for s in seeds]
+    lasted = [means[(m, s)]["clock/step_time"] for s in seeds]
+    base_lasted = [plain[(base, s)]["clock/step_time"] for s in seeds
+                   if (base, s) in plain]
+    lines.append(
+        f"- {m} (`clock.deadline` = {deadline:g}): of the {sum(sampled) / len(seeds):.0f} "
+        f"clients sampled a round, {sum(dropped) / len(seeds):.2f} missed the deadline "
+        f"and sent nothing, on average (per seed {' / '.join(f'{d:.2f}' for d in dropped)}); "
+        f"a round lasted {sum(lasted) / len(seeds):.1f} time units on average"
+        + (f", {sum(base_lasted) / len(base_lasted):.1f} for {base} without a deadline."
+           if base_lasted else "."))
+  return lines
+
+
+def markdown(workdir, target, device, config=None) -> str:
+  config = config or {}
+  clocks = method_clocks(config)
   curves = read_curves(workdir)
   methods = list(dict.fromkeys(m for m, _ in curves))
   with open(os.path.join(workdir, "summary.md")) as f:
@@ -77,8 +134,15 @@ def markdown(workdir, target, device) -> str:
       pairs = [(time_to(curves[(m, s)], target), time_to(curves[(base, s)], target))
                for s in seeds]
       sooner = sum(a is not None and (b is None or a < b) for a, b in pairs)
+      paper = (clocks.get(m, {}).get("server") in ASYNCHRONOUS_SERVERS
+               and sooner == len(seeds))
       lines.append(f"- {m} reaches {target:.0%} sooner in {sooner} of {len(seeds)} seeds"
-                   f"{' (the same direction)' if sooner == len(seeds) else ''}.")
+                   f"{' (the same direction)' if paper else ''}.")
+    dropped = deadline_lines(workdir, config, methods, base)
+    if dropped:
+      lines += ["", "Synchronous rounds with a deadline on the clock (from `rounds.csv`; "
+                "the same clients are slow all run, since speeds are fixed per seed):"]
+      lines += dropped
   lines += ["", "## Summary (the run's own table)", "", summary, "",
             f"![accuracy against simulated time]({os.path.basename(OUT_PNG)})", ""]
   return "\n".join(lines)
@@ -123,9 +187,10 @@ def main(argv=None):
       raise SystemExit(f"--collect={args.collect}: no {name} there; run the study first "
                        f"({COMMAND})")
   with open(os.path.join(args.collect, "config.json")) as f:
-    target = float(json.load(f)["target_accuracy"])
+    config = json.load(f)
   with open(args.out, "w") as f:
-    f.write(markdown(args.collect, target, args.device))
+    f.write(markdown(args.collect, float(config["target_accuracy"]), args.device,
+                     config))
   figure(args.collect, os.path.join(os.path.dirname(args.out) or ".",
                                     os.path.basename(OUT_PNG)))
   print(f"wrote {args.out} and its figure")

@@ -1,6 +1,7 @@
-"""Generated doc blocks of Kuramoto-FedAvg and robust aggregation. Both runs keep
-no results JSON, so their committed markdown tables are the source (read with
-:func:`fedfrac_lab.reproduce.common.markdown_tables`). See :mod:`fedfrac_lab.reproduce.docs`."""
+"""Generated doc blocks of Kuramoto-FedAvg, robust aggregation and the
+asynchronous study. These runs keep no results JSON, so their committed markdown
+tables are the source (read with :func:`fedfrac_lab.reproduce.common.markdown_tables`).
+See :mod:`fedfrac_lab.reproduce.docs`."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,12 @@ from fedfrac_lab.reproduce.doc_registry import block
 
 KURAMOTO_MD = "results/kuramoto_digits.md"
 ROBUST_MD = ("results/robust_digits.md", "results/robust_digits_dirichlet.md")
+ASYNC_MD = "results/async_fashion_mnist_cpu.md"
+ASYNC_GUIDE = "docs/api/guide/asynchronous.md"
+ASYNC_NAMES = {"fedavg": "FedAvg", "fedavg_deadline": "FedAvg with the deadline",
+               "fedbuff": "FedBuff", "fedasync": "FedAsync"}
+DROPPED = re.compile(r"- (\w+) \(`clock.deadline` = [\d.]+\): of the (\d+) clients "
+                     r"sampled a round, ([\d.]+) missed the deadline")
 SETTING = re.compile(r"K = (\d+) clients, s = (\d+) shards per client")
 
 
@@ -152,3 +159,33 @@ def readme_robust():
           f"Under Dirichlet 0.5: {listed(skew)}; the claim "
           + (f"fails for {listing(failed)}" if failed else "holds") +
           (f", {listing(held)} keep{'s' if len(held) == 1 else ''} it." if failed else "."))
+
+
+@block("async_study_guide", ASYNC_GUIDE, ASYNC_MD, inline=True)
+def async_study_guide():
+  """Each method against synchronous FedAvg without a deadline, from the study's
+  per-seed table and summary (``fedfrac-reproduce asynchronous --collect``)."""
+  tables = common.markdown_tables(ASYNC_MD)
+  per_seed = next(rows for h, rows in tables if h.startswith("Simulated time to"))
+  summary = next(rows for h, rows in tables if h.startswith("Summary"))
+  seeds = [c for c in per_seed[0] if c.startswith("seed ")]
+  times = {r["method"]: [None if r[c] == "never" else float(r[c]) for c in seeds]
+           for r in per_seed}
+  final = {r["method"]: r["final accuracy"] for r in summary}
+  to_target = {r["method"]: r["time to target"] for r in summary}
+  with open(common.find_file(ASYNC_MD), encoding="utf-8") as f:
+    dropped = {m: (n, d) for m, n, d in DROPPED.findall(f.read())}
+  parts = []
+  for r in summary:
+    m = r["method"]
+    part = f"{ASYNC_NAMES.get(m, m)} {to_target[m]}, {final[m]}"
+    if m != "fedavg" and m in times:
+      sooner = sum(a is not None and (b is None or a < b)
+                   for a, b in zip(times[m], times["fedavg"]))
+      part += f", sooner than FedAvg in {sooner} of {len(seeds)} seeds"
+    if m in dropped:
+      part += (f", {dropped[m][1]} of the {dropped[m][0]} clients sampled a round "
+               "missing the deadline on average")
+    parts.append(part)
+  return ("time to 70 % (mean over the seeds that reached it) and final accuracy: "
+          + "; ".join(parts) + ".")

@@ -54,7 +54,9 @@ from fedfrac_lab.reproduce.doc_registry import (  # noqa: F401  (re-exported)
 PAGES = tuple(f"docs/api/guide/reproductions/{paper}.rst"
               for paper in ("fofedavg", "fo_ri_fedavg", "firma", "kuramoto"))
 GUIDE_REPRODUCING = "docs/api/guide/reproducing.md"
-DOCS = ("README.md", "REPRODUCTION.md", "docs/design.md", GUIDE_REPRODUCING) + PAGES
+GUIDE_ASYNCHRONOUS = "docs/api/guide/asynchronous.md"     # its study paragraph
+DOCS = ("README.md", "REPRODUCTION.md", "docs/design.md", GUIDE_REPRODUCING,
+        GUIDE_ASYNCHRONOUS) + PAGES
 # The docs whose every result figure must sit in a generated span (design.md
 # also reports measurements of its own, with their commands, between its spans).
 STRAY_CHECKED = ("README.md", "REPRODUCTION.md", GUIDE_REPRODUCING)

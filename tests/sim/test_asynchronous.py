@@ -4,6 +4,7 @@ event-driven reference loop, resume, and bad input."""
 from __future__ import annotations
 
 import heapq
+import math
 
 import jax
 import jax.numpy as jnp
@@ -90,15 +91,24 @@ def reference_async(sim, server, steps, seed=0):
   payload_bytes, message_bytes = sim.communication_bytes(state)
   steps_of = np.asarray(arrays["num_steps"])
   sizes = np.asarray(arrays["client_size"], np.float64)
+  trace = sim.config.clock.trace
+  windows = None if trace is None else trace.windows
+
+  def start(k, now):
+    """Now, or the start of client k's next availability window."""
+    if windows is None:
+      return now
+    return min((max(now, a) for a, b in windows[k] if b > now), default=math.inf)
 
   def arrival(k, now):
-    return float(np.float32(now) + np.float32(
+    return float(np.float32(start(k, now)) + np.float32(
         payload_bytes / bandwidths[k] + steps_of[k] / speeds[k]
         + message_bytes / bandwidths[k]))
 
-  def sample(step, busy, count):
+  def sample(step, busy, count, now):
     key = jax.random.fold_in(jax.random.fold_in(root, step), SAMPLE)
-    ids, _ = churn.sample_cohort(key, jnp.asarray(~busy), count)
+    can = np.array([start(k, now) < math.inf for k in range(n)])
+    ids, _ = churn.sample_cohort(key, jnp.asarray(~busy & can), count)
     return [int(i) for i in ids]
 
   params = [np.asarray(x, np.float64) for x in jax.tree.leaves(state.server["params"])]
@@ -106,14 +116,15 @@ def reference_async(sim, server, steps, seed=0):
   models = {0: params}          # version -> global model
   heap = []                     # (arrival time, client, base version, dispatch step)
   busy = np.zeros(n, bool)
-  for k in sample(0, busy, server.concurrency):
+  for k in sample(0, busy, server.concurrency, 0.0):
     heapq.heappush(heap, (arrival(k, 0.0), k, 0, 0))
     busy[k] = True
-  version, staleness = 0, []
+  version, staleness, times = 0, [], []
   kind = server.name
   for s in range(steps):
     arrived = [heapq.heappop(heap) for _ in range(server.buffer_size)]
     now = max(a[0] for a in arrived)
+    times.append(now)
     update = [np.zeros_like(p) for p in params]
     weights = np.array([sizes[a[1]] if server.weighting == "samples" else 1.0
                         for a in arrived])
@@ -145,10 +156,10 @@ def reference_async(sim, server, steps, seed=0):
     params = [p + u for p, u in zip(params, update)]
     version += 1
     models[version] = params
-    for k in sample(s + 1, busy, server.buffer_size):
+    for k in sample(s + 1, busy, server.buffer_size, now):
       heapq.heappush(heap, (arrival(k, now), k, version, s + 1))
       busy[k] = True
-  return params, staleness
+  return params, staleness, times
 
 
 OPTIONS = {
@@ -165,7 +176,7 @@ def test_compiled_server_equals_event_driven_reference_with_stale_updates(server
                  bandwidth_mean=2e4)
   sim = _sim(clock=clock, participation=1.0)
   steps = 6
-  want, staleness = reference_async(sim, clock.options, steps)
+  want, staleness, _ = reference_async(sim, clock.options, steps)
   assert max(staleness) > 0, "the case must apply stale updates"
   got, metrics = sim.run_chunk(sim.init(0), steps)
   np.testing.assert_array_equal(np.sort(np.asarray(metrics["clients/staleness"]).ravel()),
@@ -216,8 +227,68 @@ def _trace(tmp_path, rows, header="client,speed,bandwidth"):
 
 def test_a_trace_sets_speeds_and_bandwidths(tmp_path):
   path = _trace(tmp_path, [f"{k},{1 + k},{1e3 * (k + 1)}" for k in range(3)])
-  speeds, bandwidths = clock_lib.read_trace(path, 3)
-  assert speeds == (1.0, 2.0, 3.0) and bandwidths == (1e3, 2e3, 3e3)
+  trace = clock_lib.read_trace(path, 3)
+  assert trace.speeds == (1.0, 2.0, 3.0) and trace.bandwidths == (1e3, 2e3, 3e3)
+  assert trace.windows is None
+  path = _trace(tmp_path, ["0,1,inf,0-inf", "1,2,inf,5-8;20-inf", "2,1,inf, 0-3 ;12-40"],
+                header="client,speed,bandwidth,windows")
+  assert clock_lib.read_trace(path, 3).windows == (
+      ((0.0, math.inf),), ((5.0, 8.0), (20.0, math.inf)), ((0.0, 3.0), (12.0, 40.0)))
+
+
+# Six clients (SIZES: 1, 3, 5, 2, 2, 4 local steps); clients 1, 2, 4 and 5 wait
+# for windows, a few time units long, as arrivals are.
+WINDOWED = ["0,1.0,inf,0-inf", "1,3.0,inf,5-8;20-inf", "2,0.5,inf,0-3;12-inf",
+            "3,2.0,inf,0-inf", "4,1.5,inf,6-inf", "5,0.8,inf,0-1;2-inf"]
+
+
+@pytest.mark.parametrize("server", ["fedbuff", "fedasync"])
+def test_availability_windows_equal_the_event_driven_reference(tmp_path, server):
+  header = "client,speed,bandwidth,windows"
+  trace = clock_lib.read_trace(_trace(tmp_path, WINDOWED, header), len(SIZES))
+  clock = _clock(server, OPTIONS[server], trace=trace)
+  sim = _sim(clock=clock, participation=1.0)
+  steps = 8
+  want, staleness, times = reference_async(sim, clock.options, steps)
+  got, metrics = sim.run_chunk(sim.init(0), steps)
+  np.testing.assert_allclose(metrics["clock/time"], times, rtol=1e-6)
+  np.testing.assert_array_equal(np.sort(np.asarray(metrics["clients/staleness"]).ravel()),
+                                np.sort(staleness))
+  for g, w in zip(_leaves(got.server["params"]), want):
+    np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6)
+  # The windows matter: without them the same trace's clock runs otherwise.
+  free = clock_lib.Trace(trace.speeds, trace.bandwidths)
+  plain = _sim(clock=_clock(server, OPTIONS[server], trace=free), participation=1.0)
+  _, plain_metrics = plain.run_chunk(plain.init(0), steps)
+  assert not np.allclose(plain_metrics["clock/time"], metrics["clock/time"])
+
+
+@pytest.mark.parametrize("cell,match", [
+    ("50-10", "window '50-10' is reversed or empty: its end must be after its start"),
+    ("0-100;50-200", r"window '50-200' overlaps or precedes the window before it "
+     r"\(0-100\)"),
+    ("", "the client is never available"),
+    ("0-10;later", "window 'later': expected START-END"),
+])
+def test_bad_windows_are_one_line_naming_the_file_row_and_value(tmp_path, cell, match):
+  path = _trace(tmp_path, ["0,1,inf,0-inf", f"1,1,inf,{cell}"],
+                header="client,speed,bandwidth,windows")
+  with pytest.raises(ValueError, match=match) as e:
+    clock_lib.read_trace(path, 2)
+  assert str(e.value).startswith(f"clock.trace={path!r}: line 3: windows={cell!r} of "
+                                 "client 1: ") and "\n" not in str(e.value)
+
+
+def test_windows_need_enough_clients_that_stay_available(tmp_path):
+  rows = [f"{k},1,inf,0-inf" if k < 2 else f"{k},1,inf,0-50" for k in range(len(SIZES))]
+  trace = clock_lib.read_trace(_trace(tmp_path, rows, "client,speed,bandwidth,windows"),
+                               len(SIZES))
+  with pytest.raises(ValueError, match=r"clock.trace: 2 clients have a last window that "
+                     r"never ends .*concurrency=4 .*at least that many"):
+    _sim(clock=_clock("fedbuff", OPTIONS["fedbuff"], trace=trace), participation=1.0)
+  with pytest.raises(ValueError, match="its windows column is read by the asynchronous "
+                     "servers"):
+    _sim(clock=clock_lib.ClockConfig(server="sync", trace=trace))
 
 
 @pytest.mark.parametrize("rows,match", [
@@ -237,8 +308,9 @@ def test_bad_trace_is_one_line_naming_the_key(tmp_path, rows, match):
 
 def test_bad_trace_header_is_refused(tmp_path):
   path = _trace(tmp_path, ["0,1,inf"], header="client,speed")
-  with pytest.raises(ValueError, match="it must be client,speed,bandwidth"):
+  with pytest.raises(ValueError, match="it must be client,speed,bandwidth") as e:
     clock_lib.read_trace(path, 1)
+  assert "(optionally ,windows)" in str(e.value)
 
 
 @pytest.mark.parametrize("key,value,match", [
@@ -254,6 +326,13 @@ def test_bad_trace_header_is_refused(tmp_path):
     ("clock.server", "fedsync", "config.clock.server='fedsync': allowed values"),
     ("methods.fedavg.name", "scaffold",
      "config.clock.server='fedbuff': method name='scaffold' cannot run asynchronously"),
+    # Options only an asynchronous server reads (a sweep axis over them would
+    # change nothing): the shared ones no method reads, a method's own under sync.
+    ("clock.server", "sync", "config.clock.options.buffer_size=2: no method reads it"),
+    ("methods.fedavg.clock", {"server": "sync", "options": {"concurrency": 4}},
+     "config.methods.fedavg.clock.options.concurrency=4: only an asynchronous server "
+     r"\(fedbuff, fedasync\) reads clock.options, and method 'fedavg' runs with "
+     "clock.server='sync'"),
 ])
 def test_bad_clock_config_is_one_line_before_compute(key, value, match):
   c = _async_config(**{key: value})
@@ -305,3 +384,44 @@ def test_fofedavg_clients_keep_their_state_under_fedbuff():
   assert 0 < len(arrived) < len(SIZES)
   np.testing.assert_array_equal(np.flatnonzero(state.clients["has_participated"]), arrived)
   assert np.all(np.isfinite(metrics["train_loss"]))
+
+
+def test_worker_processes_give_an_asynchronous_run_the_same_bits():
+  from tests.sim.test_determinism import fingerprints
+  alone = ff.run(_async_config(seeds=(0, 1)), progress=False)
+  in_workers = ff.run(_async_config(seeds=(0, 1), workers=2), progress=False)
+  assert fingerprints(in_workers) == fingerprints(alone)
+  assert any(r["async/staleness_max"] > 0 for r in alone.records[0].round_rows)
+
+
+# On 2 XLA host devices: the asynchronous server stays on one device, so
+# shard_clients=auto (with or without device_invariant) gives one device's
+# bits, and shard_clients=True is refused in one line.
+TWO_DEVICES = r"""
+import json
+import jax
+import fedfrac as ff
+from tests.sim.test_asynchronous import _async_config
+from tests.sim.test_determinism import fingerprints
+assert jax.device_count() == 2
+out = {}
+for name, engine in (("auto", {}), ("invariant", {"engine.device_invariant": True})):
+  out[name] = fingerprints(ff.run(_async_config(seeds=(0, 1), **engine), progress=False))
+try:
+  ff.run(_async_config(**{"engine.shard_clients": True}), progress=False).raise_failed()
+  out["sharded"] = "ran"
+except ValueError as e:
+  out["sharded"] = str(e)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_on_two_devices_an_asynchronous_run_stays_on_one_with_its_bits():
+  from tests.sim.test_determinism import fingerprints
+  got = helpers.run_on_two_cpu_devices(TWO_DEVICES)
+  want = fingerprints(ff.run(_async_config(seeds=(0, 1)), progress=False))
+  assert got["auto"] == want and got["invariant"] == want
+  assert got["sharded"] == ("config.methods.fedavg: clock.server='fedbuff': runs on "
+                            "one device (its server "
+                            "step is not sharded over devices); set "
+                            "engine.shard_clients=False or auto")

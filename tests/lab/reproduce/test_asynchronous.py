@@ -39,3 +39,25 @@ def test_time_to_target_per_seed_and_a_figure(tmp_path):
 def test_a_workdir_without_the_study_is_one_line(tmp_path):
   with pytest.raises(SystemExit, match="no metrics.csv there; run the study first"):
     asynchronous.main([f"--collect={tmp_path}", f"--out={tmp_path / 'x.md'}"])
+
+
+def test_a_deadline_arm_says_how_many_clients_it_dropped(tmp_path):
+  wd = _workdir(tmp_path)
+  rows = ["method,seed,round,cohort,clock/dropped,clock/step_time"]
+  for s in (0, 1):
+    rows += [f"fedavg,{s},{r},10,,{100 + r}" for r in (1, 2)]
+    rows += [f"fedbuff,{s},{r},8,{2 + s},50" for r in (1, 2)]
+  (wd / "rounds.csv").write_text("\n".join(rows) + "\n")
+  (wd / "config.json").write_text(json.dumps({
+      "target_accuracy": 0.7, "clock": {"server": "sync", "deadline": float("inf")},
+      "methods": {"fedavg": {"name": "fedavg"},
+                  "fedbuff": {"name": "fedavg", "clock": {"deadline": 50.0}}}}))
+  out = tmp_path / "study.md"
+  asynchronous.main([f"--collect={wd}", f"--out={out}"])
+  text = out.read_text()
+  # fedbuff is here a synchronous arm with a deadline: no paper direction claimed
+  assert "- fedbuff reaches 70% sooner in 2 of 2 seeds.\n" in text
+  assert ("- fedbuff (`clock.deadline` = 50): of the 10 clients sampled a round, 2.50 "
+          "missed the deadline and sent nothing, on average (per seed 2.00 / 3.00); a "
+          "round lasted 50.0 time units on average, 101.5 for fedavg without a "
+          "deadline.") in text
