@@ -143,11 +143,9 @@ def clock_config(config, label=None, num_clients=None):
   trace = None
   if cc.get("trace", "") and num_clients is not None:
     trace = clock_lib.read_trace(cc.trace, num_clients)
-  return clock_lib.check_clock(clock_lib.ClockConfig(
-      speed=cc.speed, speed_mean=cc.speed_mean, speed_spread=cc.speed_spread,
-      bandwidth=cc.bandwidth, bandwidth_mean=cc.bandwidth_mean,
-      bandwidth_spread=cc.bandwidth_spread, trace=trace, server=server, options=options,
-      deadline=float(cc.get("deadline", math.inf))))
+  return clock_lib.check_clock(sim_schema.CLOCK.build(
+      clock_lib.ClockConfig, cc, trace=trace, server=server, options=options,
+      deadline=float(sim_schema.CLOCK.values(cc)["deadline"])))
 
 
 # engine.* keys that are not EngineConfig fields: the local training's loop

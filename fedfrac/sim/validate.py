@@ -58,11 +58,13 @@ def validate_clock(config) -> None:
   if config.get("clock", None) is None:
     return
   CLOCK.check(config.clock, "clock", config)
+  running = set(config_base.method_labels(config))
   for label in config.methods.keys():   # a method's clock overrides apply to it
     cc = config_base.section_config(config, label, "clock")
     if config.methods[label].get("clock", None) is not None:
       CLOCK.check(cc, f"methods.{label}.clock", config)
-    _validate_clock_section(config, cc, label)
+    if label in running:   # whether its update can run asynchronously: if it runs
+      _validate_clock_section(config, cc, label)
   _check_options_are_read(config)
 
 
@@ -101,11 +103,8 @@ def _validate_clock_section(config, cc, label) -> None:
     return
   method = config.methods[label].name
   try:
-    clock_lib.check_clock(clock_lib.ClockConfig(
-        speed=cc.speed, speed_mean=cc.speed_mean, speed_spread=cc.speed_spread,
-        bandwidth=cc.bandwidth, bandwidth_mean=cc.bandwidth_mean,
-        bandwidth_spread=cc.bandwidth_spread, server=server,
-        deadline=cc.get("deadline", float("inf"))))
+    clock_lib.check_clock(CLOCK.build(clock_lib.ClockConfig, cc, elsewhere=("trace",),
+                                      server=server))
     if server != "sync":
       algorithms.async_server(server, dict(cc.get("options", {}) or {}), method)
     if cc.get("trace", ""):

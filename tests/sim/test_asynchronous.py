@@ -9,6 +9,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import ml_collections
 import pytest
 
 import fedfrac as ff
@@ -425,3 +426,15 @@ def test_on_two_devices_an_asynchronous_run_stays_on_one_with_its_bits():
                             "one device (its server "
                             "step is not sharded over devices); set "
                             "engine.shard_clients=False or auto")
+
+
+def test_a_method_that_cannot_run_asynchronously_is_refused_only_when_it_runs():
+  # A config that holds SCAFFOLD beside FedAvg: with only=fedavg the clock
+  # server is checked against FedAvg alone; run whole, SCAFFOLD is named.
+  c = _async_config()
+  c.methods["scaffold"] = ml_collections.ConfigDict({"name": "scaffold"})
+  c.only = "fedavg"
+  ff.config.validate(c)
+  c.only = ""
+  with pytest.raises(ConfigError, match="method name='scaffold' cannot run asynchronously"):
+    ff.config.validate(c)
