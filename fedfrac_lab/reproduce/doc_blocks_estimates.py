@@ -156,6 +156,8 @@ def _measured_then_estimate(spec, scenario, what, tail=""):
                     _cohort(spec)) + tail
   if not text:
     return "estimate: " + estimate
+  if not left:
+    return f"{text}; every one has run"
   return f"{text}; estimate for the {left} {what} not run yet: {estimate}"
 
 
@@ -163,7 +165,8 @@ def _measured_then_estimate_short(spec, scenario, what):
   from fedfrac_lab.reproduce import fofedavg_mnist
   done = len(fofedavg_mnist.finished_times(scenario))
   _, left = measured(scenario)
-  parts = [f"{done} {what} measured on the CPU"] if done else []
+  one = {"methods": "method", "α values": "α value"}.get(what, what)
+  parts = [f"{done} {one if done == 1 else what} measured on the CPU"] if done else []
   if left:
     w = workload(spec, runs=left, what=what)
     parts.append(f"{'the ' + str(left) + ' left: ' if done else ''}"
