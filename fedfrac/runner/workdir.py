@@ -731,7 +731,8 @@ class Workdir:
     if note:
       print(note, file=sys.stderr)
     sealed.write(path, new, indent=2)
-    atomic_write(os.path.join(self.path, "config.json"), config.to_json_best_effort(indent=2))
+    atomic_write(os.path.join(self.path, "config.json"),
+                 json.dumps(server_optimizer.plain_config(config), indent=2))
 
   def can_rerun(self, config, label) -> bool:
     """Whether ``config`` can run ``label`` again as the workdir ran it: the method

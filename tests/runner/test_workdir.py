@@ -494,3 +494,18 @@ def test_a_method_option_added_later_at_its_default_is_no_difference():
   assert workdir_lib.binding_differences(bound, current, "fibfl_pp") == [
       "clock.server (absent) -> 'fedbuff'",
       "methods.fibfl_pp.options.warmup_optimizer (absent) -> 'reset'"]
+
+
+def test_config_json_records_an_optax_server_optimizer_as_the_fingerprint_does(tmp_path):
+  # Before: config.json held ["function init_fn", "function update_fn"].
+  import optax
+  c = _config()
+  c.methods.fedavg.server_optimizer = optax.adam(0.1)
+  ff.run(c, workdir=str(tmp_path))
+  recorded = json.loads((tmp_path / "config.json").read_text())
+  value = recorded["methods"]["fedavg"]["server_optimizer"]
+  fingerprint = workdir_lib.sealed.read(str(tmp_path / "experiment.json"))
+  assert value == fingerprint["methods"]["fedavg"]["options"]["server_optimizer"]
+  assert value.startswith("optax chain") and "scale_by_adam" in value
+  assert "step_size=-0.1" in value and "init_fn" not in value
+  assert list(recorded) == list(json.loads(c.to_json_best_effort()))   # keys in order
