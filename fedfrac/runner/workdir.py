@@ -79,7 +79,7 @@ from typing import Optional
 from fedfrac import algorithms
 from fedfrac.algorithms import server_optimizer
 from fedfrac import config_base
-from fedfrac._validation import ConfigError, argument, setting
+from fedfrac._validation import ConfigError, argument, run_again, setting
 from fedfrac.runner import sealed, written
 from fedfrac.runner.checkpoint import Checkpointer, atomic_write, json_default
 from fedfrac.runner.records import RunRecord
@@ -333,6 +333,8 @@ class Workdir:
     workdir's experiment, as its result of its method and seed (``rounds``: the
     length its run was asked for)."""
     path = self.record_path(record.method, record.seed)
+    if os.path.isdir(path):   # made after :meth:`check_blocked` looked, before compute
+      raise self.blocked_error(path, "file", after_compute=True)
     written.register(self.path, files=[os.path.relpath(path, self.path).replace(os.sep, "/")])
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = {"method": record.method, "algorithm": record.algorithm, "seed": record.seed,
@@ -551,6 +553,47 @@ class Workdir:
       raise ConfigError(f"{setting('workdir', self.path)}: cannot write there "
                         f"({reason})") from None
 
+  def blocked(self, runs=()) -> list:
+    """``[(path, kind)]``: the places where fedfrac writes in ``workdir`` that hold
+    the other kind of thing (``kind`` is what it writes there, ``"file"`` or
+    ``"folder"``): a folder at a top-level file (``experiment.json``, ``metrics.csv``,
+    ...), at a kept record (any ``runs/<label>/seed_<s>.json``) or at the record of
+    a run of ``runs`` [(label, seed)]; a file at ``runs/``, ``checkpoints/``,
+    ``tensorboard/`` or at a run's own folder in them."""
+    files = [self.file(name) for name in written.TOP_FILES]
+    folders = [self.file(tree) for tree in written.TREES]
+    records = self.file("runs")
+    for folder in sorted(os.listdir(records)) if os.path.isdir(records) else ():
+      inside = os.path.join(records, folder)
+      if os.path.isdir(inside):
+        files += [os.path.join(inside, n) for n in sorted(os.listdir(inside))
+                  if _seed_of(n, ".json") is not None]
+    for label, seed in runs:
+      record, steps = self.record_path(label, seed), self.checkpoint_dir(label, seed)
+      files.append(record)
+      folders += [os.path.dirname(record), os.path.dirname(steps), steps]
+    return ([(p, "file") for p in dict.fromkeys(files) if os.path.isdir(p)]
+            + [(p, "folder") for p in dict.fromkeys(folders)
+               if os.path.lexists(p) and not os.path.isdir(p)])
+
+  def blocked_error(self, path, kind, after_compute=False) -> ConfigError:
+    """The one line saying that ``path`` holds a folder where fedfrac writes a
+    file (or the reverse, ``kind``: what fedfrac writes there), and what was kept."""
+    other = "a folder" if kind == "file" else "a file"
+    kept = ("its run's checkpoint and the other runs' results are kept; move it away "
+            f"and {run_again()} to recompute the record from the checkpoint"
+            if after_compute else
+            f"move it away (or remove it) and {run_again()} (nothing was computed or "
+            f"changed; the results kept there stay as they are)")
+    return ConfigError(f"{setting('workdir', self.path)}: {path} is {other}, where "
+                       f"fedfrac writes a {kind}; {kept}")
+
+  def check_blocked(self, runs=()) -> None:
+    """Refuse (one line, before compute) when :meth:`blocked` finds anything."""
+    found = self.blocked(runs)
+    if found:
+      raise self.blocked_error(*found[0])
+
   def clear(self) -> None:
     """Remove every result and checkpoint fedfrac wrote in ``workdir`` (only
     those; refuses, naming them, when files of one's own are in the way)."""
@@ -664,6 +707,7 @@ class Workdir:
     """
     check_name(self.path)
     self.check_writable()
+    self.check_blocked(runs)
     mode = self.overwrite_labels(config, overwrite)
     if mode == "all":
       written.remove(self.path)

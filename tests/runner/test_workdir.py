@@ -496,6 +496,49 @@ def test_a_method_option_added_later_at_its_default_is_no_difference():
       "methods.fibfl_pp.options.warmup_optimizer (absent) -> 'reset'"]
 
 
+@pytest.mark.parametrize("where", ["a kept run's record", "the record of a run to come"])
+def test_a_folder_where_a_record_is_written_is_refused_before_compute(two_methods, tmp_path,
+                                                                      where):
+  # Before: a traceback (IsADirectoryError from os.replace) after the compute.
+  work = _copy(two_methods, tmp_path / "w")
+  seed = 0 if where == "a kept run's record" else 1
+  record = work / "runs" / "fedavg" / f"seed_{seed}.json"
+  if record.exists():
+    record.unlink()
+  record.mkdir()
+  fedavg, fedprox = _rows(work, "fedavg"), _rows(work, "fedprox")
+  before = _tree(work)
+  with pytest.raises(ConfigError) as e:
+    ff.run(_two(seeds=(0, 1)), workdir=str(work))
+  assert str(e.value) == (
+      f"workdir='{work}': {record} is a folder, where fedfrac writes a file; move it "
+      f"away (or remove it) and call it again (nothing was computed or changed; the "
+      f"results kept there stay as they are)")
+  assert _tree(work) == before        # finished work kept, nothing written
+  record.rmdir()
+  res = ff.run(_two(seeds=(0, 1)), workdir=str(work))
+  assert [r for r in _rows(work, "fedprox") if r[0] == "0"] == fedprox
+  assert [r for r in _rows(work, "fedavg") if r[0] == "0"] == fedavg
+  assert (record.is_file() and res.record("fedavg", 1).status == "ok")
+
+
+def test_a_folder_made_at_a_record_during_the_run_is_one_line(two_methods, tmp_path):
+  # A folder made after the check before compute: the record cannot be written,
+  # one line says where the run's result is (its checkpoint) and how to get it.
+  work = _copy(two_methods, tmp_path / "w")
+  wd = workdir_lib.Workdir(work)
+  rec = wd.read_record("fedavg", 0)
+  path = wd.record_path("fedavg", 0)
+  os.remove(path)
+  os.makedirs(path)
+  with pytest.raises(ConfigError) as e:
+    wd.save_record(rec)
+  assert str(e.value).startswith(f"workdir='{work}': {path} is a folder, where fedfrac "
+                                 f"writes a file; its run's checkpoint and the other runs' "
+                                 f"results are kept")
+  assert os.path.isdir(wd.checkpoint_dir("fedavg", 0))
+
+
 def test_config_json_records_an_optax_server_optimizer_as_the_fingerprint_does(tmp_path):
   # Before: config.json held ["function init_fn", "function update_fn"].
   import optax
