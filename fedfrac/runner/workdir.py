@@ -38,7 +38,17 @@ A missing or damaged ``experiment.json`` is rebuilt from the runs kept in the
 workdir when every one of them is bound to this command's settings (each record
 and checkpoint carries its experiment's settings, :meth:`Workdir.binding`),
 saying so in one line; otherwise the runs that differ are named, with
-``--overwrite=<method>`` to rerun only those.
+``--overwrite=<method>`` to rerun only those. An intact ``experiment.json`` of
+another experiment (copied in) is refused as a different config; when the runs
+kept there are all bound to this command's settings the refusal also names the
+way out that keeps them: remove that file, and the next run rebuilds it.
+
+A folder where fedfrac writes a file (``runs/<label>/seed_<s>.json``,
+``metrics.csv``, ...), or a file where it keeps a folder (``runs/``,
+``checkpoints/<label>/seed_<s>``), is refused before compute in one line naming
+the path (:meth:`Workdir.check_blocked`); nothing is changed. One made during
+the run stops the writing of that record in one line (the run's checkpoint is
+kept, and the record is recomputed from it once the path is free).
 
 Methods and seeds not run before are added; every run's record is kept in
 ``runs/<method>/seed_<s>.json`` (sealed and verified), so metrics and summaries
@@ -675,6 +685,24 @@ class Workdir:
             f"checkpoints match this config")
     return (new["shared"], {l: methods[l] for l in order}, rounds), note
 
+  def _not_theirs(self, config, new, restart) -> str:
+    """When ``experiment.json`` differs from ``new`` (this command's fingerprint)
+    but every run kept in the workdir is bound to ``new``'s settings (the file is
+    another experiment's, copied in), the way out that keeps those runs: remove
+    the file, and the next run rebuilds it from them (:meth:`_rebuilt`);
+    else ``""``."""
+    try:
+      rebuilt, _ = self._rebuilt(config, new, restart, "differs")
+    except ConfigError:
+      return ""
+    if rebuilt is None:
+      return ""
+    count = len([k for k in self.kept_runs() if k[0].split("[", 1)[0] not in restart])
+    return (f"but the {count} run{'s' if count != 1 else ''} kept there "
+            f"{'are' if count != 1 else 'is'} bound to this config's settings, so that "
+            f"file is not theirs: remove {self.file(FINGERPRINT_FILE)} and {run_again()} "
+            f"to rebuild it from them (their results are kept), or ")
+
   def check_lengths(self, config, runs, skip=()) -> None:
     """Refuse (one line) when a run of ``runs`` [(label, seed)] already ran more
     rounds than ``config.rounds`` (grid runs ``label[option=value]`` included)."""
@@ -761,8 +789,8 @@ class Workdir:
           fix = (f"{setting('overwrite', ','.join(differing))} to restart only "
                  f"{'that method' if len(differing) == 1 else 'those methods'}")
         raise ConfigError(f"{setting('workdir', self.path)} holds results of a "
-                          f"different config ({shown}); use another "
-                          f"{argument('workdir')}, or {fix}")
+                          f"different config ({shown}); {self._not_theirs(config, new, restart)}"
+                          f"use another {argument('workdir')}, or {fix}")
       # Methods keep the order they were first run in (a restarted one its place).
       merged = {**old_methods, **new["methods"]}
       new["methods"] = {k: merged[k] for k in list(all_old) + list(merged) if k in merged}

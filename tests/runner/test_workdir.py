@@ -539,6 +539,50 @@ def test_a_folder_made_at_a_record_during_the_run_is_one_line(two_methods, tmp_p
   assert os.path.isdir(wd.checkpoint_dir("fedavg", 0))
 
 
+def test_a_foreign_experiment_file_says_removing_it_keeps_the_runs(
+    two_methods, other_experiment, tmp_path, capsys):
+  # Before: "use another workdir, or overwrite=True": both abandon the intact
+  # runs kept there, which are bound to this command's settings.
+  import shutil
+  from fedfrac import _validation
+  work = _copy(two_methods, tmp_path / "w")
+  fedavg, fedprox = _rows(work, "fedavg"), _rows(work, "fedprox")
+  shutil.copy(other_experiment / "experiment.json", work / "experiment.json")
+  with pytest.raises(ConfigError) as e:
+    ff.run(_two(), workdir=str(work))
+  message = str(e.value)
+  assert message.startswith(f"workdir='{work}' holds results of a different config "
+                            f"(client.lr 0.5 -> 0.1")
+  assert (f"but the 2 runs kept there are bound to this config's settings, so that file "
+          f"is not theirs: remove {work / 'experiment.json'} and call it again to "
+          f"rebuild it from them (their results are kept), or use another workdir, or "
+          f"overwrite=True to start afresh") in message, message
+  _validation.name_flags()     # as fedfrac.main does: the flags are named
+  try:
+    with pytest.raises(ConfigError) as e:
+      ff.run(_two(), workdir=str(work))
+  finally:
+    _validation.name_flags(False)
+  assert "and rerun the same command to rebuild it" in str(e.value)
+  assert "use another --workdir, or --overwrite to start afresh" in str(e.value)
+  (work / "experiment.json").unlink()     # the way out it names
+  capsys.readouterr()
+  ff.run(_two(), workdir=str(work))
+  assert "rebuilt it from the 2 runs kept there" in capsys.readouterr().err
+  assert _rows(work, "fedavg") == fedavg and _rows(work, "fedprox") == fedprox
+
+
+def test_a_changed_setting_does_not_offer_to_remove_the_experiment_file(two_methods,
+                                                                        tmp_path):
+  # The kept runs are bound to client.lr 0.1: the file is theirs, and removing it
+  # would not let another learning rate in.
+  work = _copy(two_methods, tmp_path / "w")
+  with pytest.raises(ConfigError) as e:
+    ff.run(_two(**{"client.lr": 0.3}), workdir=str(work))
+  assert "holds results of a different config (client.lr 0.1 -> 0.3)" in str(e.value)
+  assert "remove" not in str(e.value)
+
+
 def test_config_json_records_an_optax_server_optimizer_as_the_fingerprint_does(tmp_path):
   # Before: config.json held ["function init_fn", "function update_fn"].
   import optax
