@@ -348,6 +348,7 @@ def firma_item(table="firma_fashion_mnist"):
 def make_archive(d, name, members, timings=None, raw=None):
   """A window's archive packed by the campaign's own writer (checksums right)."""
   sys.path.insert(0, ROOT)
+  from fedfrac_lab.campaign.files import pack
   from fedfrac_lab.reproduce import item_files as files
   staging = os.path.join(d, name, "staging")
   for member, obj in members.items():
@@ -365,8 +366,8 @@ def make_archive(d, name, members, timings=None, raw=None):
     with open(os.path.join(staging, "timings.json"), "w") as f:
       f.write(timings)
   archive = os.path.join(d, name, "campaign.tar.gz")
-  files.pack(staging, archive, {"device": {"device": "d", "slug": "h100", "platform": "gpu"},
-                                "dry_run": False, "started": "2026-11-26T10:00:00"})
+  pack(staging, archive, {"device": {"device": "d", "slug": "h100", "platform": "gpu"},
+                          "dry_run": False, "started": "2026-11-26T10:00:00"})
   return archive
 
 
@@ -889,16 +890,22 @@ def garbage_sweep_json(d):
 def python_ctrl_c(d):
   body = '''
   import threading, signal
-  c = tiny(); c.rounds = 4000; c.eval_every = 100; c.seeds = (0, 1)
-  threading.Timer(25.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+  c = tiny(); c.rounds = 40000; c.eval_every = 100; c.seeds = (0, 1)
+  timer = threading.Timer(25.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+  timer.daemon = True
+  timer.start()
   try:
     ff.run(c)
+    timer.cancel()
+    print("FINISHED before the signal")
   except KeyboardInterrupt as e:
     res = getattr(e, "results", None)
     print("MESSAGE", getattr(e, "message", str(e)), "| e.results:", repr(res)[:80])
   '''
   res = py(body, d, 200)
-  cmd = "ff.run(config of 4000 rounds) interrupted by SIGINT after 25 s"
+  cmd = "ff.run(config of 40000 rounds) interrupted by SIGINT after 25 s"
+  if "FINISHED before the signal" in res.out:   # the trial did not reproduce the item
+    return cmd, "traceback", "trial error: the run ended before the signal", True
   m = re.search(r"^MESSAGE (.*)$", res.out, re.M)
   if not m:
     return (cmd,) + judge_refusal(res)
