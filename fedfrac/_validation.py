@@ -103,6 +103,18 @@ def name_flags(flags: bool = True) -> None:
   _WORDING["flags"] = bool(flags)
 
 
+def on_command_line() -> bool:
+  """Whether messages speak to a command line (:func:`name_flags` was called)
+  rather than to a Python caller."""
+  return _WORDING["flags"]
+
+
+def run_again() -> str:
+  """How a message asks for the same run again: ``rerun the same command`` on
+  the command line, ``call it again`` from Python."""
+  return "rerun the same command" if _WORDING["flags"] else "call it again"
+
+
 def argument(name: str) -> str:
   """An argument named in a message: ``--workdir`` on the command line,
   ``workdir`` from Python."""

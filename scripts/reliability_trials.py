@@ -3,7 +3,7 @@
 stall / silent) into results/reliability_trials.md and .json; the trials live in
 :mod:`fedfrac_lab.bench.reliability_trials`.
 
-  nice -n 5 python scripts/reliability_trials.py [--only=WORDS --merge]
+  nice -n 19 python scripts/reliability_trials.py [--only=WORDS --merge]
 """
 import sys
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import math
 from typing import Any, Optional
 
@@ -233,3 +234,22 @@ def plain(tree: Any) -> Any:
   if isinstance(tree, (list, tuple)):
     return type(tree)(plain(v) for v in tree) if not hasattr(tree, "_fields") else tree
   return tree
+
+
+def plain_config(config) -> dict:
+  """A ``ConfigDict`` as JSON gives it (its keys in their order, what JSON cannot
+  hold as ml_collections' best effort writes it), with every
+  ``GradientTransformation`` in it (a method's ``server_optimizer``, wherever
+  one is given) as :func:`plain`'s text, the text a workdir's fingerprint holds,
+  instead of the names of its two functions (``config.json`` of a workdir)."""
+  out = json.loads(config.to_json_best_effort())
+
+  def put(objects, into):
+    for key, value in into.items():
+      given = objects.get(key) if hasattr(objects, "get") else None
+      if is_transformation(given):
+        into[key] = plain(given)
+      elif isinstance(value, dict) and given is not None:
+        put(given, value)
+  put(config, out)
+  return out

@@ -94,11 +94,16 @@ def checkpoint_cost_line(label, seed, count, seconds, wall_s, config) -> str:
 
 def resume_hint(workdir) -> str:
   """How to resume (on the command line the workdir quoted as a shell would need
-  it; from Python the call's ``workdir=``)."""
-  if not workdir:
-    return f"no {_validation.argument('workdir')} was given, so nothing was kept"
+  it; from Python the call's ``workdir=``); without a workdir, where the runs so
+  far are: nowhere on the command line, in the exception's ``results`` from Python."""
+  if not workdir and _validation.on_command_line():
+    return "no --workdir was given, so nothing was kept"
+  if not workdir:   # from Python the runs so far came back with the exception
+    return ("the runs so far are in e.results (a stopped one as partial); nothing was "
+            "written to disk, as no workdir= was given (give one to keep checkpoints and "
+            "resume)")
   where = _validation.setting("workdir", str(workdir))
-  if where.startswith("--"):
+  if _validation.on_command_line():
     return f"rerun the same command with {where} to resume"
   return f"call it again with the same {where} to resume"
 

@@ -38,7 +38,17 @@ A missing or damaged ``experiment.json`` is rebuilt from the runs kept in the
 workdir when every one of them is bound to this command's settings (each record
 and checkpoint carries its experiment's settings, :meth:`Workdir.binding`),
 saying so in one line; otherwise the runs that differ are named, with
-``--overwrite=<method>`` to rerun only those.
+``--overwrite=<method>`` to rerun only those. An intact ``experiment.json`` of
+another experiment (copied in) is refused as a different config; when the runs
+kept there are all bound to this command's settings the refusal also names the
+way out that keeps them: remove that file, and the next run rebuilds it.
+
+A folder where fedfrac writes a file (``runs/<label>/seed_<s>.json``,
+``metrics.csv``, ...), or a file where it keeps a folder (``runs/``,
+``checkpoints/<label>/seed_<s>``), is refused before compute in one line naming
+the path (:meth:`Workdir.check_blocked`); nothing is changed. One made during
+the run stops the writing of that record in one line (the run's checkpoint is
+kept, and the record is recomputed from it once the path is free).
 
 Methods and seeds not run before are added; every run's record is kept in
 ``runs/<method>/seed_<s>.json`` (sealed and verified), so metrics and summaries
@@ -79,7 +89,7 @@ from typing import Optional
 from fedfrac import algorithms
 from fedfrac.algorithms import server_optimizer
 from fedfrac import config_base
-from fedfrac._validation import ConfigError, argument, setting
+from fedfrac._validation import ConfigError, argument, run_again, setting
 from fedfrac.runner import sealed, written
 from fedfrac.runner.checkpoint import Checkpointer, atomic_write, json_default
 from fedfrac.runner.records import RunRecord
@@ -333,6 +343,8 @@ class Workdir:
     workdir's experiment, as its result of its method and seed (``rounds``: the
     length its run was asked for)."""
     path = self.record_path(record.method, record.seed)
+    if os.path.isdir(path):   # made after :meth:`check_blocked` looked, before compute
+      raise self.blocked_error(path, "file", after_compute=True)
     written.register(self.path, files=[os.path.relpath(path, self.path).replace(os.sep, "/")])
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = {"method": record.method, "algorithm": record.algorithm, "seed": record.seed,
@@ -551,6 +563,47 @@ class Workdir:
       raise ConfigError(f"{setting('workdir', self.path)}: cannot write there "
                         f"({reason})") from None
 
+  def blocked(self, runs=()) -> list:
+    """``[(path, kind)]``: the places where fedfrac writes in ``workdir`` that hold
+    the other kind of thing (``kind`` is what it writes there, ``"file"`` or
+    ``"folder"``): a folder at a top-level file (``experiment.json``, ``metrics.csv``,
+    ...), at a kept record (any ``runs/<label>/seed_<s>.json``) or at the record of
+    a run of ``runs`` [(label, seed)]; a file at ``runs/``, ``checkpoints/``,
+    ``tensorboard/`` or at a run's own folder in them."""
+    files = [self.file(name) for name in written.TOP_FILES]
+    folders = [self.file(tree) for tree in written.TREES]
+    records = self.file("runs")
+    for folder in sorted(os.listdir(records)) if os.path.isdir(records) else ():
+      inside = os.path.join(records, folder)
+      if os.path.isdir(inside):
+        files += [os.path.join(inside, n) for n in sorted(os.listdir(inside))
+                  if _seed_of(n, ".json") is not None]
+    for label, seed in runs:
+      record, steps = self.record_path(label, seed), self.checkpoint_dir(label, seed)
+      files.append(record)
+      folders += [os.path.dirname(record), os.path.dirname(steps), steps]
+    return ([(p, "file") for p in dict.fromkeys(files) if os.path.isdir(p)]
+            + [(p, "folder") for p in dict.fromkeys(folders)
+               if os.path.lexists(p) and not os.path.isdir(p)])
+
+  def blocked_error(self, path, kind, after_compute=False) -> ConfigError:
+    """The one line saying that ``path`` holds a folder where fedfrac writes a
+    file (or the reverse, ``kind``: what fedfrac writes there), and what was kept."""
+    other = "a folder" if kind == "file" else "a file"
+    kept = ("its run's checkpoint and the other runs' results are kept; move it away "
+            f"and {run_again()} to recompute the record from the checkpoint"
+            if after_compute else
+            f"move it away (or remove it) and {run_again()} (nothing was computed or "
+            f"changed; the results kept there stay as they are)")
+    return ConfigError(f"{setting('workdir', self.path)}: {path} is {other}, where "
+                       f"fedfrac writes a {kind}; {kept}")
+
+  def check_blocked(self, runs=()) -> None:
+    """Refuse (one line, before compute) when :meth:`blocked` finds anything."""
+    found = self.blocked(runs)
+    if found:
+      raise self.blocked_error(*found[0])
+
   def clear(self) -> None:
     """Remove every result and checkpoint fedfrac wrote in ``workdir`` (only
     those; refuses, naming them, when files of one's own are in the way)."""
@@ -632,6 +685,24 @@ class Workdir:
             f"checkpoints match this config")
     return (new["shared"], {l: methods[l] for l in order}, rounds), note
 
+  def _not_theirs(self, config, new, restart) -> str:
+    """When ``experiment.json`` differs from ``new`` (this command's fingerprint)
+    but every run kept in the workdir is bound to ``new``'s settings (the file is
+    another experiment's, copied in), the way out that keeps those runs: remove
+    the file, and the next run rebuilds it from them (:meth:`_rebuilt`);
+    else ``""``."""
+    try:
+      rebuilt, _ = self._rebuilt(config, new, restart, "differs")
+    except ConfigError:
+      return ""
+    if rebuilt is None:
+      return ""
+    count = len([k for k in self.kept_runs() if k[0].split("[", 1)[0] not in restart])
+    return (f"but the {count} run{'s' if count != 1 else ''} kept there "
+            f"{'are' if count != 1 else 'is'} bound to this config's settings, so that "
+            f"file is not theirs: remove {self.file(FINGERPRINT_FILE)} and {run_again()} "
+            f"to rebuild it from them (their results are kept), or ")
+
   def check_lengths(self, config, runs, skip=()) -> None:
     """Refuse (one line) when a run of ``runs`` [(label, seed)] already ran more
     rounds than ``config.rounds`` (grid runs ``label[option=value]`` included)."""
@@ -664,6 +735,7 @@ class Workdir:
     """
     check_name(self.path)
     self.check_writable()
+    self.check_blocked(runs)
     mode = self.overwrite_labels(config, overwrite)
     if mode == "all":
       written.remove(self.path)
@@ -717,8 +789,8 @@ class Workdir:
           fix = (f"{setting('overwrite', ','.join(differing))} to restart only "
                  f"{'that method' if len(differing) == 1 else 'those methods'}")
         raise ConfigError(f"{setting('workdir', self.path)} holds results of a "
-                          f"different config ({shown}); use another "
-                          f"{argument('workdir')}, or {fix}")
+                          f"different config ({shown}); {self._not_theirs(config, new, restart)}"
+                          f"use another {argument('workdir')}, or {fix}")
       # Methods keep the order they were first run in (a restarted one its place).
       merged = {**old_methods, **new["methods"]}
       new["methods"] = {k: merged[k] for k in list(all_old) + list(merged) if k in merged}
@@ -731,7 +803,8 @@ class Workdir:
     if note:
       print(note, file=sys.stderr)
     sealed.write(path, new, indent=2)
-    atomic_write(os.path.join(self.path, "config.json"), config.to_json_best_effort(indent=2))
+    atomic_write(os.path.join(self.path, "config.json"),
+                 json.dumps(server_optimizer.plain_config(config), indent=2))
 
   def can_rerun(self, config, label) -> bool:
     """Whether ``config`` can run ``label`` again as the workdir ran it: the method

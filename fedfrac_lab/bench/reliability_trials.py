@@ -22,7 +22,9 @@ Each row also says whether the item is still *open* (the outcome or message is
 still the one the issue describes). Writes ``results/reliability_trials.md`` and
 ``results/reliability_trials.json`` (the counts, the command and the date)::
 
-  nice -n 5 python scripts/reliability_trials.py [--only=SUBSTRING] [--jobs=2]
+  nice -n 19 python scripts/reliability_trials.py [--only=SUBSTRING] [--jobs=2]
+
+(the command recorded says the niceness it ran at).
 """
 from __future__ import annotations
 
@@ -346,6 +348,7 @@ def firma_item(table="firma_fashion_mnist"):
 def make_archive(d, name, members, timings=None, raw=None):
   """A window's archive packed by the campaign's own writer (checksums right)."""
   sys.path.insert(0, ROOT)
+  from fedfrac_lab.campaign.files import pack
   from fedfrac_lab.reproduce import item_files as files
   staging = os.path.join(d, name, "staging")
   for member, obj in members.items():
@@ -363,8 +366,8 @@ def make_archive(d, name, members, timings=None, raw=None):
     with open(os.path.join(staging, "timings.json"), "w") as f:
       f.write(timings)
   archive = os.path.join(d, name, "campaign.tar.gz")
-  files.pack(staging, archive, {"device": {"device": "d", "slug": "h100", "platform": "gpu"},
-                                "dry_run": False, "started": "2026-11-26T10:00:00"})
+  pack(staging, archive, {"device": {"device": "d", "slug": "h100", "platform": "gpu"},
+                          "dry_run": False, "started": "2026-11-26T10:00:00"})
   return archive
 
 
@@ -489,11 +492,15 @@ def record_is_dir(d):
   rec = os.path.join(d, "w", "runs", "fedavg", "seed_0.json")
   if first.rc != 0 or not os.path.exists(rec):
     return shown(args), "traceback", "first run failed: " + last_line(first), True
+  metrics = open(os.path.join(d, "w", "metrics.csv")).read()
   os.remove(rec)
   os.makedirs(rec)
   res = sh(args, d, 200)
   cmd = shown(args) + " (runs/fedavg/seed_0.json made a directory)"
-  return (cmd,) + judge_refusal(res, ("seed_0.json",))
+  outcome = judge_refusal(res, ("seed_0.json",))
+  if open(os.path.join(d, "w", "metrics.csv")).read() != metrics:
+    return cmd, "lost", "metrics.csv changed: " + outcome[1], True
+  return (cmd,) + outcome
 
 
 def sweep_argv(*extra):
@@ -836,20 +843,30 @@ M = "Ways out and messages"
 @trial(M, "a foreign but valid experiment.json: the refusal's ways out")
 def foreign_experiment(d):
   write(d, "tiny.py", TINY)
-  other = cli("run", "--config=tiny.py", "--config.client.lr=0.2", "--workdir=other")
-  first = sh(other, d, 200)
-  if first.rc != 0:
-    return shown(other), "traceback", "first run failed: " + last_line(first), True
   mine = cli("run", "--config=tiny.py", "--workdir=w")
-  os.makedirs(os.path.join(d, "w"))
+  other = cli("run", "--config=tiny.py", "--config.client.lr=0.2", "--workdir=other")
+  tables = []
+  for args in (mine, other):
+    first = sh(args, d, 200)
+    if first.rc != 0:
+      return shown(args), "traceback", "first run failed: " + last_line(first), True
+    tables.append(summary_numbers(first.out))
+  truth = tables[0]
   shutil.copy(os.path.join(d, "other", "experiment.json"), os.path.join(d, "w"))
   res = sh(mine, d, 200)
-  cmd = shown(mine) + " (w/experiment.json copied from another experiment's workdir)"
+  cmd = shown(mine) + " (over w's own runs, w/experiment.json copied from another " \
+      "experiment's workdir)"
   outcome, line, still = judge_refusal(res, ("experiment.json",))
-  if outcome == "one line before compute" and not re.search(r"remov\w* \S*experiment\.json",
-                                                            line, re.I):
+  if outcome != "one line before compute":
+    return cmd, outcome, line, still
+  if not re.search(r"remov\w* \S*experiment\.json", line, re.I):
     return cmd, outcome, line + "  [no way out but another folder or --overwrite]", True
-  return cmd, outcome, line, still
+  os.remove(os.path.join(d, "w", "experiment.json"))       # the way out it names
+  again = sh(mine, d, 200)
+  if again.rc != 0 or summary_numbers(again.out) != truth:
+    return cmd, "lost", line + f"  [after removing it: exit {again.rc}, table " \
+        f"{summary_numbers(again.out)!r}, first run {truth!r}]", True
+  return cmd, outcome, line + "  [followed: the rerun rebuilt it, same table]", False
 
 
 @trial(M, "a garbage sweep.json in a sweep's point directory: the refusal's ways out")
@@ -873,21 +890,27 @@ def garbage_sweep_json(d):
 def python_ctrl_c(d):
   body = '''
   import threading, signal
-  c = tiny(); c.rounds = 4000; c.eval_every = 100; c.seeds = (0, 1)
-  threading.Timer(25.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+  c = tiny(); c.rounds = 40000; c.eval_every = 100; c.seeds = (0, 1)
+  timer = threading.Timer(25.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+  timer.daemon = True
+  timer.start()
   try:
     ff.run(c)
+    timer.cancel()
+    print("FINISHED before the signal")
   except KeyboardInterrupt as e:
     res = getattr(e, "results", None)
     print("MESSAGE", getattr(e, "message", str(e)), "| e.results:", repr(res)[:80])
   '''
   res = py(body, d, 200)
-  cmd = "ff.run(config of 4000 rounds) interrupted by SIGINT after 25 s"
+  cmd = "ff.run(config of 40000 rounds) interrupted by SIGINT after 25 s"
+  if "FINISHED before the signal" in res.out:   # the trial did not reproduce the item
+    return cmd, "traceback", "trial error: the run ended before the signal", True
   m = re.search(r"^MESSAGE (.*)$", res.out, re.M)
   if not m:
     return (cmd,) + judge_refusal(res)
   line = m.group(1)
-  if "--workdir" in line or "nothing was kept" in line:
+  if "--workdir" in line or "nothing was kept" in line or "e.results" not in line:
     return cmd, "fault kept with one line", line + "  [names the command-line flag / says " \
         "nothing kept while e.results holds the runs]", True
   return cmd, "fault kept with one line", line, False
@@ -1121,7 +1144,9 @@ def main(argv=None):
   counts = {"outcomes": {k: sum(r["outcome"] == k for r in rows) for k in OUTCOMES},
             "open": sum(r["open"] for r in rows), "trials": len(rows)}
   wall = time.monotonic() - start
-  command = "nice -n 5 python scripts/reliability_trials.py" + (
+  niceness = os.nice(0)
+  command = (f"nice -n {niceness} " if niceness else "") + (
+      "python scripts/reliability_trials.py") + (
       f" --only={args.only}" if args.only else "") + (
       f" --jobs={args.jobs}" if args.jobs != 2 else "")
   date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -112,7 +112,31 @@ def test_the_resume_line_from_python_names_the_keyword_not_the_flag():
   from fedfrac.runner import chunked
   assert chunked.resume_hint("/tmp/my runs") == ("call it again with the same "
                                                  "workdir='/tmp/my runs' to resume")
-  assert chunked.resume_hint(None) == "no workdir was given, so nothing was kept"
+
+
+def test_a_signal_in_python_without_a_workdir_says_the_runs_are_in_e_results(
+    monkeypatch, fallback_sigterm):
+  # Before: "no workdir was given, so nothing was kept" while e.results held the
+  # finished run and the stopped one's rows.
+  c = helpers.tiny_config(rounds=5, eval_every=1, checkpoint_every=0, seeds=(0, 1))
+  real_add = log_lib.RunLog.add_chunk
+  chunks = []
+
+  def add_chunk(self, first_round, *args):
+    row = real_add(self, first_round, *args)
+    chunks.append(first_round)
+    if len(chunks) == 7:        # seed 0 finished, seed 1 ran round 2
+      os.kill(os.getpid(), signal.SIGTERM)
+    return row
+  monkeypatch.setattr(log_lib.RunLog, "add_chunk", add_chunk)
+  with pytest.raises(ff.runner.RunInterrupted) as e:
+    ff.run(c)
+  assert e.value.message == (
+      "interrupted: fedavg seed 1 stopped after round 2 of 5 (SIGTERM); the runs so far "
+      "are in e.results (a stopped one as partial); nothing was written to disk, as no "
+      "workdir= was given (give one to keep checkpoints and resume)")
+  assert [(r.seed, r.status, len(r.round_rows)) for r in e.value.results.records] == [
+      (0, "ok", 5), (1, "partial", 2)]
 
 
 def test_a_warning_on_the_command_line_is_one_line(tmp_path):

@@ -494,3 +494,105 @@ def test_a_method_option_added_later_at_its_default_is_no_difference():
   assert workdir_lib.binding_differences(bound, current, "fibfl_pp") == [
       "clock.server (absent) -> 'fedbuff'",
       "methods.fibfl_pp.options.warmup_optimizer (absent) -> 'reset'"]
+
+
+@pytest.mark.parametrize("where", ["a kept run's record", "the record of a run to come"])
+def test_a_folder_where_a_record_is_written_is_refused_before_compute(two_methods, tmp_path,
+                                                                      where):
+  # Before: a traceback (IsADirectoryError from os.replace) after the compute.
+  work = _copy(two_methods, tmp_path / "w")
+  seed = 0 if where == "a kept run's record" else 1
+  record = work / "runs" / "fedavg" / f"seed_{seed}.json"
+  if record.exists():
+    record.unlink()
+  record.mkdir()
+  fedavg, fedprox = _rows(work, "fedavg"), _rows(work, "fedprox")
+  before = _tree(work)
+  with pytest.raises(ConfigError) as e:
+    ff.run(_two(seeds=(0, 1)), workdir=str(work))
+  assert str(e.value) == (
+      f"workdir='{work}': {record} is a folder, where fedfrac writes a file; move it "
+      f"away (or remove it) and call it again (nothing was computed or changed; the "
+      f"results kept there stay as they are)")
+  assert _tree(work) == before        # finished work kept, nothing written
+  record.rmdir()
+  res = ff.run(_two(seeds=(0, 1)), workdir=str(work))
+  assert [r for r in _rows(work, "fedprox") if r[0] == "0"] == fedprox
+  assert [r for r in _rows(work, "fedavg") if r[0] == "0"] == fedavg
+  assert (record.is_file() and res.record("fedavg", 1).status == "ok")
+
+
+def test_a_folder_made_at_a_record_during_the_run_is_one_line(two_methods, tmp_path):
+  # A folder made after the check before compute: the record cannot be written,
+  # one line says where the run's result is (its checkpoint) and how to get it.
+  work = _copy(two_methods, tmp_path / "w")
+  wd = workdir_lib.Workdir(work)
+  rec = wd.read_record("fedavg", 0)
+  path = wd.record_path("fedavg", 0)
+  os.remove(path)
+  os.makedirs(path)
+  with pytest.raises(ConfigError) as e:
+    wd.save_record(rec)
+  assert str(e.value).startswith(f"workdir='{work}': {path} is a folder, where fedfrac "
+                                 f"writes a file; its run's checkpoint and the other runs' "
+                                 f"results are kept")
+  assert os.path.isdir(wd.checkpoint_dir("fedavg", 0))
+
+
+def test_a_foreign_experiment_file_says_removing_it_keeps_the_runs(
+    two_methods, other_experiment, tmp_path, capsys):
+  # Before: "use another workdir, or overwrite=True": both abandon the intact
+  # runs kept there, which are bound to this command's settings.
+  import shutil
+  from fedfrac import _validation
+  work = _copy(two_methods, tmp_path / "w")
+  fedavg, fedprox = _rows(work, "fedavg"), _rows(work, "fedprox")
+  shutil.copy(other_experiment / "experiment.json", work / "experiment.json")
+  with pytest.raises(ConfigError) as e:
+    ff.run(_two(), workdir=str(work))
+  message = str(e.value)
+  assert message.startswith(f"workdir='{work}' holds results of a different config "
+                            f"(client.lr 0.5 -> 0.1")
+  assert (f"but the 2 runs kept there are bound to this config's settings, so that file "
+          f"is not theirs: remove {work / 'experiment.json'} and call it again to "
+          f"rebuild it from them (their results are kept), or use another workdir, or "
+          f"overwrite=True to start afresh") in message, message
+  _validation.name_flags()     # as fedfrac.main does: the flags are named
+  try:
+    with pytest.raises(ConfigError) as e:
+      ff.run(_two(), workdir=str(work))
+  finally:
+    _validation.name_flags(False)
+  assert "and rerun the same command to rebuild it" in str(e.value)
+  assert "use another --workdir, or --overwrite to start afresh" in str(e.value)
+  (work / "experiment.json").unlink()     # the way out it names
+  capsys.readouterr()
+  ff.run(_two(), workdir=str(work))
+  assert "rebuilt it from the 2 runs kept there" in capsys.readouterr().err
+  assert _rows(work, "fedavg") == fedavg and _rows(work, "fedprox") == fedprox
+
+
+def test_a_changed_setting_does_not_offer_to_remove_the_experiment_file(two_methods,
+                                                                        tmp_path):
+  # The kept runs are bound to client.lr 0.1: the file is theirs, and removing it
+  # would not let another learning rate in.
+  work = _copy(two_methods, tmp_path / "w")
+  with pytest.raises(ConfigError) as e:
+    ff.run(_two(**{"client.lr": 0.3}), workdir=str(work))
+  assert "holds results of a different config (client.lr 0.1 -> 0.3)" in str(e.value)
+  assert "remove" not in str(e.value)
+
+
+def test_config_json_records_an_optax_server_optimizer_as_the_fingerprint_does(tmp_path):
+  # Before: config.json held ["function init_fn", "function update_fn"].
+  import optax
+  c = _config()
+  c.methods.fedavg.server_optimizer = optax.adam(0.1)
+  ff.run(c, workdir=str(tmp_path))
+  recorded = json.loads((tmp_path / "config.json").read_text())
+  value = recorded["methods"]["fedavg"]["server_optimizer"]
+  fingerprint = workdir_lib.sealed.read(str(tmp_path / "experiment.json"))
+  assert value == fingerprint["methods"]["fedavg"]["options"]["server_optimizer"]
+  assert value.startswith("optax chain") and "scale_by_adam" in value
+  assert "step_size=-0.1" in value and "init_fn" not in value
+  assert list(recorded) == list(json.loads(c.to_json_best_effort()))   # keys in order
