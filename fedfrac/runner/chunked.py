@@ -16,7 +16,7 @@ import numpy as np
 
 from fedfrac import _validation
 from fedfrac import data as data_lib
-from fedfrac.runner import compile_cache, factories
+from fedfrac.runner import compile_cache, factories, signals
 from fedfrac.runner.checkpoint import NoIntactCheckpoint
 from fedfrac.runner.log import Progress, RunLog, quiet_callback_tracebacks
 from fedfrac.runner.records import RunRecord, error_text, final_params, stop_target
@@ -155,6 +155,7 @@ def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds:
     chunk_index += 1
     if bar is not None:
       bar.update(n, row, dt)
+    signals.raise_if_swallowed()   # a Ctrl-C lost in a garbage-collection callback
     stopping = (error is not None or r >= end_round or (stop is not None and stop())
                 or not any(log.running for log in logs))
     if after_chunk is not None:

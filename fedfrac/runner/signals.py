@@ -75,18 +75,35 @@ class Signals:
       self.requested = signum
     if self.graceful and (first or not self.escalate):
       return
+    _RAISED[:] = [signum]    # until it reaches a caller (raise_if_swallowed)
     raise Interrupted(signum)
 
   def __exit__(self, exc_type, exc, tb):
     for s, handler in self._previous.items():
       signal.signal(s, handler)
     self._previous = {}
+    if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+      _RAISED.clear()        # it reached its caller
     if exc_type is None and self.requested is not None and not self.graceful:
       # The handler raised, but nothing came out: the signal landed in code that
       # swallows exceptions (a garbage-collection callback, such as JAX's, prints
       # "Exception ignored" and goes on). Stop now rather than exit 0.
       raise Interrupted(self.requested)
     return False
+
+
+# The signal a handler raised at once, until it reaches a caller: one raised inside
+# a garbage-collection callback (JAX's) is printed there and dropped, and the
+# work would go on to its end.
+_RAISED: list = []
+
+
+def raise_if_swallowed() -> None:
+  """Raise :class:`Interrupted` again when a signal raised at once was swallowed
+  on the way (called at every chunk boundary, :func:`fedfrac.runner.chunked.chunk_loop`,
+  so a sweep or a run stops within one chunk)."""
+  if _RAISED:
+    raise Interrupted(_RAISED.pop())
 
 
 # A worker process's own handler (see :func:`fedfrac.runner.points.work_queue`).

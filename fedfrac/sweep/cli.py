@@ -121,12 +121,15 @@ def main(argv=None):
   parser.add_argument("--table", action="store_true")
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parser.parse_args(argv)
-  try:
-    base, axes, grid, grid_methods, seeds, metric_names, directory = checked_inputs(args)
-  except (ConfigError, DataError, sweep_checks.UsageError) as e:
-    exit_with_error(e)
-  compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
-  log_lib.one_line_warnings()
+  # A signal while the inputs are checked stops at once, even one raised inside a
+  # garbage-collection callback (the block raises it again on leaving).
+  with signals.Signals(graceful=False):
+    try:
+      base, axes, grid, grid_methods, seeds, metric_names, directory = checked_inputs(args)
+    except (ConfigError, DataError, sweep_checks.UsageError) as e:
+      exit_with_error(e)
+    compile_cache.enable()   # FEDFRAC_COMPILE_CACHE (fedfrac.runner.compile_cache)
+    log_lib.one_line_warnings()
 
   try:
     outcome = run_sweep(base, axes, seeds, metric_names, grid, grid_methods,

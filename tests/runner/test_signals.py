@@ -186,3 +186,37 @@ def test_a_signal_swallowed_in_a_garbage_collection_callback_still_stops():
     assert fired and e.value.signum == signal.SIGINT
   finally:
     signal.signal(signal.SIGINT, previous)
+
+
+def test_a_swallowed_signal_stops_the_work_at_the_next_chunk_not_at_its_end():
+  """The same swallowed Ctrl-C while a long batch computes: the run stops after
+  the chunk it landed in (chunk_loop checks), not after its last round."""
+  import gc
+
+  from fedfrac.runner import signals
+  c = helpers.tiny_config(rounds=40, eval_every=2, progress=False)
+  fired = []
+
+  def callback(phase, info):
+    if phase == "start" and not fired:
+      fired.append(True)
+      os.kill(os.getpid(), signal.SIGINT)
+      for _ in range(10_000):
+        pass
+  rounds = []
+  previous = signal.signal(signal.SIGINT, lambda *a: None)
+  try:
+    with pytest.raises(signals.Interrupted):
+      with signals.Signals(graceful=False):
+        gc.callbacks.append(callback)
+        try:
+          gc.collect()          # the signal lands in the callback and is dropped
+        finally:
+          gc.callbacks.remove(callback)
+        rounds.append(0)
+        ff.run(c)               # its first chunk boundary raises it again
+        rounds.append(c.rounds)
+  finally:
+    signal.signal(signal.SIGINT, previous)
+  assert fired and rounds == [0]
+  signals.raise_if_swallowed()  # nothing is left pending once it reached its caller
