@@ -23,6 +23,7 @@ from __future__ import annotations
 import signal
 import sys
 
+from fedfrac import _validation
 from fedfrac.runner import chunked
 from fedfrac.runner import local_devices, work_queue
 from fedfrac.runner import signals
@@ -33,6 +34,16 @@ from fedfrac.runner.extensions import (  # noqa: F401  (their old home)
 from fedfrac.runner.log import PointProgress
 from fedfrac.runner.records import RunFailed
 from fedfrac.runner.work_queue import WorkersLost
+
+
+def _kept_without_workdir(done) -> str:
+  """Where the runs that finished are when no workdir was given: nowhere on the
+  command line; from Python in the exception's ``results``."""
+  if _validation.on_command_line():
+    return "nothing was kept (no --workdir was given)"
+  n = len(done)
+  return (f"the {n} that finished {'is' if n == 1 else 'are'} in e.results; nothing was "
+          f"written to disk, as no workdir= was given")
 
 
 class RunsLost(RuntimeError):
@@ -139,7 +150,7 @@ def run_in_workers(config, jobs, workdir, stop_after_round, progress, workers, r
     results = finish(quiet=lost)
     where = (f"the {len(done)} that finished {'is' if len(done) == 1 else 'are'} written "
              f"in {workdir} (a lost run's last checkpoint, if any, as partial); rerun the "
-             f"same command to run the rest" if workdir else "nothing was kept (no workdir)")
+             f"same command to run the rest" if workdir else _kept_without_workdir(done))
     raise RunsLost(f"{len(lost)} of {len(jobs)} runs did not finish ({lost[0][0]} seed "
                    f"{lost[0][1]}{', ...' if len(lost) > 1 else ''}): their worker "
                    f"process died ({lost_workers.reason}); {where}", results) from None

@@ -194,3 +194,20 @@ def test_a_config_workers_cannot_receive_runs_here_saying_why(capsys):
   c.methods = ml_collections.ConfigDict(   # by name it travels
       {"a": {"name": "fedavg", "server_optimizer": "adam(0.01)"}})
   assert parallel.worker_count(c, 2) == 2
+
+
+def test_workers_lost_from_python_without_a_workdir_point_at_e_results(monkeypatch):
+  # Before: "nothing was kept (no workdir)" while e.results held what finished.
+  from fedfrac.runner import parallel, work_queue
+
+  def lose_every_worker(items, target, workers, on_message, **kw):
+    raise work_queue.WorkersLost(range(len(items)))
+  monkeypatch.setattr(parallel.work_queue, "work_queue", lose_every_worker)
+  c = helpers.tiny_config(rounds=1, seeds=(0, 1), workers=2)
+  with pytest.raises(parallel.RunsLost) as e:
+    ff.run(c)
+  message = str(e.value)
+  assert message.startswith("2 of 2 runs did not finish (fedavg seed 0, ...)")
+  assert message.endswith("the 0 that finished are in e.results; nothing was written to "
+                          "disk, as no workdir= was given")
+  assert "--workdir" not in message and e.value.results.records == []
