@@ -29,14 +29,25 @@ CPU_BENCH, GPU_BENCH = "benchmarks/results.json", "benchmarks/results_h200.json"
 
 # Why a stand-in paper's cells without a number of ours have none.
 STAND_IN_NOT_RUN = {
-    "fofedavg": "needs compute (Tables V–VI; II–IV runs not finished); SparseSecAgg "
-                "refused at C = 0.2",
+    "fofedavg": "needs compute (Tables V–VI{unfinished}); SparseSecAgg refused at C = 0.2",
     "fo_ri_fedavg": "no data here (VED/eVED) and no stand-in run of them yet",
     "kuramoto": "not yet (CIFAR-10 and FMNIST columns)",
 }
 # The README table's verdict columns, then the cells counted apart.
 COLUMNS = verdicts.JUDGED + (verdicts.COLLAPSED, verdicts.NOT_DEFINED, verdicts.STAND_IN,
                              verdicts.NOT_RUN)
+
+
+def _fofedavg_unfinished() -> str:
+  """``"; Table IV runs not finished"``: the MNIST tables whose CPU runs are still
+  going (``""`` when every one has finished)."""
+  from fedfrac_lab.reproduce import fofedavg_mnist
+  tables = [name for name, scenario in (("II–III", "iid"), ("IV", "alpha"))
+            if fofedavg_mnist.pending_names(scenario)]
+  if not tables:
+    return ""
+  return f"; Table{'s' if len(tables) > 1 or '–' in tables[0] else ''} " \
+         f"{' and '.join(tables)} runs not finished"
 
 
 def _paper(key):
@@ -96,7 +107,8 @@ def reproduces_rows():
       data = f"{real_data}: {n_real} cells of {what}; digits (stand-in): the rest"
     total[verdicts.STAND_IN] = n_standin
     total[verdicts.NOT_RUN] += cells - n_real - n_standin
-    rows.append((paper, tables, data, cells, total, STAND_IN_NOT_RUN[paper]))
+    rows.append((paper, tables, data, cells, total,
+                 STAND_IN_NOT_RUN[paper].format(unfinished=_fofedavg_unfinished())))
   return rows
 
 
