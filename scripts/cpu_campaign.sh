@@ -14,7 +14,9 @@
 # <paper> --dir=DATA_ROOT/<mnist or fashion-mnist, by its --dataset>
 # --json=ROOT/<arg>/<method>.json` with its flags instead; its runs keep no
 # checkpoint, so a killed cell runs again from its first round, and a finished
-# one (its json written) is skipped. Start one per core:
+# one (its json written) is skipped. A fedfrac.main cell that ended with rc 0
+# leaves ROOT/<arg>/<method>.done (its command) and is not started again by the
+# same command; its log line says "(done before)". Start one per core:
 #   nohup scripts/cpu_campaign.sh 0 2 ROOT DATA_ROOT > ROOT/core0.log &
 #   nohup scripts/cpu_campaign.sh 1 2 ROOT DATA_ROOT > ROOT/core1.log &
 # Pause with `kill -STOP -PGID` and continue with `kill -CONT -PGID` while the
@@ -44,12 +46,18 @@ grep -v '^#' benchmarks/cpu/plan.tsv | while IFS=$'\t' read -r config arg method
       nice -n 19 taskset -c "$core" "$py" -m fedfrac_lab.reproduce "${config#reproduce:}" \
           --dir="$data/$ds" --json="$wd.json" ${flags:+$flags} > "$wd.log" 2>&1 ;;
     *)
+      cmd="--config=$config:$arg --config.only=$method --config.data.source=files"
+      cmd+=" --config.data.dir=$data/mnist --workdir=$wd${flags:+ $flags}"
+      if [[ -f "$wd.done" && "$(cat "$wd.done")" == "$cmd" ]]; then
+        echo "$(date -u +%FT%TZ) end $arg/$method rc=0 wall_s=0 (done before)"; continue
+      fi
       mkdir -p "$wd"
-      nice -n 19 taskset -c "$core" "$py" -m fedfrac.main \
-          --config="$config:$arg" --config.only="$method" \
-          --config.data.source=files --config.data.dir="$data/mnist" \
-          --workdir="$wd" ${flags:+$flags} > "$wd.log" 2>&1 ;;
+      # shellcheck disable=SC2086   # the plan's flags are words
+      nice -n 19 taskset -c "$core" "$py" -m fedfrac.main $cmd > "$wd.log" 2>&1 ;;
   esac
   rc=$?
+  # A finished cell is not started again by the same command (a rerun would find
+  # its runs and compute nothing, but still count as a run of the cell).
+  [[ $rc == 0 && "$config" != reproduce:* ]] && printf '%s\n' "$cmd" > "$wd.done"
   echo "$(date -u +%FT%TZ) end $arg/$method rc=$rc wall_s=$(( $(date +%s) - start ))"
 done

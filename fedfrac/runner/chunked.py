@@ -136,7 +136,10 @@ def chunk_loop(runner, state, logs, *, start_round: int, end_round: int, rounds:
   r, chunk_index, compile_s = start_round, 0, 0.0
   while r < end_round and any(log.running for log in logs):
     n = min(eval_every, rounds - r, end_round - r)
-    compile_s += compile_fn(n, state)
+    compiled = compile_fn(n, state)
+    compile_s += compiled
+    for log in logs:   # each run's share, kept in its checkpoints with its wall time
+      log.compile_s += compiled / len(logs)
     t0 = time.perf_counter()
     state, round_metrics = runner.run_chunk(state, n)
     evaluation = runner.evaluate(state)
@@ -228,6 +231,15 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
       stop_after_round is None or step < stop_after_round):
     print(f"resuming {label} seed {seed} from round {step}", file=sys.stderr)
   start_round = int(state.round)
+  if history is not None and "compile_s" not in history:
+    # A checkpoint written before compile time was kept in it: the run's record
+    # of the same rounds has it (a finished run found again keeps its own).
+    try:
+      kept = wd.read_record(label, seed, bound)
+      if kept.round_rows == log.round_rows:
+        log.compile_s = kept.compile_s
+    except (OSError, ValueError):   # none, or not verified (sealed.Damaged)
+      pass
   end_round = config.rounds if stop_after_round is None else min(config.rounds,
                                                                  stop_after_round)
   show = config.progress if progress is None else progress
@@ -247,7 +259,7 @@ def run_one(config, label, seed, fed_data, workdir=None, stop_after_round=None,
       saving[0], saving[1] = saving[0] + 1, saving[1] + time.perf_counter() - t
   done = start_round
   try:
-    state, log.compile_s, done = chunk_loop(
+    state, _, done = chunk_loop(
         sim, state, [log], start_round=start_round, end_round=end_round,
         rounds=config.rounds, eval_every=config.eval_every,
         compile_fn=lambda n, _: sim.compile(n), bar=bar, after_chunk=save, stop=stop)

@@ -197,7 +197,7 @@ class RunLog:
     self.wall = h.get("wall_s", 0.0)
     self.cum_up = h.get("cum_bytes_up", 0.0)
     self.cum_down = h.get("cum_bytes_down", 0.0)
-    self.compile_s = 0.0
+    self.compile_s = h.get("compile_s", 0.0)   # summed over the sittings of a resumed run
     self.client_arrays = {}
     self.target = target
     self.stopped = stopped_entry(target, self.rows) if self.status == "ok" else None
@@ -209,7 +209,7 @@ class RunLog:
 
   def history(self):
     out = {"rows": self.rows, "round_rows": self.round_rows, "status": self.status,
-           "wall_s": self.wall, "cum_bytes_up": self.cum_up,
+           "wall_s": self.wall, "compile_s": self.compile_s, "cum_bytes_up": self.cum_up,
            "cum_bytes_down": self.cum_down, "algorithm": self.algorithm_name,
            "nonfinite_allowed": sorted(self._host_keys)}
     if self.stopped is not None:

@@ -366,14 +366,16 @@ def _run_batch(config, label, grid_key, runs, names, feds, workdir, end_round, s
     logs.append(RunLog(run_label, method.name, seed, sim.algorithm.comm, payload_bytes,
                        message_bytes, config.on_divergence, history,
                        host_metrics=run_algorithm.host_metrics, target=target))
-  done, compile_s = start_round, 0.0
+  done = start_round
   if start_round < end_round and any(log.running for log in logs):
     if start_round:
       print(f"resuming {label} x{len(runs)} runs from round {start_round}",
             file=sys.stderr)
     bar = Progress(show, config.rounds, f"{label} x{len(runs)} runs", start_round)
     # Compile evaluation up front so wall_s counts only running rounds and evals.
-    compile_s = batch.compile_eval(states)
+    compiled = batch.compile_eval(states)
+    for log in logs:
+      log.compile_s += compiled / len(logs)
 
     # A run that stopped at its target goes on in the batch until every run has
     # (nothing of it is recorded): its final state is the one it stopped with.
@@ -385,16 +387,14 @@ def _run_batch(config, label, grid_key, runs, names, feds, workdir, end_round, s
         ckpts.save(r, states, logs, last or (config.checkpoint_every and
                                              chunk_index % config.checkpoint_every == 0))
     try:
-      states, chunks_s, done = chunk_loop(
+      states, _, done = chunk_loop(
           batch, states, logs, start_round=start_round, end_round=end_round,
           rounds=config.rounds, eval_every=config.eval_every, compile_fn=batch.compile,
           split=slice_run, bar=bar, after_chunk=after_chunk, stop=stop)
-      compile_s += chunks_s
     finally:
       bar.close()
   records = []
   for i, log in enumerate(logs):
-    log.compile_s = compile_s / len(logs)
     rec = log.record(partial=done < config.rounds)
     if keep_params:
       run_state = at_stop[i] if i in at_stop else to_host(slice_run(states, i))

@@ -393,8 +393,8 @@ class Workdir:
     """The run's record rebuilt from its newest verified checkpoint's history
     (``None`` without one, or when it is bound to other settings than
     ``current``). A run stopped before the rounds it was asked for is
-    ``partial``, one that stopped at its target is not; the compile time is not
-    kept in checkpoints (0)."""
+    ``partial``, one that stopped at its target is not; the compile time is the
+    history's (0 in checkpoints written before it was kept there)."""
     found = self.latest_history(label, seed, current)
     if found is None:
       return None
@@ -406,7 +406,7 @@ class Workdir:
       status = "partial"
     algorithm = h.get("algorithm") or (rows[0].get("algorithm", label) if rows else label)
     return RunRecord(label, algorithm, int(seed), rows, h.get("round_rows", []), status,
-                     0.0, float(h.get("wall_s", 0.0)), {},
+                     float(h.get("compile_s", 0.0)), float(h.get("wall_s", 0.0)), {},
                      tuple(h.get("nonfinite_allowed", ())), stopped=stopped)
 
   def stored_seeds(self, label) -> list:

@@ -145,7 +145,9 @@ def measured(scenario):
   seeds = len(next(iter(fofedavg_mnist.load(scenario)["cells"].values()))["seeds"])
   each = ", ".join(f"{name} {fofedavg_mnist.cpu_time(s)}" for name, s in done)
   return (f"measured on the {fofedavg_mnist.DEVICE}, a cell of {seeds} seeds on one core "
-          f"at nice 19, from its start to its end (`{fofedavg_mnist.MD}`): {each}"), left
+          f"at nice 19, from its start to its end in its core's log, or its records' "
+          f"seconds where a run of it stopped with its session (`{fofedavg_mnist.MD}` "
+          f"says which): {each}"), left
 
 
 def _measured_then_estimate(spec, scenario, what, tail=""):
@@ -156,8 +158,6 @@ def _measured_then_estimate(spec, scenario, what, tail=""):
                     _cohort(spec)) + tail
   if not text:
     return "estimate: " + estimate
-  if not left:
-    return f"{text}; every one has run"
   return f"{text}; estimate for the {left} {what} not run yet: {estimate}"
 
 

@@ -130,18 +130,27 @@ def cell_times(paths) -> Dict[str, dict]:
   """{"<scenario>/<method>": {"core", "start", "end", "wall_s", "runs"}} of every
   cell whose last run ended with rc=0 in the logs ``paths``: ``wall_s`` sums
   every run of the cell (a run that computed the records and failed after them,
-  then the rerun that found them, both count), ``runs`` lists them."""
-  runs, started = {}, {}
+  then the rerun that found them, both count; a cell the script did not start
+  again, "(done before)", is no run), ``runs`` lists them; ``killed`` counts
+  its runs with a start and no end (stopped with the session: their time is
+  not in the log)."""
+  runs, started, killed, first = {}, {}, {}, {}
   for path in paths:
     with open(path) as f:
       for line in f:
         m = _START.match(line.strip())
         if m:
+          if m.group(2) in started:   # its previous start has no end: killed at a stop
+            killed[m.group(2)] = killed.get(m.group(2), 0) + 1
           started[m.group(2)] = (m.group(1), int(m.group(3)))
+          first.setdefault(m.group(2), m.group(1))
           continue
         m = _END.match(line.strip())
+        if m and line.rstrip().endswith("(done before)"):   # not started: no run
+          started.pop(m.group(2), None)
+          continue
         if m:
-          start, core = started.get(m.group(2), (None, None))
+          start, core = started.pop(m.group(2), (None, None))
           runs.setdefault(m.group(2), []).append(
               {"core": core, "start": start, "end": m.group(1), "rc": int(m.group(3)),
                "wall_s": int(m.group(4))})
@@ -149,9 +158,9 @@ def cell_times(paths) -> Dict[str, dict]:
   for cell, each in runs.items():
     if each[-1]["rc"] != 0:
       continue
-    out[cell] = {"core": each[-1]["core"], "start": each[0]["start"],
+    out[cell] = {"core": each[-1]["core"], "start": first.get(cell, each[0]["start"]),
                  "end": each[-1]["end"], "wall_s": sum(r["wall_s"] for r in each),
-                 "runs": each}
+                 "runs": each, "killed": killed.get(cell, 0)}
   return out
 
 
@@ -186,7 +195,14 @@ def collect(root: str, scenario: str, times: Dict[str, dict], previous: Optional
       continue
     t = times.get(f"{scenario}/{label}")
     records = sum(s["wall_s"] + s["compile_s"] for s in cell["seeds"].values())
-    if t is not None:
+    if t is not None and t["killed"]:
+      cell.update(cpu_wall_s=round(records, 1), cpu_wall_source=(
+                  f"the sum of its records' wall and compile seconds ({t['killed']} of "
+                  f"its runs stopped with the session that ran them, without an end line "
+                  f"in the core's log; the log's {t['wall_s']} s are the last "
+                  f"{len(t['runs'])})"),
+                  started=t["start"], finished=t["end"], core=t["core"], runs=t["runs"])
+    elif t is not None:
       cell.update(cpu_wall_s=t["wall_s"], cpu_wall_source=(
                   "from its start to its end in its core's log (data loading and "
                   "compilation included; the core shared with other work)"

@@ -316,3 +316,34 @@ def test_checkpoints_that_take_longer_than_the_rounds_are_said_in_one_line(
   monkeypatch.setattr(chunked, "CHECKPOINT_NOTE_S", 60.0)   # under the floor: no word
   ff.run(c, workdir=str(tmp_path / "v"))
   assert "checkpoints took" not in capsys.readouterr().err
+
+
+def test_compile_time_is_summed_over_sittings_and_kept_when_a_run_is_found_again(
+    tmp_path):
+  """A resumed run's compile seconds are those of every sitting (kept in its
+  checkpoints beside its wall time); a finished run found again by a rerun keeps
+  the compile seconds of its record instead of the rerun's none."""
+  c = helpers.tiny_config(rounds=4, eval_every=1, checkpoint_every=1)
+  first = ff.run(c, workdir=str(tmp_path), stop_after_round=2).records[0].compile_s
+  assert first > 0
+  resumed = ff.run(c, workdir=str(tmp_path)).records[0].compile_s
+  assert resumed >= first
+  again = ff.run(c, workdir=str(tmp_path)).records[0]
+  assert again.compile_s == resumed
+  from fedfrac.runner.workdir import Workdir
+  assert Workdir(str(tmp_path)).read_record("fedavg", 0).compile_s == resumed
+
+
+def test_a_checkpoint_without_compile_time_takes_it_from_the_runs_record(tmp_path,
+                                                                         monkeypatch):
+  """Checkpoints written before compile time was kept in them: a finished run
+  found again keeps its record's compile seconds (its results are rewritten)."""
+  from fedfrac.runner.log import RunLog
+  c = helpers.tiny_config(rounds=2, eval_every=1, checkpoint_every=1)
+  history = RunLog.history
+  monkeypatch.setattr(RunLog, "history", lambda self: {
+      k: v for k, v in history(self).items() if k != "compile_s"})
+  first = ff.run(c, workdir=str(tmp_path)).records[0].compile_s
+  assert first > 0
+  monkeypatch.setattr(RunLog, "history", history)
+  assert ff.run(c, workdir=str(tmp_path)).records[0].compile_s == first

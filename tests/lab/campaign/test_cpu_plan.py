@@ -92,3 +92,18 @@ def test_the_runner_starts_each_kind_of_cell(tmp_path):
   assert log.startswith("-m fedfrac_lab.reproduce firma_files")
   assert f"--dir={data}/fashion-mnist" in log
   assert f"--json={root}/{firma_cell[1]}/{firma_cell[2]}.json" in log
+  # Started again, a config cell that ended with rc 0 is not started by the same
+  # command (no run, said "(done before)"); a changed command starts it again.
+  done = [r for r in rows if not r[0].startswith("reproduce:")]
+  (root / config_cell[1].replace(",", "_") / f"{config_cell[2]}.log").unlink()
+  again = subprocess.run(["bash", str(ROOT / "scripts" / "cpu_campaign.sh"), "0", "1",
+                          str(root), str(data)], env={**os.environ, "PYTHON": str(fake)},
+                         capture_output=True, text=True, timeout=120)
+  assert again.returncode == 0, again.stderr
+  assert again.stdout.count("(done before)") == len(done)
+  assert not (root / config_cell[1].replace(",", "_") / f"{config_cell[2]}.log").exists()
+  other = subprocess.run(["bash", str(ROOT / "scripts" / "cpu_campaign.sh"), "0", "1",
+                          str(root), str(tmp_path / "other")],
+                         env={**os.environ, "PYTHON": str(fake)},
+                         capture_output=True, text=True, timeout=120)
+  assert other.stdout.count("(done before)") == 0

@@ -31,9 +31,20 @@ def test_kuramoto_is_priced_at_the_cnn4_rate_and_gets_no_gpu_figure():
 
 
 def test_a_gpu_figure_names_the_cohort_it_was_measured_at():
-  # Table IV still has α values to run, so its text prices them on the GPU.
-  text = est.fofedavg_t4_time()
+  # One α value of Table IV (cohort 2 of 10 clients) priced at the rate the
+  # H200 window measured at cohort 10.
+  spec = f"{est.FOFEDAVG}:alpha"
+  w = est.workload(spec, runs=1, what="α values")
+  text = est.priced(w, "cnn_mnist_real", "cnn10", 2)
   assert "cohort 10" in text and "this run's cohort of 2 was not measured" in text
+  assert "was not measured" not in est.priced(w, "cnn_mnist_real", "cnn10", 10)
+
+
+def test_a_table_whose_cells_have_all_run_says_only_what_they_took():
+  # Table IV's four α values have run on the CPU: its text has no estimate.
+  text = est.fofedavg_t4_time()
+  assert text.startswith("measured on the CPU") and "estimate" not in text
+  assert all(f"α {a}" in text for a in ("0.5", "0.6", "0.97", "1.5"))
 
 
 # The passes over its data a client makes a round, per FIRMA method, as

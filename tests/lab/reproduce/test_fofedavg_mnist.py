@@ -56,12 +56,17 @@ def campaign(tmp_path, monkeypatch):
   (tmp_path / "campaign" / "core0.log").write_text(
       "2026-01-01T10:00:00Z start iid/fedavg (core 0)\n"
       "2026-01-01T10:18:20Z end iid/fedavg rc=0 wall_s=1100\n"
+      "2026-01-02T09:00:00Z start iid/fedavg (core 0)\n"
+      "2026-01-02T09:00:00Z end iid/fedavg rc=0 wall_s=0 (done before)\n"
       "2026-01-01T10:18:20Z start iid/moon (core 0)\n")
   (tmp_path / "campaign" / "core1.log").write_text(
       "2026-01-01T10:00:00Z start iid/fofedavg (core 1)\n"
       "2026-01-01T10:19:00Z end iid/fofedavg rc=1 wall_s=1133\n"
       "2026-01-01T10:20:00Z start iid/fofedavg (core 1)\n"
-      "2026-01-01T10:20:07Z end iid/fofedavg rc=0 wall_s=7\n")
+      "2026-01-01T10:20:07Z end iid/fofedavg rc=0 wall_s=7\n"
+      "2026-01-01T11:00:00Z start alpha/fofedavg_a1p5 (core 1)\n"
+      "2026-01-02T09:00:00Z start alpha/fofedavg_a1p5 (core 1)\n"
+      "2026-01-02T09:03:00Z end alpha/fofedavg_a1p5 rc=0 wall_s=180\n")
   out = tmp_path / "results"
   monkeypatch.setattr(fofedavg_mnist, "JSONS", {"iid": str(out / "iid.json"),
                                                 "alpha": str(out / "alpha.json")})
@@ -84,8 +89,10 @@ def test_collect_counts_only_finished_runs(campaign, capsys):
   assert sorted(fedavg["seeds"]) == ["0", "1", "2"]
   assert fedavg["seeds"]["1"]["final_accuracy"] == pytest.approx(_accuracy(0.97, 1)[-1])
   assert len(fedavg["seeds"]["0"]["loss"]) == ROUNDS
-  # The CPU time is the cell's own log line; the command names its core and data.
+  # The CPU time is the cell's own log line (a restart that did not start the
+  # finished cell again is no run); the command names its core and data.
   assert fedavg["cpu_wall_s"] == 1100 and fedavg["core"] == 0
+  assert len(fedavg["runs"]) == 1
   assert fedavg["finished"] == "2026-01-01T10:18:20Z"
   assert fedavg["command"].startswith("nice -n 19 taskset -c 0 python -m fedfrac.main "
                                       "--config=configs/fofedavg/mnist_cnn.py:iid "
@@ -98,10 +105,13 @@ def test_collect_counts_only_finished_runs(campaign, capsys):
   assert "summed over its 2 runs" in fo["cpu_wall_source"]
   assert fedavg["config"]["rounds"] == ROUNDS
   alpha = json.loads((out / "alpha.json").read_text())
-  # No log line for the α cell: the sum of its records' seconds, named as such.
+  # A run of the α cell stopped with its session (a start, no end): the log does
+  # not hold its time, so the cell's is the sum of its records' seconds, said so.
   a15 = alpha["cells"]["fofedavg_a1p5"]
   assert a15["cpu_wall_s"] == pytest.approx(3 * 302.0)
   assert "sum of its records" in a15["cpu_wall_source"]
+  assert "1 of its runs stopped with the session" in a15["cpu_wall_source"]
+  assert a15["started"] == "2026-01-01T11:00:00Z" and len(a15["runs"]) == 1
   assert set(alpha["pending"]) == {"fofedavg_a0p5", "fofedavg_a0p6", "fofedavg_a0p97"}
 
 
