@@ -26,11 +26,14 @@ from fedfrac.config_base import (METHOD_SECTIONS, aggregator_spec,  # noqa: F401
 
 
 def validate(config) -> None:
-  """Check every field; raise :class:`ConfigError` on the first bad one."""
+  """Check every field; raise :class:`ConfigError` on the first bad one (a key
+  nothing reads, or a field of ``base_config()`` missing, first)."""
+  from fedfrac.config_keys import check_keys
   from fedfrac.data import validate as data_checks
   from fedfrac.models import validate as model_checks
   from fedfrac.runner import validate as run_checks
   from fedfrac.sim import validate as engine_checks
+  check_keys(config)
   run_checks.validate_run(config)
   data_checks.validate_data(config)
   data_checks.check_unused(config, base_config())

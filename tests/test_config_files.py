@@ -262,3 +262,15 @@ def test_one_argument_parser_reads_every_config_argument():
   assert fo.parse_arg("severe,100") == ("severe", 100)
   with pytest.raises(ValueError, match="scenario='nope'"):
     fo.parse_arg("nope")
+
+
+def test_validate_alone_refuses_a_key_nothing_reads():
+  """``ff.config.validate`` from a notebook checks the keys as ``ff.run`` does:
+  a typo is one line with did-you-mean, not a setting silently ignored."""
+  from fedfrac import config as config_lib
+  config = base_config()
+  config.client.learning_rate = 10.0
+  with pytest.raises(ConfigError, match="config.client.learning_rate=10.0: unknown key "
+                     "'learning_rate'; did you mean 'lr'"):
+    config_lib.validate(config)
+  config_lib.validate(base_config())
