@@ -1,15 +1,22 @@
 """The command line reports bad input in one line with exit status 2 (fedfrac.main).
 
-Each test runs ``python -m fedfrac.main`` in a subprocess with one class of bad
-input and checks: status 2, the last stderr line is ``error: ...`` naming what is
-wrong, no traceback; with ``--debug`` the traceback is shown.
+Each test runs the command line with one class of bad input and checks: status
+2, the last stderr line is ``error: ...`` naming what is wrong, no traceback;
+with ``--debug`` the traceback is shown. Most run it in this process, as
+``python -m fedfrac.main`` does (absl's ``app.run`` with fedfrac's flag parser,
+stdout and stderr captured, the exit status from ``SystemExit``); a few run the
+real ``python -m fedfrac.main`` in a subprocess, for what only a process shows
+(its exit status, a traceback on stderr, signals).
 """
+import contextlib
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
@@ -17,10 +24,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICKSTART = "--config=configs/quickstart.py"
 
 
-def _cli(*args):
-  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  return subprocess.run([sys.executable, "-m", "fedfrac.main", *args], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=900)
+def _cli(*args, process=False):
+  """The command line with ``args``, from the repository root: in this process
+  (``process=False``), or as ``python -m fedfrac.main`` in a subprocess."""
+  if process:
+    env = dict(os.environ,
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "fedfrac.main", *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=900)
+  from absl import app
+  from fedfrac import main as main_lib
+  out, err, status, here = io.StringIO(), io.StringIO(), 0, os.getcwd()
+  os.chdir(ROOT)
+  try:
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      app.run(main_lib.main, argv=["fedfrac-run", *args], flags_parser=main_lib.parse_flags)
+  except SystemExit as e:
+    status = e.code if isinstance(e.code, int) else int(e.code is not None)
+  finally:
+    os.chdir(here)
+  return types.SimpleNamespace(returncode=status, stdout=out.getvalue(),
+                               stderr=err.getvalue())
 
 
 def _error_line(out):
@@ -34,7 +58,7 @@ def _error_line(out):
 
 
 def test_bad_value():
-  line = _error_line(_cli(QUICKSTART, "--config.rounds=0"))
+  line = _error_line(_cli(QUICKSTART, "--config.rounds=0", process=True))
   assert line == "error: config.rounds=0: must be an integer >= 1"
 
 
@@ -130,10 +154,10 @@ def test_missing_ved_files(tmp_path):
 
 
 def test_debug_shows_the_traceback():
-  out = _cli(QUICKSTART, "--config.rounds=0", "--debug")
+  out = _cli(QUICKSTART, "--config.rounds=0", "--debug", process=True)
   assert out.returncode != 0
   assert "Traceback" in out.stderr and "ConfigError" in out.stderr
-  out = _cli(QUICKSTART, "--config.nosuch=1", "--debug")
+  out = _cli(QUICKSTART, "--config.nosuch=1", "--debug", process=True)
   assert out.returncode != 0 and "Traceback" in out.stderr
 
 
@@ -236,7 +260,7 @@ def test_ctrl_c_checkpoints_writes_rows_and_exits_130(tmp_path):
   rows = (tmp_path / "metrics.csv").read_text().splitlines()
   assert len(rows) == 1 + done and rows[-1].split(",")[4] == "partial"
   # The rerun says where it resumes.
-  out = _cli(*args[3:], f"--stop_after_round={done + 1}")
+  out = _cli(*args[3:], f"--stop_after_round={done + 1}", process=True)
   assert out.returncode == 0, out.stderr[-2000:]
   assert f"resuming fedavg seed 0 from round {done}" in out.stderr.splitlines()
 
