@@ -326,17 +326,18 @@ def fofedavg_t5_time():
       f"K = 100 and 1,000 are not measured; assumed: a method's K = 10 mean times the "
       f"paper's own ratio for it (Table V's K column over its 10 column), rounded up to "
       f"the config's evaluation period and capped at the config's rounds (there a run "
-      f"stops whether or not it reached 60 %); a method not measured at K = 10 takes "
-      f"the mean of those measured"
-      + (f" ({sum(reached) / len(reached):.1f})" if reached else "")
+      f"stops whether or not it reached 60 %)"
+      + (f"; a method not measured at K = 10 takes the mean of those measured "
+         f"({sum(reached) / len(reached):.1f})"
+         if reached and any(r.clients == 10 for r in runs) else "")
       + f". Client-steps: {counts}; × {seeds} seeds of `{FOFEDAVG}:severe,K` = "
       f"{steps:,}, {gflop:.3g} GFLOP each; one CPU core at its measured "
       f"{1000 * per_step:.1f} ms a client-step ({description}, `{CPU_JSON}`): ≈ {cpu}; "
       f"on the H200 at the rate measured for {gdesc} ({rate:,.0f} client-steps/s, "
       f"`{GPU_JSON}`; cohorts of {', '.join(map(str, cohorts))} not measured): ≈ {gpu}. "
       f"Bound: every one of these runs to its config's rounds ("
-      f"{' / '.join(str(caps[k]) for k in sorted(caps))} at K = "
-      f"{' / '.join(f'{k:,}' for k in sorted(caps))}) is {capped:,} client-steps: "
+      f"{' / '.join(str(caps[k]) for k in sorted(by_k))} at K = "
+      f"{' / '.join(f'{k:,}' for k in sorted(by_k))}) is {capped:,} client-steps: "
       f"≈ {cpu_cap} on one CPU core, ≈ {gpu_cap} on the H200; FedAvg's step: MOON, "
       f"SCAFFOLD and DP-SGD do more per step")
 

@@ -519,12 +519,13 @@ def target_cells(doc: dict) -> List[tuple]:
     first = cell["seeds"][min(cell["seeds"], key=int)]
     per_round = first["cum_bytes_up"][0] / first["rounds"][0]
     whats = {
-        "rounds": (f"mean over n = {n} seeds of each run's first round (of at most "
-                   f"{rounds}, evaluated every round) at ≥ {target * 100:g} % test "
-                   f"accuracy"),
-        "MB": (f"mean over n = {n} seeds of each run's uplink bytes (`cum_bytes_up`) up "
-               f"to that round, MB = 10⁶ bytes; ours {per_round / MB:.3f} MB a round, the "
-               f"paper's {paper['Table VI'][row][TARGET_COLUMN]:g} MB over "
+        "rounds": (f"n = {n} seeds: each run's first round (of at most {rounds}, "
+                   f"evaluated every round) at ≥ {target * 100:g} % test accuracy; their "
+                   f"mean and sample std"),
+        "MB": (f"n = {n} seeds: each run's uplink bytes (`cum_bytes_up`) up to that "
+               f"round, MB = 10⁶ bytes; their mean and sample std; ours "
+               f"{per_round / MB:.3f} MB a round, the paper's "
+               f"{paper['Table VI'][row][TARGET_COLUMN]:g} MB over "
                f"{paper['Table V'][row][TARGET_COLUMN]:g} rounds")}
     for table, key, scale, unit in TARGET_TABLES:
       values = seed_values(cell, key, scale)

@@ -136,7 +136,7 @@ def test_cells_say_what_n_is_and_why_there_is_no_verdict(campaign):
   assert c.half_width == pytest.approx(stats.t.ppf(0.95, 2) * s / math.sqrt(3))
   assert c.verdict == verdicts.NOT_DEFINED and c.margin is None
   assert "no margin for a count of rounds" in c.note
-  assert "mean over n = 3 seeds of each run's first round" in what
+  assert what.startswith("n = 3 seeds: each run's first round (of at most 25")
   mb, values, what = cells[("Table VI", "FedAvg")]
   assert values == pytest.approx([0.52416, 1.04832, 0.69888])
   assert mb.published.value == 249 and "no margin for a count of MB" in mb.note
@@ -205,5 +205,7 @@ def test_estimate_prices_runs_stopped_at_the_assumed_rounds(campaign):
   assert "rounds to 60 % at K = 100 and 1,000 are not measured; assumed:" in text
   assert "FedAvg 4.3, FOFedAvg not reached" in text
   assert f"= {steps:,}" in text and f"is {capped:,} client-steps" in text
+  assert "a method not measured at K = 10 takes the mean of those measured (4.3)" in text
+  assert "its config's rounds (25 / 50 / 250 at K = 10 / 100 / 1,000)" in text
   row = est.fofedavg_t5_time_row()
   assert row.startswith("K = 10: 2 measured (CPU); the rest, stopped at 60 %")
