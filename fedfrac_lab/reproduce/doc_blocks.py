@@ -302,6 +302,7 @@ def readme_published_cells():
     cells, with_ours, _ = published_tables.counts(paper)
     parts.append(f"{name} {with_ours} of {cells}")
   return (f"the published result cells with a number of ours and its setting beside "
-          f"them: {', '.join(parts)} (FOFedAvg Tables II–IV: the real MNIST where those "
-          f"runs have finished, judged; a stand-in otherwise); the tables each covers: "
+          f"them: {', '.join(parts)} (FOFedAvg Tables II–IV and Tables V–VI's K = 10 "
+          f"column: the real MNIST where those runs have finished, judged or, where the "
+          f"rule cannot, not defined; a stand-in otherwise); the tables each covers: "
           f"the summary of its file")

@@ -29,7 +29,6 @@ GPU_JSON = "benchmarks/results_h200.json"
 FOFEDAVG = "configs/fofedavg/mnist_cnn.py"
 KURAMOTO = "configs/kuramoto/mnist.py"
 TRAIN = 60_000            # MNIST's and Fashion-MNIST's training images
-TABLE_V_ROUNDS = 250      # the Table V command's --set=rounds=250, for every K
 
 
 class Workload(NamedTuple):
@@ -189,16 +188,6 @@ def fofedavg_t4_time_row():
   return _measured_then_estimate_short(f"{FOFEDAVG}:alpha", "alpha", "α values")
 
 
-def _table_v_workload():
-  clients = _module(FOFEDAVG).SEVERE_CLIENTS
-  return workload(f"{FOFEDAVG}:severe", clients=clients, rounds=TABLE_V_ROUNDS), clients
-
-
-@block("fofedavg_t5_time_row", R, CPU_JSON, GPU_JSON, FOFEDAVG, inline=True)
-def fofedavg_t5_time_row():
-  return f"{priced_short(_table_v_workload()[0], 'cnn_mnist_real', 'cnn1000')} ({TIMES})"
-
-
 @block("fofedavg_t2_time", R, CPU_JSON, GPU_JSON, FOFEDAVG, "results/fofedavg_mnist_iid.json")
 def fofedavg_t2_time():
   return _measured_then_estimate(f"{FOFEDAVG}:iid", "iid", "methods",
@@ -212,12 +201,145 @@ def fofedavg_t4_time():
   return _measured_then_estimate(f"{FOFEDAVG}:alpha", "alpha", "α values")
 
 
-@block("fofedavg_t5_time", R, CPU_JSON, GPU_JSON, FOFEDAVG)
+class TargetRuns(NamedTuple):
+  """The runs of Tables V–VI at ``clients`` clients of one method (``label``), as
+  the estimate prices them: ``rounds`` a run (each seed), ``cap`` the config's rounds
+  (a run stops at 60 % or there: the bound), and how ``rounds`` was found."""
+  clients: int
+  label: str
+  rounds: int
+  cap: int
+  how: str
+
+
+def measured_rounds_to_target():
+  """{method label: the mean over its seeds of the rounds to 60 % measured at K = 10
+  (``results/fofedavg_mnist_severe_10.json``); None where a seed did not reach it}."""
+  from fedfrac_lab.reproduce import fofedavg_mnist
+  out = {}
+  for label, cell in fofedavg_mnist.load("severe_10").get("cells", {}).items():
+    values = fofedavg_mnist.seed_values(cell, "rounds_to_target")
+    out[label] = None if None in values else sum(values) / len(values)
+  return out
+
+
+def target_runs():
+  """[:class:`TargetRuns`] of every method and K of Tables V–VI not measured yet
+  (the K = 10 cells of ``results/fofedavg_mnist_severe_10.json`` are measured). A
+  run is priced at the rounds it would stop at: our K = 10 mean rounds to 60 %
+  (a method not measured there: the mean of those measured) times the paper's own
+  ratio for that method (Table V, its K column over its 10 column), rounded up to
+  the config's evaluation period and capped at the config's rounds; a method whose
+  K = 10 seed did not reach 60 % runs to the cap. Without any K = 10 measurement,
+  every run is priced at the cap."""
+  from fedfrac_lab.reproduce import fofedavg_mnist
+  from fedfrac_lab.reproduce.published_ours import fofedavg_method_rows
+  paper = common.published("fofedavg")["Table V"]
+  rows = {label: row for row, label in fofedavg_method_rows().items()}
+  measured = measured_rounds_to_target()
+  reached = [r for r in measured.values() if r is not None]
+  fallback = sum(reached) / len(reached) if reached else None
+  out = []
+  for k in _module(FOFEDAVG).SEVERE_CLIENTS:
+    c = _config(f"{FOFEDAVG}:severe,{k}")
+    for label in fofedavg_mnist.labels("severe_10"):
+      if k == 10 and label in measured:
+        continue
+      if label in measured and measured[label] is None:
+        out.append(TargetRuns(k, label, c.rounds, c.rounds, "did not reach 60 % at K = 10"))
+        continue
+      base = measured.get(label, fallback)
+      if base is None:
+        out.append(TargetRuns(k, label, c.rounds, c.rounds, "no K = 10 measurement"))
+        continue
+      ratio = paper[rows[label]][f"{k} Clients"] / paper[rows[label]]["10 Clients"]
+      rounds = min(c.rounds, math.ceil(base * ratio / c.eval_every) * c.eval_every)
+      out.append(TargetRuns(k, label, rounds, c.rounds, "assumed"))
+  return out
+
+
+def _target_prices(runs):
+  """(client-steps priced, client-steps at the caps, seeds) of ``runs``."""
+  seeds = len(_config(f"{FOFEDAVG}:severe").seeds)
+  steps = {k: round_steps(_config(f"{FOFEDAVG}:severe,{k}"))[0]
+           for k in {r.clients for r in runs}}
+  priced_steps = sum(r.rounds * steps[r.clients] for r in runs) * seeds
+  capped = sum(r.cap * steps[r.clients] for r in runs) * seeds
+  return priced_steps, capped, seeds
+
+
+def _cpu_gpu(steps):
+  """(one CPU core's time, the H200's) of ``steps`` client-steps at the measured
+  rates (``cnn_mnist_real`` on the CPU, ``cnn1000`` on the GPU)."""
+  return (_hours(steps * cpu_rates()["cnn_mnist_real"][0]),
+          _hours(steps / gpu_rates()["cnn1000"][0]))
+
+
+@block("fofedavg_t5_time_row", R, CPU_JSON, GPU_JSON, FOFEDAVG,
+       "results/fofedavg_mnist_severe_10.json", inline=True)
+def fofedavg_t5_time_row():
+  from fedfrac_lab.reproduce import fofedavg_mnist
+  done = len(fofedavg_mnist.finished_times("severe_10"))
+  runs = target_runs()
+  steps, capped, _ = _target_prices(runs)
+  cpu, gpu = _cpu_gpu(steps)
+  cpu_cap, gpu_cap = _cpu_gpu(capped)
+  return (f"K = 10: {done} measured (CPU); the rest, stopped at 60 % (rounds assumed): "
+          f"≈ {cpu} on one core, ≈ {gpu} on the H200; at most ≈ {cpu_cap}, ≈ {gpu_cap} "
+          f"({TIMES})")
+
+
+@block("fofedavg_t5_time", R, CPU_JSON, GPU_JSON, FOFEDAVG,
+       "results/fofedavg_mnist_severe_10.json")
 def fofedavg_t5_time():
-  w, clients = _table_v_workload()
-  spec = f"{FOFEDAVG}:severe"
-  return ("estimate: " + priced(w, "cnn_mnist_real", "cnn1000", _cohort(spec, max(clients)))
-          + "; FedAvg's step: MOON, SCAFFOLD and DP-SGD do more per step")
+  from fedfrac_lab.reproduce import fofedavg_mnist
+  from fedfrac_lab.reproduce.published_ours import fofedavg_method_rows
+  text, _ = measured("severe_10")
+  runs = target_runs()
+  measured_r = measured_rounds_to_target()
+  steps, capped, seeds = _target_prices(runs)
+  cpu, gpu = _cpu_gpu(steps)
+  cpu_cap, gpu_cap = _cpu_gpu(capped)
+  per_step, description, gflop = cpu_rates()["cnn_mnist_real"]
+  rate, gdesc, _ = gpu_rates()["cnn1000"]
+  names = {label: row for row, label in fofedavg_method_rows().items()}
+  caps = _module(FOFEDAVG).SEVERE_ROUNDS
+  reached = [r for r in measured_r.values() if r is not None]
+  k10 = ", ".join(f"{names.get(label, label)} "
+                  + ("not reached" if r is None else f"{r:.1f}")
+                  for label, r in measured_r.items())
+  by_k = {}
+  for r in runs:
+    by_k.setdefault(r.clients, []).append(r)
+  counts = "; ".join(
+      f"K = {k}: {round_steps(_config(f'{FOFEDAVG}:severe,{k}'))[1]}, × "
+      + " + ".join(f"{names.get(r.label, r.label)} {r.rounds}" for r in rs)
+      + f" rounds (cap {rs[0].cap})" for k, rs in sorted(by_k.items()))
+  cohorts = sorted({_cohort(f"{FOFEDAVG}:severe,{k}") for k in by_k})
+  head = (f"K = 10 {text}" if text else "K = 10: no cell measured yet")
+  if not runs:
+    return head
+  return (
+      f"{head}. Rounds to 60 % measured at K = 10 (mean over the seeds, "
+      f"`{fofedavg_mnist.SEVERE_JSON}`): {k10 or 'none yet'}. Estimate for the runs not "
+      f"made, each stopped at 60 % (`--config.stop_at_target=True`): rounds to 60 % at "
+      f"K = 100 and 1,000 are not measured; assumed: a method's K = 10 mean times the "
+      f"paper's own ratio for it (Table V's K column over its 10 column), rounded up to "
+      f"the config's evaluation period and capped at the config's rounds (there a run "
+      f"stops whether or not it reached 60 %)"
+      + (f"; a method not measured at K = 10 takes the mean of those measured "
+         f"({sum(reached) / len(reached):.1f})"
+         if reached and any(r.clients == 10 for r in runs) else "")
+      + f". Client-steps: {counts}; × {seeds} seeds of `{FOFEDAVG}:severe,K` = "
+      f"{steps:,}, {gflop:.3g} GFLOP each; one CPU core at its measured "
+      f"{1000 * per_step:.1f} ms a client-step ({description}, `{CPU_JSON}`): ≈ {cpu}; "
+      f"on the H200 at the rate measured for {gdesc} ({rate:,.0f} client-steps/s, "
+      f"`{GPU_JSON}`; cohorts of {', '.join(map(str, cohorts))} not measured): ≈ {gpu}. "
+      f"Bound: every one of these runs to its config's rounds ("
+      f"{' / '.join(str(caps[k]) for k in sorted(by_k))} at K = "
+      f"{' / '.join(f'{k:,}' for k in sorted(by_k))}) is {capped:,} client-steps: "
+      f"≈ {cpu_cap} on one CPU core, ≈ {gpu_cap} on the H200; FedAvg's step: MOON, "
+      f"SCAFFOLD and DP-SGD do more per step")
 
 
 def _kuramoto_workload():

@@ -16,7 +16,7 @@ METHODS_JSON = "results/fofedavg_methods_digits.json"
 ALPHA_JSON = "results/fofedavg_alpha_digits.json"
 ALPHA_FMNIST_JSON = "results/fofedavg_alpha_fashion_mnist.json"
 FRACTIONAL_JSON = "results/fractional_digits.json"
-MNIST_JSONS = (fofedavg_mnist.IID_JSON, fofedavg_mnist.ALPHA_JSON)
+MNIST_JSONS = (fofedavg_mnist.IID_JSON, fofedavg_mnist.ALPHA_JSON, fofedavg_mnist.SEVERE_JSON)
 
 
 def _summary(path):
@@ -65,6 +65,21 @@ def fofedavg_t4_row():
   return ((f"MNIST α means: {tally}" if tally else "MNIST: none finished yet")
           + f"; best α on digits {d_best}, on Fashion-MNIST {f_best}, the paper's "
           f"{p_best}; {FULL}")
+
+
+@block("fofedavg_t5_row", R, fofedavg_mnist.SEVERE_JSON, inline=True)
+def fofedavg_t5_row():
+  doc = fofedavg_mnist.load("severe_10")
+  if not doc.get("cells"):
+    return f"MNIST K = 10: none finished yet; {FULL}"
+  done, every = len(doc["cells"]), len(fofedavg_mnist.labels("severe_10"))
+  return (f"MNIST K = 10: {done} of {every} methods, *{verdicts.NOT_DEFINED}* (no margin "
+          f"for rounds or bytes); {FULL}")
+
+
+@block("fofedavg_t5", R, fofedavg_mnist.SEVERE_JSON)
+def fofedavg_t5():
+  return fofedavg_mnist.t56_text()
 
 
 @block("fofedavg_t3", R, fofedavg_mnist.IID_JSON)

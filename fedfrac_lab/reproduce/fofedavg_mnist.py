@@ -1,9 +1,11 @@
-"""FOFedAvg Tables II, III and IV on the real MNIST, from finished workdirs of
-``python -m fedfrac.main --config=configs/fofedavg/mnist_cnn.py:<scenario>
---config.only=<method>`` (one workdir a method, ``ROOT/<scenario>/<method>``).
+"""FOFedAvg Tables II, III and IV, and the K = 10 column of Tables V and VI, on the
+real MNIST, from finished workdirs of ``python -m fedfrac.main
+--config=configs/fofedavg/mnist_cnn.py:<scenario> --config.only=<method>`` (one
+workdir a method, ``ROOT/<folder>/<method>``; the folder of ``severe,10`` is
+``severe_10``).
 
-  fedfrac-reproduce fofedavg_mnist --collect=ROOT        # ROOT/iid/*, ROOT/alpha/*
-  fedfrac-reproduce fofedavg_mnist --table               # results/fofedavg_mnist_cpu.md
+  fedfrac-reproduce fofedavg_mnist --collect=ROOT   # ROOT/iid/*, ROOT/alpha/*, ROOT/severe_10/*
+  fedfrac-reproduce fofedavg_mnist --table          # results/fofedavg_mnist_cpu.md
 
 ``--collect`` reads every workdir whose run finished: a verified record
 (:mod:`fedfrac.runner.stored`) with status ``ok`` and every round, for every seed
@@ -30,6 +32,18 @@ n = the rounds of a run and get no verdict (*not defined*). Table IV is the fina
 round's accuracy over seeds: its mean is judged; its std (one number over the
 seeds, which the rule gives no interval) and its interval (n not stated) are
 shown, *not defined*.
+
+Tables V and VI (``severe,10``: Dirichlet 0.1, K = 10, run with
+``--config.stop_at_target=True``) are read by :func:`read_target_cell`: a run
+counts when its record is verified, its status ``ok``, and it either stopped at
+the target (its ``stopped`` entry agreeing with its rows) or ran all its rounds.
+Per seed: the first evaluated round whose test accuracy reached the config's
+``target_accuracy`` (60 %) and the cumulative uplink bytes (``cum_bytes_up``) at
+that round; a seed that never reached it has neither ("not reached in R rounds").
+The paper prints one number a cell (its run count not stated) and the verdict
+rule has a margin for an accuracy and a Gini coefficient, none for a count of
+rounds or of bytes, so these cells show ours, Δ and its 90 % interval, *not
+defined* (:func:`target_cells`).
 """
 from __future__ import annotations
 
@@ -49,7 +63,15 @@ SPEC = "configs/fofedavg/mnist_cnn.py"
 IID_JSON = "results/fofedavg_mnist_iid.json"
 ALPHA_JSON = "results/fofedavg_mnist_alpha.json"
 MD = "results/fofedavg_mnist_cpu.md"
-JSONS = {"iid": IID_JSON, "alpha": ALPHA_JSON}
+SEVERE_JSON = "results/fofedavg_mnist_severe_10.json"
+JSONS = {"iid": IID_JSON, "alpha": ALPHA_JSON, "severe_10": SEVERE_JSON}
+# A scenario's workdir folder -> the argument of the config it runs (the core logs
+# name a cell by that argument: "severe,10/fedavg").
+ARGS = {"iid": "iid", "alpha": "alpha", "severe_10": "severe,10"}
+# The scenarios whose runs stop at their target (Tables V–VI): their cells are
+# the rounds and uplink bytes to it (read_target_cell), not the curves.
+TARGET_SCENARIOS = ("severe_10",)
+MB = 1e6                  # Table VI's unit as we read it (the paper does not say)
 DEVICE = "CPU, 2 cores (one process pinned per core)"
 DATA = "real MNIST (60,000 / 10,000)"
 # Table IV's rows -> our labels (configs/fofedavg/mnist_cnn.py alpha_methods).
@@ -75,11 +97,13 @@ _END = re.compile(r"^(\S+) end (\S+) rc=(-?\d+) wall_s=(\d+)")
 
 def _config(scenario: str):
   from fedfrac import config_files
-  return config_files.load_config_file(os.path.join(common.CHECKOUT_DIR, SPEC), scenario)
+  return config_files.load_config_file(os.path.join(common.CHECKOUT_DIR, SPEC),
+                                       ARGS.get(scenario, scenario))
 
 
 def labels(scenario: str) -> Tuple[str, ...]:
-  """The method labels of ``configs/fofedavg/mnist_cnn.py:<scenario>``."""
+  """The method labels of ``configs/fofedavg/mnist_cnn.py:<scenario>`` (a scenario
+  named by its folder, ``severe_10``, runs ``severe,10``)."""
   return tuple(_config(scenario).methods.keys())
 
 
@@ -126,6 +150,60 @@ def read_cell(workdir: str, label: str) -> Tuple[Optional[dict], str]:
   return {"config": config, "rounds": rounds, "seeds": seeds}, ""
 
 
+def read_target_cell(workdir: str, label: str) -> Tuple[Optional[dict], str]:
+  """``(cell, "")`` of a finished workdir of a run to a target (Tables V–VI), else
+  ``(None, why not)``. Every seed of its config.json needs a verified record of
+  ``label`` with status ``ok`` that either stopped at the target (``stopped``: its
+  ``rounds_to_target`` and ``bytes_up_to_target`` must be its rows') or ran all the
+  config's rounds. Per seed: ``rounds_to_target`` (the first evaluated round whose
+  accuracy reached ``target_accuracy``; None: not reached), ``bytes_up_to_target``
+  (the row's ``cum_bytes_up``; None: not reached), the last round run and the
+  curve up to it."""
+  from fedfrac.metrics.statistics import rounds_to_target
+  from fedfrac.runner import sealed
+  from fedfrac.runner.workdir import Workdir
+  try:
+    with open(os.path.join(workdir, "config.json")) as f:
+      config = json.load(f)
+  except (OSError, ValueError) as e:
+    return None, f"no readable config.json ({e.__class__.__name__})"
+  rounds, target = int(config["rounds"]), float(config["target_accuracy"])
+  kept = Workdir(workdir)
+  current = kept.binding(label)
+  seeds = {}
+  for seed in config["seeds"]:
+    try:
+      rec = kept.read_record(label, int(seed), current)
+    except FileNotFoundError:
+      return None, f"seed {seed}: no record yet"
+    except (OSError, sealed.Damaged) as e:
+      return None, f"seed {seed}: record not verified ({e})"
+    if rec.status != "ok":
+      return None, f"seed {seed}: status {rec.status}"
+    rows = [r for r in rec.rows if int(r["round"]) >= 1]
+    last = int(rows[-1]["round"]) if rows else 0
+    reached = rounds_to_target([int(r["round"]) for r in rows],
+                               [float(r["accuracy"]) for r in rows], target)
+    at = next((r for r in rows if int(r["round"]) == reached), None)
+    up = None if at is None else float(at["cum_bytes_up"])
+    stop = rec.stopped
+    if stop is not None:
+      if (stop.get("rounds_to_target"), stop.get("bytes_up_to_target")) != (reached, up):
+        return None, (f"seed {seed}: its record says it stopped at the target at round "
+                      f"{stop.get('rounds_to_target')}, its rows reach "
+                      f"{target:g} at round {reached}")
+    elif last < rounds:
+      return None, f"seed {seed}: {last} of {rounds} rounds, not stopped at the target"
+    seeds[str(seed)] = {
+        "rounds_to_target": reached, "bytes_up_to_target": up, "last_round": last,
+        "stopped": stop, "rounds": [int(r["round"]) for r in rows],
+        "accuracy": [float(r["accuracy"]) for r in rows],
+        "cum_bytes_up": [float(r["cum_bytes_up"]) for r in rows],
+        "wall_s": float(rec.wall_s), "compile_s": float(rec.compile_s)}
+  return {"config": config, "rounds": rounds, "target_accuracy": target,
+          "seeds": seeds}, ""
+
+
 def cell_times(paths) -> Dict[str, dict]:
   """{"<scenario>/<method>": {"core", "start", "end", "wall_s", "runs"}} of every
   cell whose last run ended with rc=0 in the logs ``paths``: ``wall_s`` sums
@@ -170,30 +248,35 @@ def command(scenario: str, label: str, config: dict, workdir: str, core=None) ->
   data = config.get("data", {})
   files = (f" --config.data.source=files --config.data.dir={data['dir']}"
            if data.get("source") == "files" else "")
-  return (f"{pin}python -m fedfrac.main --config={SPEC}:{scenario} "
-          f"--config.only={label}{files} --workdir={workdir}")
+  stop = " --config.stop_at_target=True" if config.get("stop_at_target") else ""
+  return (f"{pin}python -m fedfrac.main --config={SPEC}:{ARGS.get(scenario, scenario)} "
+          f"--config.only={label}{files} --workdir={workdir}{stop}")
 
 
 def collect(root: str, scenario: str, times: Dict[str, dict], previous: Optional[dict],
             collect_command: str, log=print) -> dict:
   """The results document of ``scenario``: the cells of ``previous`` (a results
-  JSON) with every finished workdir under ``root/<scenario>`` added or replaced."""
+  JSON) with every finished workdir under ``root/<scenario>`` added or replaced
+  (:func:`read_target_cell` for a scenario of :data:`TARGET_SCENARIOS`, else
+  :func:`read_cell`)."""
   doc = dict(previous or {})
   cells = dict(doc.get("cells", {}))
   pending = {}
+  read = read_target_cell if scenario in TARGET_SCENARIOS else read_cell
+  arg = ARGS.get(scenario, scenario)
   for label in labels(scenario):
     workdir = os.path.join(root, scenario, label)
     if not os.path.isdir(workdir):
       if label not in cells:
         pending[label] = "no workdir"
       continue
-    cell, why = read_cell(workdir, label)
+    cell, why = read(workdir, label)
     if cell is None:
       if label not in cells:
         pending[label] = why
       log(f"{scenario}/{label}: not counted ({why})")
       continue
-    t = times.get(f"{scenario}/{label}")
+    t = times.get(f"{arg}/{label}")
     records = sum(s["wall_s"] + s["compile_s"] for s in cell["seeds"].values())
     if t is not None and t["killed"]:
       cell.update(cpu_wall_s=round(records, 1), cpu_wall_source=(
@@ -222,7 +305,7 @@ def collect(root: str, scenario: str, times: Dict[str, dict], previous: Optional
     cell["device"] = DEVICE
     cells[label] = cell
     log(f"{scenario}/{label}: collected ({cell['cpu_wall_s']} s)")
-  doc.update(scenario=scenario, spec=f"{SPEC}:{scenario}", device=DEVICE, data=DATA,
+  doc.update(scenario=scenario, spec=f"{SPEC}:{arg}", device=DEVICE, data=DATA,
              collect_command=collect_command,
              collected=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              cells={k: cells[k] for k in labels(scenario) if k in cells},
@@ -353,19 +436,109 @@ def alpha_cells(doc: dict) -> List[tuple]:
   return out
 
 
+# Tables V–VI: the column we run, and why their cells get no verdict.
+TARGET_COLUMN = "10 Clients"
+TARGET_TABLES = (("Table V", "rounds_to_target", 1.0, "rounds"),
+                 ("Table VI", "bytes_up_to_target", 1.0 / MB, "MB"))
+NO_MARGIN = ("not defined: the rule has no margin for a count of {unit} (only an "
+             "accuracy's and a Gini coefficient's); the paper's one number, its run count "
+             "not stated, taken as exact")
+NOT_REACHED = ("not defined: {missing} of {n} seeds did not reach test accuracy {target:g} "
+               "in {rounds} rounds (a count cut off at {rounds} rounds has no mean)")
+
+
+def partition_text(data: dict) -> str:
+  """"IID" / "Dirichlet α = 0.1" / the partition's name, of a config's ``data``."""
+  if data["partition"] == "iid":
+    return "IID"
+  if data["partition"] == "dirichlet":
+    return f"Dirichlet α = {data['alpha']:g}"
+  return data["partition"]
+
+
 def setting(doc: dict, what: str = "") -> str:
   """The setting of a document's runs, as a table names it."""
   c = next(iter(doc["cells"].values()))["config"] if doc.get("cells") else None
   if c is None:
     return ""
-  part = c["data"]["partition"].upper() if c["data"]["partition"] == "iid" else \
-      c["data"]["partition"]
   seeds = len(c["seeds"])
-  text = (f"{DATA}, CNNMnist, {part}, K = {c['data']['num_clients']} clients, "
-          f"C = {c['participation']:g}, B = {c['client']['batch_size']}, "
-          f"E = {c['client']['local_epochs']}, {c['rounds']} rounds, {seeds} seeds; "
-          f"the paper's settings (`{SPEC}:{doc['scenario']}`); {DEVICE}")
+  rounds = (f"at most {c['rounds']} rounds, each run stopped at "
+            f"{c['target_accuracy'] * 100:g} % test accuracy (`stop_at_target`)"
+            if c.get("stop_at_target") else f"{c['rounds']} rounds")
+  text = (f"{DATA}, CNNMnist, {partition_text(c['data'])}, K = "
+          f"{c['data']['num_clients']} clients, C = {c['participation']:g}, B = "
+          f"{c['client']['batch_size']}, E = {c['client']['local_epochs']}, {rounds}, "
+          f"{seeds} seeds; the paper's settings (`{SPEC}:"
+          f"{ARGS.get(doc['scenario'], doc['scenario'])}`); {DEVICE}")
   return f"{text}; {what}" if what else text
+
+
+def seed_values(cell: dict, key: str, scale: float = 1.0) -> List[Optional[float]]:
+  """Per seed (in seed order): ``key`` of a Tables V–VI cell times ``scale``; None
+  for a seed that did not reach the target."""
+  return [None if cell["seeds"][s][key] is None else cell["seeds"][s][key] * scale
+          for s in sorted(cell["seeds"], key=int)]
+
+
+def target_comparison(published, values: List[Optional[float]], unit: str,
+                      rounds: int, target: float) -> verdicts.Comparison:
+  """One Tables V–VI cell against ours: mean ± std over the seeds, Δ and the half-
+  width of its 90 % interval (the rule's, t₀.₉₅,ₙ₋₁ · s / √n with the published
+  value exact), verdict *not defined* (the rule has no margin for ``unit``); with a
+  seed that did not reach the target, no mean either (*not defined*, said why)."""
+  missing = sum(v is None for v in values)
+  if missing:
+    c = verdicts.judge(published, None, None, 0, verdicts.ACCURACY)
+    return c._replace(n=len(values), verdict=verdicts.NOT_DEFINED, note=NOT_REACHED.format(
+        missing=missing, n=len(values), target=target, rounds=rounds))
+  c = verdicts.compare(published, values, verdicts.ACCURACY)
+  return c._replace(margin=None, verdict=verdicts.NOT_DEFINED,
+                    note=NO_MARGIN.format(unit=unit))
+
+
+def target_cells(doc: dict) -> List[tuple]:
+  """[(table, row, column, Comparison, per-seed values (None: not reached), what)]
+  of Tables V (rounds to the target) and VI (uplink MB to it), K = 10 column, for
+  every finished method of the ``severe_10`` document (rows in the paper's
+  order); SparseSecAgg *not run* (refused at C = 0.2)."""
+  from fedfrac_lab.reproduce.published_ours import fofedavg_method_rows
+  paper = common.published("fofedavg")
+  out = []
+  for row, label in fofedavg_method_rows().items():
+    cell = doc.get("cells", {}).get(label)
+    if label == "sparse_secagg" and doc.get("cells"):
+      for table, *_ in TARGET_TABLES:
+        c = verdicts.judge(paper[table][row][TARGET_COLUMN], None, None, 0,
+                           verdicts.ACCURACY)
+        out.append((table, row, TARGET_COLUMN, c._replace(note=SECAGG), [], ""))
+      continue
+    if cell is None:
+      continue
+    rounds, target = cell["rounds"], cell["target_accuracy"]
+    n = len(cell["seeds"])
+    first = cell["seeds"][min(cell["seeds"], key=int)]
+    per_round = first["cum_bytes_up"][0] / first["rounds"][0]
+    whats = {
+        "rounds": (f"n = {n} seeds: each run's first round (of at most {rounds}, "
+                   f"evaluated every round) at ≥ {target * 100:g} % test accuracy; their "
+                   f"mean and sample std"),
+        "MB": (f"n = {n} seeds: each run's uplink bytes (`cum_bytes_up`) up to that "
+               f"round, MB = 10⁶ bytes; their mean and sample std; ours "
+               f"{per_round / MB:.3f} MB a round, the paper's "
+               f"{paper['Table VI'][row][TARGET_COLUMN]:g} MB over "
+               f"{paper['Table V'][row][TARGET_COLUMN]:g} rounds")}
+    for table, key, scale, unit in TARGET_TABLES:
+      values = seed_values(cell, key, scale)
+      out.append((table, row, TARGET_COLUMN, target_comparison(
+          paper[table][row][TARGET_COLUMN], values, unit, rounds, target), values,
+          whats[unit]))
+  return out
+
+
+def per_seed_text(values: List[Optional[float]], digits: int, rounds: int) -> str:
+  """"3 / not reached in 25 rounds / 4": per-seed values as a cell lists them."""
+  return " / ".join(f"not reached in {rounds} rounds" if v is None else
+                    f"{v:.{digits}f}" for v in values) or "–"
 
 
 def ours() -> Dict[tuple, list]:
@@ -373,12 +546,18 @@ def ours() -> Dict[tuple, list]:
   its comparison (for :mod:`fedfrac_lab.reproduce.published_ours`)."""
   from fedfrac_lab.reproduce.published_ours import Ours
   out = {}
-  for scenario, cells in (("iid", iid_cells), ("alpha", alpha_cells)):
+  for scenario, cells in SCENARIO_CELLS:
     doc = load(scenario)
     for table, row, col, c, values, what in cells(doc):
-      if c.mean is None:          # SparseSecAgg: refused at the paper's C
+      if c.verdict == verdicts.NOT_RUN:          # SparseSecAgg: refused at the paper's C
         out[(table, row, col)] = [Ours(None, None, 0, setting(doc), c.note,
                                        comparison=c._replace(note=""))]
+      elif c.mean is None:                       # a seed did not reach the target
+        rounds = next(iter(doc["cells"].values()))["rounds"]
+        out[(table, row, col)] = [Ours(None, None, c.n, setting(doc, what),
+                                       "per seed " + per_seed_text(
+                                           values, 0 if table == "Table V" else 3, rounds),
+                                       comparison=c)]
       else:
         out[(table, row, col)] = [Ours(c.mean, c.std, c.n, setting(doc, what),
                                        comparison=c)]
@@ -386,12 +565,17 @@ def ours() -> Dict[tuple, list]:
 
 
 def tallies() -> Dict[str, dict]:
-  """{table: {verdict: cells}} of the real-MNIST cells of Tables II–IV."""
-  out = {t: verdicts.tally([]) for t in ("Table II", "Table III", "Table IV")}
-  for scenario, cells in (("iid", iid_cells), ("alpha", alpha_cells)):
+  """{table: {verdict: cells}} of the real-MNIST cells of Tables II–VI."""
+  out = {t: verdicts.tally([]) for t in ("Table II", "Table III", "Table IV", "Table V",
+                                         "Table VI")}
+  for scenario, cells in SCENARIO_CELLS:
     for table, _, _, c, _, _ in cells(load(scenario)):
       out[table][c.verdict] += 1
   return out
+
+
+# Each scenario and the function that makes its table cells.
+SCENARIO_CELLS = (("iid", iid_cells), ("alpha", alpha_cells), ("severe_10", target_cells))
 
 
 def cpu_time(seconds: float) -> str:
@@ -414,19 +598,44 @@ def _row_text(label, c, values, what):
           f"{verdicts.verdict_text(c)} | {notes} |")
 
 
+TARGET_READING = (
+    "Reading: per seed, the first evaluated round whose test accuracy reached 60 % and "
+    "the uplink bytes summed up to it (a seed that did not reach it says so, and its "
+    "cell has no mean); the mean and sample std run over the seeds. The paper prints "
+    "one number a cell, its run count not stated. The verdict rule has a margin for an "
+    "accuracy and for a Gini coefficient, none for a count of rounds or of bytes, so "
+    "every cell is *not defined*: ours, Δ and its 90 % interval (t₀.₉₅,ₙ₋₁ · s / √n) "
+    "are shown. Only K = 10 has run; K = 100 and 1,000 are estimated in REPRODUCTION.md.")
 HEAD = ("| cell | published | ours: mean ± std over seeds (n) | per seed | Δ | 90 % "
         "interval of Δ (pp) | margin | verdict | note |\n"
         "|---|---|---|---|---|---|---|---|---|")
 
 
-def _section(title, rows, doc, pending_rows, extra=()):
+TARGET_HEAD = ("| cell | published | ours: mean ± std over seeds (n) | per seed | Δ | "
+               "90 % interval of Δ | verdict | note |\n|---|---|---|---|---|---|---|---|")
+
+
+def _target_row_text(label, c, values, what, rounds):
+  """A Tables V–VI row: rounds (Table V) or MB (Table VI), in the table's units."""
+  rounds_row = label.endswith("rounds")
+  digits, mean_digits, delta_digits = (0, 1, 1) if rounds_row else (3, 3, 2)
+  d = "–" if c.delta is None else f"{c.delta:+.{delta_digits}f}"
+  ours = "–" if c.mean is None else verdicts.ours_text(c, mean_digits)
+  interval = verdicts.interval_text(c, delta_digits, 1.0)
+  notes = "; ".join(x for x in (what, c.note) if x)
+  return (f"| {label} | {c.published.value:g} | {ours} | "
+          f"{per_seed_text(values, digits, rounds)} | {d} | {interval} | "
+          f"{verdicts.verdict_text(c)} | {notes} |")
+
+
+def _section(title, rows, doc, pending_rows, extra=(), head=HEAD, row_text=_row_text):
   lines = [f"## {title}", ""]
   if not doc.get("cells"):
     return lines + ["No run of this table has finished yet.", ""]
   counts = verdicts.tally(c.verdict for _, c, _, _ in rows)
   lines += [f"Setting: {setting(doc)}.", "",
-            f"Verdicts: {verdicts.tally_text(counts)}.", "", HEAD]
-  lines += [_row_text(label, c, values, what) for label, c, values, what in rows]
+            f"Verdicts: {verdicts.tally_text(counts)}.", "", head]
+  lines += [row_text(label, c, values, what) for label, c, values, what in rows]
   lines += [""] + list(extra)
   if pending_rows:
     lines.append("Not finished yet (no numbers): " + "; ".join(pending_rows) + ".")
@@ -445,15 +654,18 @@ def _times(doc):
 def markdown(command: str = "fedfrac-reproduce fofedavg_mnist --table") -> str:
   """results/fofedavg_mnist_cpu.md from the two results files."""
   from fedfrac_lab.reproduce.published_ours import fofedavg_method_rows
-  iid, alpha = load("iid"), load("alpha")
+  iid, alpha, severe = load("iid"), load("alpha"), load("severe_10")
   names = {v: k for k, v in fofedavg_method_rows().items()}
-  lines = ["# FOFedAvg Tables II–IV on the real MNIST (CPU)", "",
-           f"Produced by `{command}` from `{IID_JSON}` and `{ALPHA_JSON}`; those were "
-           "collected from the finished workdirs "
-           f"(`{iid.get('collect_command') or alpha.get('collect_command') or '–'}`). "
-           "Only a method whose every seed has a verified record with status ok and "
-           "every round counts; each cell's command, config and CPU time are in the "
-           "JSON files.", "", verdicts.RULE, "", covers_text(iid, alpha), "",
+  collected = (iid.get('collect_command') or alpha.get('collect_command')
+               or severe.get('collect_command') or '–')
+  lines = ["# FOFedAvg Tables II–IV and Tables V–VI's K = 10 column on the real MNIST "
+           "(CPU)", "",
+           f"Produced by `{command}` from `{IID_JSON}`, `{ALPHA_JSON}` and "
+           f"`{SEVERE_JSON}`; those were collected from the finished workdirs "
+           f"(`{collected}`). Only a method whose every seed has a verified record with "
+           "status ok and every round (Tables V–VI: every round, or stopped at the "
+           "target) counts; each cell's command, config and CPU time are in the "
+           "JSON files.", "", verdicts.RULE, "", covers_text(iid, alpha, severe), "",
            "Readings: Table II's mean, variance and std run " +
            OVER_ROUNDS.format(rounds=25) + "; the variance is judged on its square "
            "root (the rule's margin is one of an accuracy). Table III's n is not stated "
@@ -482,8 +694,19 @@ def markdown(command: str = "fedfrac-reproduce fofedavg_mnist --table") -> str:
   lines += _section(f"Table IV: final-round accuracy of FOFedAvg by α — {DATA}, IID, "
                     f"K = 10 clients, {seeds} seeds, the paper's settings, {DEVICE}",
                     rows, alpha, pending)
+  rows = [(f"{row} · {'rounds' if table == 'Table V' else 'MB'}", c, values, what)
+          for table, row, _, c, values, what in target_cells(severe)]
+  rounds = (next(iter(severe["cells"].values()))["rounds"] if severe.get("cells") else 0)
+  pending = [f"{names.get(k, k)} ({severe['pending'][k]})" for k in _paper_order("severe_10")
+             if k in severe.get("pending", {})]
+  lines += _section(
+      f"Tables V–VI: rounds and uplink MB to 60 % test accuracy — {DATA}, Dirichlet 0.1, "
+      f"K = 10 clients only, {seed_count(severe)} seeds, {DEVICE}, each run stopped at "
+      f"the target", rows, severe, pending, [TARGET_READING, ""], TARGET_HEAD,
+      lambda *a: _target_row_text(*a, rounds))
   lines += ["## CPU time of each cell (measured)", ""]
-  for name, doc in (("Tables II–III", iid), ("Table IV", alpha)):
+  for name, doc in (("Tables II–III", iid), ("Table IV", alpha),
+                    ("Tables V–VI (K = 10)", severe)):
     lines.append(f"- {name}: {_times(doc) or 'none finished yet'}.")
   lines.append("")
   return "\n".join(lines)
@@ -501,7 +724,8 @@ def main(argv=None):
                  "workdirs: add every finished one to the results files")
   p.add_argument("--timings", default="", help="glob of the logs with the cells' start "
                  "and end lines (default: DIR/../core*.log of --collect)")
-  p.add_argument("--scenarios", default="iid,alpha")
+  p.add_argument("--scenarios", default=",".join(JSONS), help="the workdir folders "
+                 "to collect, comma-separated (severe_10 runs the config's severe,10)")
   p.add_argument("--table", action="store_true", help="write --out from the results "
                  "files (also done after --collect)")
   p.add_argument("--out", default=MD)
@@ -541,9 +765,9 @@ def _names():
 
 def _paper_order(scenario: str) -> List[str]:
   """The labels of ``scenario`` in the paper's row order (Tables II–III: its
-  method rows; Table IV: its α rows)."""
+  method rows, as Tables V–VI; Table IV: its α rows)."""
   from fedfrac_lab.reproduce.published_ours import fofedavg_method_rows
-  rows = fofedavg_method_rows() if scenario == "iid" else ALPHA_ROWS
+  rows = ALPHA_ROWS if scenario == "alpha" else fofedavg_method_rows()
   ours = labels(scenario)
   return [label for label in rows.values() if label in ours] + [
       label for label in ours if label not in rows.values()]
@@ -553,7 +777,7 @@ def pending_names(scenario: str) -> List[str]:
   """The methods (Table IV: α values) of ``scenario`` not finished yet, in the
   paper's order."""
   doc = load(scenario)
-  names = _names() if scenario == "iid" else {v: k.replace("alpha=", "α ")
+  names = _names() if scenario != "alpha" else {v: k.replace("alpha=", "α ")
                                                for k, v in ALPHA_ROWS.items()}
   return [names.get(label, label) for label in _paper_order(scenario)
           if label not in doc.get("cells", {})]
@@ -562,7 +786,7 @@ def pending_names(scenario: str) -> List[str]:
 def finished_times(scenario: str) -> List[Tuple[str, float]]:
   """[(method or α, measured CPU seconds)] of the finished cells of ``scenario``."""
   doc = load(scenario)
-  names = _names() if scenario == "iid" else {v: k.replace("alpha=", "α ")
+  names = _names() if scenario != "alpha" else {v: k.replace("alpha=", "α ")
                                                for k, v in ALPHA_ROWS.items()}
   return [(names.get(label, label), float(c["cpu_wall_s"]))
           for label, c in doc.get("cells", {}).items()]
@@ -665,3 +889,37 @@ def t4_text() -> str:
   return (f"MNIST ({_short_setting(doc)}), final-round accuracy over the seeds: {listed}"
           + (f"; not finished yet: {', '.join(pending)}" if pending else "")
           + f"; std and interval shown without a verdict (*{verdicts.NOT_DEFINED}*)")
+
+
+def t56_text() -> str:
+  """The MNIST part of REPRODUCTION.md's Tables V–VI notes (one paragraph): the
+  K = 10 column, ours per method beside the paper's, and why there is no verdict."""
+  doc = load("severe_10")
+  if not doc.get("cells"):
+    return f"MNIST: no run of `{SPEC}:severe,10` has finished yet (`{MD}`)"
+  cells = target_cells(doc)
+  first = next(iter(doc["cells"].values()))
+  rounds, c = first["rounds"], first["config"]
+
+  def listed(table, digits):
+    out = []
+    for t, row, _, cmp, values, _ in cells:
+      if t != table or cmp.verdict == verdicts.NOT_RUN:
+        continue
+      ours = ("no mean" if cmp.mean is None else
+              f"{cmp.mean:.{max(digits, 1)}f} ± {cmp.std:.{max(digits, 1)}f}")
+      out.append(f"{row} {ours} ({per_seed_text(values, digits, rounds)}; published "
+                 f"{cmp.published.value:g})")
+    return ", ".join(out)
+  pending = pending_names("severe_10")
+  return (f"MNIST, the K = 10 column only (the paper's data, {partition_text(c['data'])}, "
+          f"K = {c['data']['num_clients']}, C = {c['participation']:g}, at most {rounds} "
+          f"rounds, each run stopped at {first['target_accuracy'] * 100:g} % test accuracy, "
+          f"{len(first['seeds'])} seeds; {DEVICE}; `{MD}`): {len(doc['cells'])} of the "
+          f"{len(labels('severe_10'))} methods run here have finished. Rounds to 60 %, "
+          f"mean ± std over the seeds (per seed): {listed('Table V', 0)}. Uplink MB (10⁶ "
+          f"bytes) to 60 %: {listed('Table VI', 3)}. Every cell *{verdicts.NOT_DEFINED}*: "
+          f"the verdict rule has a margin for an accuracy and a Gini coefficient, none for "
+          f"a count of rounds or bytes"
+          + (f"; not finished yet: {', '.join(pending)}" if pending else "")
+          + "; SparseSecAgg refused at C = 0.2")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 
 import argparse
+import math
 import sys
 
 
@@ -35,8 +36,8 @@ from fedfrac_lab.reproduce.published_ours import (  # noqa: F401  (re-exported)
 
 
 # The runs on a paper's own data that its table judges (the others are stand-ins).
-REAL_DATA = {"fofedavg": "the real MNIST, Tables II–IV, CPU, "
-                         "`results/fofedavg_mnist_cpu.md`"}
+REAL_DATA = {"fofedavg": "the real MNIST, Tables II–IV and Tables V–VI's K = 10 column, "
+                         "CPU, `results/fofedavg_mnist_cpu.md`"}
 
 # Paper -> (tables, what our data is, our numbers).
 PAPERS = {
@@ -44,7 +45,8 @@ PAPERS = {
                  "(results/kuramoto_digits.md) stand in for MNIST; CIFAR-10 and FMNIST "
                  "were not run", kuramoto_ours),
     "fofedavg": (("Table II", "Table III", "Table IV", "Table V", "Table VI"),
-                 "the real MNIST for the cells of Tables II–IV whose runs have finished "
+                 "the real MNIST for the cells of Tables II–IV and of Tables V–VI's K = 10 "
+                 "column whose runs have finished "
                  "(`results/fofedavg_mnist_cpu.md`); scikit-learn digits and, for Table IV, "
                  "a reduced run on the real Fashion-MNIST stand in for MNIST; the MNIST "
                  "commands are in REPRODUCTION.md", fofedavg_ours),
@@ -101,6 +103,16 @@ def _ours_text(o, digits):
   return f"{o.mean:.{digits}f}{std} (n = {o.n})"
 
 
+def _real_digits(o, digits):
+  """The decimals a row of ours shows: the table's ``digits``, or for a number on the
+  paper's own data as many as three significant figures need (at most 4), so a
+  mean of 4.33 rounds or 0.757 MB beside a table of whole numbers is not shown as
+  4 or 1."""
+  if o is None or not o.real or o.mean is None or o.mean == 0:
+    return digits
+  return max(digits, min(4, 2 - math.floor(math.log10(abs(o.mean)))))
+
+
 def split_tally(rows):
   """({verdict: rows} of the rows run on the paper's own data, {verdict: rows} of
   the others: stand-ins and cells not run) of :func:`table_rows`' rows."""
@@ -134,9 +146,10 @@ def render_table(name, body, ours):
             f"verdict | our setting{'' if any(real.values()) else ' (stand-in)'} |",
             "|---|---|---|---|---|---|"]
   for label, value, _, o, c in rows:
-    d = "–" if c.delta is None else f"{c.delta:+.{digits}f}"
+    shown = _real_digits(o, digits)
+    d = "–" if c.delta is None else f"{c.delta:+.{shown}f}"
     setting = "" if o is None else o.setting + (f"; {c.note}" if o.real and c.note else "")
-    lines.append(f"| {label} | {common.fmt_value(value, digits)} | {_ours_text(o, digits)} "
+    lines.append(f"| {label} | {common.fmt_value(value, digits)} | {_ours_text(o, shown)} "
                  f"| {d} | {verdicts.verdict_text(c)} | {setting} |")
   for note in body.get("notes", [])[:3]:
     lines.append(f"\n- Note (transcription): {note}")

@@ -69,7 +69,9 @@ def campaign(tmp_path, monkeypatch):
       "2026-01-02T09:03:00Z end alpha/fofedavg_a1p5 rc=0 wall_s=180\n")
   out = tmp_path / "results"
   monkeypatch.setattr(fofedavg_mnist, "JSONS", {"iid": str(out / "iid.json"),
-                                                "alpha": str(out / "alpha.json")})
+                                                "alpha": str(out / "alpha.json"),
+                                                "severe_10": str(out / "severe_10.json")})
+  monkeypatch.setattr(fofedavg_mnist, "SEVERE_JSON", str(out / "severe_10.json"))
   monkeypatch.setattr(fofedavg_mnist, "IID_JSON", str(out / "iid.json"))
   monkeypatch.setattr(fofedavg_mnist, "ALPHA_JSON", str(out / "alpha.json"))
   return root, out
