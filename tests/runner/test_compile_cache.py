@@ -67,16 +67,36 @@ def _entries(cache):
           if name.endswith("-cache")}
 
 
-def test_a_second_identical_run_loads_every_program_from_the_cache(tmp_path):
-  cache = tmp_path / "cache"
-  first = _run(cache, tmp_path / "first")
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+  """A cache filled by one run (at ``cache``; a copy of it as saved in
+  ``pristine``), and that run's metrics. JAX's keys hold the cache's path,
+  so the tests use the cache where it was filled."""
+  import shutil
+  root = tmp_path_factory.mktemp("filled")
+  rows = _run(root / "cache", root / "w")
+  shutil.copytree(root / "cache", root / "pristine")
+  return root, rows
+
+
+def _copy(filled, tmp_path):
+  """The filled cache as it was saved (file times kept), where it was filled."""
+  import shutil
+  root, _ = filled
+  shutil.rmtree(root / "cache")
+  shutil.copytree(root / "pristine", root / "cache")
+  return root / "cache"
+
+
+def test_a_second_identical_run_loads_every_program_from_the_cache(filled, tmp_path):
+  cache = _copy(filled, tmp_path)   # as the first run (the fixture's) left it
   written = _entries(cache)
   # The method's rounds and the evaluation, among others.
   assert sum(name.startswith("jit__run_chunk-") for name in written) == 1, sorted(written)
   assert any(name.startswith("jit__eval_params-") for name in written), sorted(written)
   second = _run(cache, tmp_path / "second")
   assert _entries(cache) == written      # nothing compiled again: no entry new or rewritten
-  assert second == first                 # the same numbers from the loaded programs
+  assert second == filled[1]             # the same numbers from the loaded programs
 
 
 def test_worker_processes_inherit_the_cache(tmp_path):
@@ -103,27 +123,6 @@ def test_off_sets_nothing(monkeypatch):
   assert compile_cache.enable({"FEDFRAC_COMPILE_CACHE": "off"}) is None
   assert jax.config.jax_compilation_cache_dir == before
   assert "JAX_COMPILATION_CACHE_DIR" not in os.environ
-
-
-@pytest.fixture(scope="module")
-def filled(tmp_path_factory):
-  """A cache filled by one run (at ``cache``; a copy of it as saved in
-  ``pristine``), and that run's metrics. JAX's keys hold the cache's path,
-  so the tests use the cache where it was filled."""
-  import shutil
-  root = tmp_path_factory.mktemp("filled")
-  rows = _run(root / "cache", root / "w")
-  shutil.copytree(root / "cache", root / "pristine")
-  return root, rows
-
-
-def _copy(filled, tmp_path):
-  """The filled cache as it was saved (file times kept), where it was filled."""
-  import shutil
-  root, _ = filled
-  shutil.rmtree(root / "cache")
-  shutil.copytree(root / "pristine", root / "cache")
-  return root / "cache"
 
 
 @pytest.mark.parametrize("damage", ["every entry empty", "another program's entry"])
