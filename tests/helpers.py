@@ -105,6 +105,30 @@ def run_on_two_cpu_devices(script: str) -> dict:
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def run_cli_in_process(args):
+  """The command line ``fedfrac-run <args>`` run in this process as ``python -m
+  fedfrac.main`` runs it (absl's ``app.run`` with fedfrac's flag parser), from the
+  repository root: a namespace with ``returncode`` (from ``SystemExit``),
+  ``stdout`` and ``stderr`` (captured). For what only a process shows (a real
+  exit status, a traceback printed, signals) run ``python -m fedfrac.main``."""
+  import contextlib
+  import io
+  import types
+  from absl import app
+  from fedfrac import main as main_lib
+  out, err, status, here = io.StringIO(), io.StringIO(), 0, os.getcwd()
+  os.chdir(ROOT)
+  try:
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      app.run(main_lib.main, argv=["fedfrac-run", *args], flags_parser=main_lib.parse_flags)
+  except SystemExit as e:
+    status = e.code if isinstance(e.code, int) else int(e.code is not None)
+  finally:
+    os.chdir(here)
+  return types.SimpleNamespace(returncode=status, stdout=out.getvalue(),
+                               stderr=err.getvalue())
+
+
 def run_quickstart_cli(args, workdir):
   """``python -m fedfrac.main --config=configs/quickstart.py --workdir=<workdir>
   <args>`` in a process of its own (CPU, the repository first on the path):

@@ -1,6 +1,7 @@
 """Faults in what a workdir or a sweep directory holds, and signals, on the
-command line (``python -m fedfrac.main`` / ``fedfrac-sweep`` in processes of
-their own): each ends in one line (or recovers), never a traceback, never a lost
+command line (the damaged workdirs through ``fedfrac-run`` in this process, the
+signals to ``python -m fedfrac.main`` / ``fedfrac-sweep`` in processes of their
+own): each ends in one line (or recovers), never a traceback, never a lost
 record or a wrong number. The generated configs and the faults that stop before
 compute are tests/test_fuzz.py.
 """
@@ -77,16 +78,6 @@ def _foreign(work):
   os.makedirs(os.path.join(work, "runs", "x"))
 
 
-ENOSPC_DRIVER = (
-    "import errno, sys\n"
-    "from fedfrac.runner import checkpoint\n"
-    "def full(path, data):\n"
-    "  raise OSError(errno.ENOSPC, 'No space left on device', path)\n"
-    "checkpoint.write_file = full\n"
-    "from fedfrac import main\n"
-    "sys.argv = ['fedfrac-run'] + sys.argv[1:]\n"
-    "main.cli()\n")
-
 # name -> (damage, extra arguments, exit status, what the one stderr line holds)
 FAULTS = {
     "run record bit flip": (_flip_record, ["--config.only=fedavg"], 0,
@@ -111,8 +102,16 @@ FAULTS = {
 }
 
 
+def _no_space(path, data):
+  import errno
+  raise OSError(errno.ENOSPC, "No space left on device", path)
+
+
 @pytest.mark.parametrize("name", list(FAULTS))
-def test_a_fault_ends_in_one_line_or_recovers(finished_workdir, tmp_path, name):
+def test_a_fault_ends_in_one_line_or_recovers(finished_workdir, tmp_path, name,
+                                              monkeypatch):
+  # The command line in this process (tests/helpers.run_cli_in_process); the
+  # finished workdir and the signals below are real processes.
   damage, extra, status, line = FAULTS[name]
   work = str(tmp_path / "w")
   shutil.copytree(finished_workdir, work)
@@ -122,11 +121,10 @@ def test_a_fault_ends_in_one_line_or_recovers(finished_workdir, tmp_path, name):
   fedprox = {k: v for k, v in before.items() if "fedprox" in k}
   args = FAULT_ARGS + extra
   if damage == "enospc":
-    out = subprocess.run([sys.executable, "-c", ENOSPC_DRIVER,
-                          "--config=configs/quickstart.py", f"--workdir={work}", *args],
-                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=900)
-  else:
-    out = _run(args, work)
+    from fedfrac.runner import checkpoint
+    monkeypatch.setattr(checkpoint, "write_file", _no_space)
+  out = helpers.run_cli_in_process(["--config=configs/quickstart.py", f"--workdir={work}",
+                                    *args])
   lines = [l for l in out.stderr.splitlines() if l.strip()]
   context = (name, out.returncode, out.stderr[-3000:])
   assert out.returncode == status and "Traceback" not in out.stderr, context

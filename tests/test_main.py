@@ -8,17 +8,16 @@ stdout and stderr captured, the exit status from ``SystemExit``); a few run the
 real ``python -m fedfrac.main`` in a subprocess, for what only a process shows
 (its exit status, a traceback on stderr, signals).
 """
-import contextlib
-import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import types
 
 import pytest
+
+from tests import helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICKSTART = "--config=configs/quickstart.py"
@@ -32,19 +31,7 @@ def _cli(*args, process=False):
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "fedfrac.main", *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=900)
-  from absl import app
-  from fedfrac import main as main_lib
-  out, err, status, here = io.StringIO(), io.StringIO(), 0, os.getcwd()
-  os.chdir(ROOT)
-  try:
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-      app.run(main_lib.main, argv=["fedfrac-run", *args], flags_parser=main_lib.parse_flags)
-  except SystemExit as e:
-    status = e.code if isinstance(e.code, int) else int(e.code is not None)
-  finally:
-    os.chdir(here)
-  return types.SimpleNamespace(returncode=status, stdout=out.getvalue(),
-                               stderr=err.getvalue())
+  return helpers.run_cli_in_process(args)
 
 
 def _error_line(out):
