@@ -177,7 +177,7 @@ def test_config_method_option_errors_come_from_the_schema():
   c.methods = {"p": {"name": "fedprox", "muu": 0.1}}
   with pytest.raises(config_lib.ConfigError) as info:
     config_lib.validate(c)
-  assert str(info.value).startswith("config.methods.p.muu: unknown option")
+  assert str(info.value).startswith("config.methods.p.muu=0.1: unknown option")
   assert "did you mean 'mu'?" in str(info.value)
   c.methods = {"p": {"name": "fedprox", "mu": -1.0}}
   with pytest.raises(config_lib.ConfigError) as info:

@@ -220,12 +220,8 @@ CLI = ("--config=configs/quickstart.py", "--config.only=fedavg", "--config.round
 
 
 def _cli(*args):
-  import os
-  import subprocess
-  import sys
-  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  return subprocess.run([sys.executable, "-m", "fedfrac.main", *CLI, *args], cwd=ROOT,
-                        env=env, capture_output=True, text=True, timeout=900)
+  from tests import helpers
+  return helpers.run_cli_in_process([*CLI, *args])
 
 
 def test_cli_run_with_augment_and_one_line_errors(tmp_path):

@@ -6,8 +6,6 @@ import gzip
 import os
 import pickle
 import struct
-import subprocess
-import sys
 import tarfile
 import warnings
 
@@ -465,12 +463,11 @@ def test_paper_configs_run_on_local_files(tmp_path):
 
 
 def _cli(args, tmp_path):
-  cmd = [sys.executable, "-m", "fedfrac.main", "--config=configs/firma/fashion_mnist.py",
-         f"--workdir={tmp_path / 'run'}", "--config.data.source=files",
-         "--config.rounds=2", "--config.only=fedavg", "--config.seeds=(0,)",
-         "--config.progress=False"] + args
-  env = dict(os.environ, PYTHONPATH=ROOT)
-  return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+  from tests import helpers
+  return helpers.run_cli_in_process([
+      "--config=configs/firma/fashion_mnist.py", f"--workdir={tmp_path / 'run'}",
+      "--config.data.source=files", "--config.rounds=2", "--config.only=fedavg",
+      "--config.seeds=(0,)", "--config.progress=False"] + args)
 
 
 def test_cli_runs_on_files_and_reports_a_bad_file_in_one_line(tmp_path):

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -171,19 +169,17 @@ def test_regression_without_target_rmse_is_refused():
 
 
 def test_command_line_stops_at_target(tmp_path):
-  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  cmd = [sys.executable, "-m", "fedfrac.main", "--config=configs/quickstart.py",
+  cmd = ["--config=configs/quickstart.py",
          f"--workdir={tmp_path}", "--config.rounds=30", "--config.only=fedavg",
          "--config.progress=False", "--config.model.hidden=(16,)",
          "--config.target_accuracy=0.5", "--config.stop_at_target=True"]
-  out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+  out = helpers.run_cli_in_process(cmd)
   assert out.returncode == 0, out.stderr[-2000:]
   assert "ok, stopped at target (round" in out.stdout
   entry = json.loads((tmp_path / "summary.json").read_text())["methods"]["fedavg"]
   stopped = entry["seeds"]["0"]["stopped"]
   assert stopped["round"] < 30 and stopped["round"] == entry["seeds"]["0"]["rounds_done"]
-  bad = subprocess.run(cmd + ["--config.eval_every=30"], cwd=root, capture_output=True,
-                       text=True, timeout=300)
+  bad = helpers.run_cli_in_process(cmd + ["--config.eval_every=30"])
   assert bad.returncode == 2
   assert bad.stderr.strip().splitlines() == [
       "error: config.stop_at_target=True: needs an evaluation before the last round to "
