@@ -114,10 +114,10 @@ def seed_count(doc: dict) -> int:
   return len(_config(doc.get("scenario", "iid")).seeds)
 
 
-def read_cell(workdir: str, label: str) -> Tuple[Optional[dict], str]:
-  """``(cell, "")`` of a finished workdir, else ``(None, why not)``: every seed of
-  its config.json needs a verified record of ``label`` with status ``ok`` that
-  reached the config's rounds."""
+def _seed_records(workdir: str, label: str):
+  """``(config.json, [(seed, record, its rows from round 1)])`` of a workdir whose
+  every seed of ``label`` has a verified record with status ``ok``, else
+  ``(None, why not)``."""
   from fedfrac.runner import sealed
   from fedfrac.runner.workdir import Workdir
   try:
@@ -125,10 +125,9 @@ def read_cell(workdir: str, label: str) -> Tuple[Optional[dict], str]:
       config = json.load(f)
   except (OSError, ValueError) as e:
     return None, f"no readable config.json ({e.__class__.__name__})"
-  rounds = int(config["rounds"])
   kept = Workdir(workdir)
   current = kept.binding(label)
-  seeds = {}
+  found = []
   for seed in config["seeds"]:
     try:
       rec = kept.read_record(label, int(seed), current)
@@ -138,7 +137,20 @@ def read_cell(workdir: str, label: str) -> Tuple[Optional[dict], str]:
       return None, f"seed {seed}: record not verified ({e})"
     if rec.status != "ok":
       return None, f"seed {seed}: status {rec.status}"
-    rows = [r for r in rec.rows if int(r["round"]) >= 1]
+    found.append((seed, rec, [r for r in rec.rows if int(r["round"]) >= 1]))
+  return config, found
+
+
+def read_cell(workdir: str, label: str) -> Tuple[Optional[dict], str]:
+  """``(cell, "")`` of a finished workdir, else ``(None, why not)``: every seed of
+  its config.json needs a verified record of ``label`` with status ``ok`` that
+  reached the config's rounds."""
+  config, found = _seed_records(workdir, label)
+  if config is None:
+    return None, found
+  rounds = int(config["rounds"])
+  seeds = {}
+  for seed, rec, rows in found:
     if not rows or int(rows[-1]["round"]) < rounds:
       return None, f"seed {seed}: {rows[-1]['round'] if rows else 0} of {rounds} rounds"
     seeds[str(seed)] = {
@@ -160,27 +172,12 @@ def read_target_cell(workdir: str, label: str) -> Tuple[Optional[dict], str]:
   (the row's ``cum_bytes_up``; None: not reached), the last round run and the
   curve up to it."""
   from fedfrac.metrics.statistics import rounds_to_target
-  from fedfrac.runner import sealed
-  from fedfrac.runner.workdir import Workdir
-  try:
-    with open(os.path.join(workdir, "config.json")) as f:
-      config = json.load(f)
-  except (OSError, ValueError) as e:
-    return None, f"no readable config.json ({e.__class__.__name__})"
+  config, found = _seed_records(workdir, label)
+  if config is None:
+    return None, found
   rounds, target = int(config["rounds"]), float(config["target_accuracy"])
-  kept = Workdir(workdir)
-  current = kept.binding(label)
   seeds = {}
-  for seed in config["seeds"]:
-    try:
-      rec = kept.read_record(label, int(seed), current)
-    except FileNotFoundError:
-      return None, f"seed {seed}: no record yet"
-    except (OSError, sealed.Damaged) as e:
-      return None, f"seed {seed}: record not verified ({e})"
-    if rec.status != "ok":
-      return None, f"seed {seed}: status {rec.status}"
-    rows = [r for r in rec.rows if int(r["round"]) >= 1]
+  for seed, rec, rows in found:
     last = int(rows[-1]["round"]) if rows else 0
     reached = rounds_to_target([int(r["round"]) for r in rows],
                                [float(r["accuracy"]) for r in rows], target)
